@@ -1,0 +1,498 @@
+"""Execute the plan: one ShardSpec per task, each shard and its DALI index written atomically.
+
+A worker is a pure function of its ShardSpec; the DALI index is computed from the
+offsets while the shard is written (no second pass), and so is the sha256. Files
+appear under their final names only when complete (temp name, fsync, rename).
+The manifest lists finished shards as they come in and is written complete last;
+a rerun keeps the shards it lists whose fingerprint and sha256 still match and
+redoes the rest.
+"""
+
+import hashlib
+import os
+import re
+import signal
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagenet_build import catalog as catalog_mod
+from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources
+from imagenet_build.boxes import read_box_csv
+from imagenet_build.dali_index import index_text
+from imagenet_build.errors import BuildError, InputError
+from imagenet_build.example import encode_example
+from imagenet_build.tfrecord import OVERHEAD, frame
+
+SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
+TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
+DEFAULT_INDEX_DIR = "dali_idx"
+MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
+
+
+@dataclass
+class ConvertOptions:
+    output_dir: str
+    train_dir: str = None
+    validation_dir: str = None
+    bounding_box_file: str = None
+    train_shards: int = 1024
+    validation_shards: int = 128
+    layout_threads: int = 8
+    workers: int = 0  # 0: one per core
+    labels_file: str = None
+    metadata_file: str = None
+    validation_labels_file: str = None
+    index_dir: str = None
+    on_error: str = "fail"
+    overwrite: bool = False
+
+
+# ---------------------------------------------------------------- the worker
+
+
+_parent_pid = None
+
+
+def _init_worker(parent_pid):
+    """Workers ignore Ctrl-C (the parent stops them) and quit if the parent is killed."""
+    global _parent_pid
+    _parent_pid = parent_pid
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _read_input(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise InputError(path, "file vanished since the folder was listed") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, expected an image") from None
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None
+
+
+def _write_all(fd, parts):
+    """os.writev until every byte of `parts` is written (no copy of the payload)."""
+    total = sum(len(p) for p in parts)
+    written = os.writev(fd, parts)
+    if written < total:  # rare partial write: finish the rest plainly
+        os.write(fd, b"".join(parts)[written:])
+
+
+def write_shard(spec, output_dir, index_dir, on_error):
+    """Write one shard and its DALI index; return its manifest entry."""
+    name = spec.name
+    shard_path = Path(output_dir) / name
+    index_path = Path(index_dir) / f"{name}.idx"
+    pid = os.getpid()
+    shard_tmp = shard_path.with_name(f".{name}.{pid}.tmp")
+    index_tmp = index_path.with_name(f".{name}.idx.{pid}.tmp")
+    digest = hashlib.sha256()
+    offsets, skipped, reencoded = [], [], []
+    offset = 0
+    try:
+        fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for entry in spec.entries:
+                if _parent_pid is not None and os.getppid() != _parent_pid:
+                    os._exit(1)  # orphaned: the run was killed
+                path = os.path.join(spec.source_root, entry.relpath)
+                try:
+                    stored = images.prepare(_read_input(path), path)
+                except InputError as e:
+                    if on_error == "fail":
+                        raise
+                    skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
+                    continue
+                note = images.name_disagreement(entry.filename, stored)
+                if stored.reencoded or note:
+                    reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+                synset, text = spec.classes[entry.label]
+                payload = encode_example(
+                    encoded=stored.data,
+                    filename=entry.filename,
+                    height=stored.height,
+                    width=stored.width,
+                    label=entry.label,
+                    synset=synset,
+                    text=text,
+                    boxes=entry.boxes,
+                )
+                head, foot = frame(payload)
+                _write_all(fd, (head, payload, foot))
+                digest.update(head)
+                digest.update(payload)
+                digest.update(foot)
+                size = OVERHEAD + len(payload)
+                offsets.append((offset, size))
+                offset += size
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        index_bytes = index_text(offsets).encode()
+        with open(index_tmp, "wb") as f:
+            f.write(index_bytes)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(shard_tmp, shard_path)
+        os.replace(index_tmp, index_path)
+        manifest_mod.fsync_dir(shard_path.parent)
+        if index_path.parent != shard_path.parent:
+            manifest_mod.fsync_dir(index_path.parent)
+    finally:
+        for tmp in (shard_tmp, index_tmp):
+            if tmp.exists():
+                tmp.unlink()
+    return {
+        "split": spec.split,
+        "name": name,
+        "fingerprint": spec.fingerprint(on_error),
+        "records": len(offsets),
+        "bytes": offset,
+        "sha256": digest.hexdigest(),
+        "index_bytes": len(index_bytes),
+        "index_sha256": hashlib.sha256(index_bytes).hexdigest(),
+        "skipped": skipped,
+        "reencoded": reencoded,
+    }
+
+
+def _file_sha256_or_none(path):
+    try:
+        return catalog_mod.file_sha256(path)
+    except OSError:
+        return None
+
+
+# ---------------------------------------------------------------- the driver
+
+
+def _resolve_index_dir(output_dir, index_dir):
+    return Path(index_dir) if index_dir else Path(output_dir) / DEFAULT_INDEX_DIR
+
+
+def _manifest_index_dir(output_dir, index_dir):
+    """The index folder as the manifest records it: relative to the output when inside it."""
+    try:
+        return str(index_dir.resolve().relative_to(Path(output_dir).resolve()))
+    except ValueError:
+        return str(index_dir.resolve())
+
+
+def _layout_options(opts, index_dir_label, splits):
+    """The options that fix which files a build has; a rerun must repeat them to resume."""
+    return {
+        "splits": sorted(splits),
+        "train_shards": opts.train_shards if "train" in splits else None,
+        "validation_shards": opts.validation_shards if "validation" in splits else None,
+        "layout_threads": opts.layout_threads,
+        "index_dir": index_dir_label,
+    }
+
+
+def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
+    """Refuse a folder holding anything but our own files; with --overwrite clear ours."""
+    if output_dir.exists() and not output_dir.is_dir():
+        raise BuildError(f"{output_dir}: exists and is not a folder; choose another --output-dir")
+    if not output_dir.exists():
+        return
+    index_inside = index_dir.resolve().parent == output_dir.resolve()
+    strangers, ours = [], []
+    for entry in sorted(os.listdir(output_dir)):
+        path = output_dir / entry
+        if entry == manifest_mod.MANIFEST_NAME or TEMP_NAME.match(entry):
+            ours.append(path)
+        elif SHARD_NAME.match(entry) and path.is_file():
+            ours.append(path)
+        elif index_inside and entry == index_dir.name and path.is_dir():
+            continue
+        else:
+            strangers.append(entry)
+    if index_dir.is_dir():
+        for entry in sorted(os.listdir(index_dir)):
+            if TEMP_NAME.match(entry) or (entry.endswith(".idx") and SHARD_NAME.match(entry[:-4])):
+                ours.append(index_dir / entry)
+            else:
+                strangers.append(f"{index_dir.name}/{entry}")
+    if strangers:
+        raise BuildError(
+            f"{output_dir}: holds files that are not from imagenet-build "
+            f"({', '.join(strangers[:3])}{' ...' if len(strangers) > 3 else ''}); "
+            "choose an empty or new --output-dir"
+        )
+    foreign_shards = sorted(
+        p.name for p in ours if SHARD_NAME.match(p.name) and p.name not in planned_names
+    )
+    if overwrite:
+        for path in ours:
+            path.unlink()
+    elif foreign_shards:
+        raise BuildError(
+            f"{output_dir}: holds shards of another layout ({foreign_shards[0]} ...); "
+            "use --overwrite to replace that build, or another --output-dir"
+        )
+    else:
+        for path in ours:
+            if TEMP_NAME.match(path.name):
+                path.unlink()  # left by an interrupted run
+
+
+def _run_tasks(fn, tasks, workers, on_result):
+    """Run fn(*task) for every task, in-process or on `workers` processes; on_result per result."""
+    if workers <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            on_result(task, fn(*task))
+        return
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")  # workers do not inherit the plan's memory
+    pool = ProcessPoolExecutor(
+        max_workers=min(workers, len(tasks)),
+        mp_context=context,
+        initializer=_init_worker,
+        initargs=(os.getpid(),),
+    )
+    try:
+        pending = {pool.submit(fn, *task): task for task in tasks}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = pending.pop(future)
+                on_result(task, future.result())
+    except BrokenProcessPool:
+        raise BuildError(
+            "a worker process died (out of memory, or killed); run the same command again to resume"
+        ) from None
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _progress(total, initial, desc):
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit="img",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=None,  # shown on a terminal, silent in logs
+    )
+
+
+def convert(opts: ConvertOptions):
+    """inputs -> shards + indexes + manifest. Returns the summary dict."""
+    started = time.monotonic()
+    if not opts.train_dir and not opts.validation_dir:
+        raise BuildError("nothing to convert: give --train-dir and/or --validation-dir")
+    if opts.on_error not in ("fail", "skip"):
+        raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
+    output_dir = Path(opts.output_dir)
+    index_dir = _resolve_index_dir(output_dir, opts.index_dir)
+    workers = opts.workers or os.cpu_count() or 1
+
+    # catalog and sources
+    cat = catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
+    boxes = read_box_csv(opts.bounding_box_file) if opts.bounding_box_file else {}
+    val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
+    split_inputs = []
+    if opts.train_dir:
+        split_inputs.append(sources.scan_class_folders("train", opts.train_dir, cat, opts.on_error))
+    if opts.validation_dir:
+        split_inputs.append(
+            sources.scan_validation(
+                opts.validation_dir,
+                cat,
+                lambda: catalog_mod.read_validation_labels(val_labels_file),
+                val_labels_file,
+                opts.on_error,
+            )
+        )
+
+    # plan
+    shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
+    specs = []
+    for split_input in split_inputs:
+        split_input.entries = plan_mod.attach_boxes(split_input.entries, boxes)
+        specs.extend(plan_mod.plan_split(split_input, cat, shard_counts[split_input.split], opts.layout_threads))
+    splits = [s.split for s in split_inputs]
+    layout = _layout_options(opts, _manifest_index_dir(output_dir, index_dir), splits)
+
+    # output folder and resume
+    previous = None
+    if not opts.overwrite:
+        try:
+            previous = manifest_mod.read_manifest(output_dir) if output_dir.is_dir() else None
+        except ValueError as e:
+            raise BuildError(f"{e}; use --overwrite to start over") from None
+    if previous and previous.get("options") != layout:
+        raise BuildError(
+            f"{output_dir}: holds a build made with other options ({previous.get('options')}); "
+            "use --overwrite to replace it, or another --output-dir"
+        )
+    _check_output_dir(output_dir, index_dir, {s.name for s in specs}, opts.overwrite)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    index_dir.mkdir(parents=True, exist_ok=True)
+
+    fingerprints = {spec.name: spec.fingerprint(opts.on_error) for spec in specs}
+    candidates = {
+        entry["name"]: entry
+        for entry in (previous or {}).get("shards", [])
+        if fingerprints.get(entry["name"]) == entry.get("fingerprint")
+    }
+    done = {}  # name -> manifest entry
+    if candidates:
+        checks = [
+            (str(output_dir / name), str(index_dir / f"{name}.idx"), entry["sha256"], entry["index_sha256"])
+            for name, entry in candidates.items()
+        ]
+
+        def keep(task, still_good):
+            if still_good:
+                name = Path(task[0]).name
+                done[name] = candidates[name]
+
+        _run_tasks(_still_matches, checks, workers, keep)
+
+    todo = [spec for spec in specs if spec.name not in done]
+    header = {
+        "format": manifest_mod.FORMAT,
+        "options": layout,
+        "inputs": _describe_inputs(opts, split_inputs, val_labels_file),
+    }
+    last_write = [time.monotonic()]
+
+    def save(complete):
+        manifest_mod.write_manifest(output_dir, _manifest(header, specs, done, cat, split_inputs, complete))
+        last_write[0] = time.monotonic()
+
+    total_images = sum(len(spec.entries) for spec in specs)
+    kept_images = sum(len(spec.entries) for spec in specs if spec.name in done)
+    bar = _progress(total_images, kept_images, "convert")
+
+    def finished(task, entry):
+        done[entry["name"]] = entry
+        bar.update(len(task[0].entries))
+        if time.monotonic() - last_write[0] > MANIFEST_EVERY:
+            save(False)
+
+    tasks = [(spec, str(output_dir), str(index_dir), opts.on_error) for spec in todo]
+    try:
+        _run_tasks(write_shard, tasks, workers, finished)
+    except KeyboardInterrupt:
+        save(False)
+        raise BuildError("interrupted; run the same command again to resume") from None
+    except BaseException:
+        save(False)
+        raise
+    finally:
+        bar.close()
+    save(True)
+    seconds = time.monotonic() - started
+    return _summary(output_dir, specs, done, split_inputs, len(todo), seconds, total_images - kept_images)
+
+
+def _still_matches(shard_path, index_path, sha256, index_sha256):
+    return _file_sha256_or_none(shard_path) == sha256 and _file_sha256_or_none(index_path) == index_sha256
+
+
+def _describe_inputs(opts, split_inputs, val_labels_file):
+    def sha(path):
+        return catalog_mod.file_sha256(path) if path else None
+
+    described = {
+        "labels_file_sha256": sha(opts.labels_file or catalog_mod.DEFAULT_LABELS_FILE),
+        "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
+        "bounding_box_file_sha256": sha(opts.bounding_box_file),
+    }
+    for s in split_inputs:
+        described[s.split] = {"layout": s.layout, "images": len(s.entries)}
+        if s.layout == "flat":
+            described[s.split]["validation_labels_file_sha256"] = sha(val_labels_file)
+    return described
+
+
+def _manifest(header, specs, done, cat, split_inputs, complete):
+    shards = [done[spec.name] for spec in specs if spec.name in done]
+    splits = {}
+    for s in split_inputs:
+        entries = [e for e in shards if e["split"] == s.split]
+        counts = {}
+        for spec in specs:
+            if spec.split == s.split and spec.name in done:
+                for entry in spec.entries:
+                    counts[entry.label] = counts.get(entry.label, 0) + 1
+        for entry in entries:
+            for skip in entry["skipped"]:
+                counts[skip["label"]] -= 1
+        splits[s.split] = {
+            "shards": specs_count(specs, s.split),
+            "shards_done": len(entries),
+            "records": sum(e["records"] for e in entries),
+            "bytes": sum(e["bytes"] for e in entries),
+            "label_counts": {str(k): v for k, v in sorted(counts.items()) if v},
+            "left_out": [{"file": f, "reason": r} for f, r in s.left_out],
+        }
+    return dict(
+        header,
+        complete=complete,
+        num_classes=cat.num_classes,
+        splits=splits,
+        shards=shards,
+        totals={
+            "records": sum(e["records"] for e in shards),
+            "bytes": sum(e["bytes"] for e in shards),
+            "skipped": sum(len(e["skipped"]) for e in shards),
+            "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"]),
+        },
+    )
+
+
+def specs_count(specs, split):
+    return sum(1 for spec in specs if spec.split == split)
+
+
+def _summary(output_dir, specs, done, split_inputs, written, seconds, images_processed):
+    shards = [done[spec.name] for spec in specs]
+    summary = {
+        "ok": True,
+        "output_dir": str(output_dir),
+        "manifest": str(output_dir / manifest_mod.MANIFEST_NAME),
+        "shards_written": written,
+        "shards_kept": len(specs) - written,
+        "records": sum(e["records"] for e in shards),
+        "bytes": sum(e["bytes"] for e in shards),
+        "seconds": round(seconds, 3),
+        "images_per_second": round(images_processed / seconds, 1) if seconds > 0 else None,
+        "splits": {},
+        "skipped": [dict(s, split=e["split"]) for e in shards for s in e["skipped"]],
+        "reencoded": [dict(r, split=e["split"]) for e in shards for r in e["reencoded"]],
+        "notes": [],
+    }
+    for s in split_inputs:
+        records = sum(e["records"] for e in shards if e["split"] == s.split)
+        summary["splits"][s.split] = {
+            "layout": s.layout,
+            "images": len(s.entries),
+            "records": records,
+            "shards": specs_count(specs, s.split),
+        }
+        summary["notes"].extend(s.notes)
+        if s.ignored:
+            shown = ", ".join(s.ignored[: sources.SHOWN])
+            summary["notes"].append(
+                f"{s.split}: {len(s.ignored)} file(s) ignored (not <synset>/*.JPEG as slim takes them): {shown}"
+            )
+        if s.empty_classes:
+            summary["notes"].append(
+                f"{s.split}: {len(s.empty_classes)} class(es) of the labels file have no images: "
+                + ", ".join(s.empty_classes[: sources.SHOWN])
+            )
+        summary["skipped"].extend({"file": f, "reason": r, "split": s.split} for f, r in s.left_out)
+    return summary

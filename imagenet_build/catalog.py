@@ -1,0 +1,129 @@
+"""Synsets, their texts and the validation labels: the three ImageNet list files.
+
+The shipped copies in `data/` are the defaults. Labels are 1-based positions in
+the labels file (slim's convention; 0 is "background" and never used), so a
+labels file holding a subset of the 1000 synsets gives a smaller, consistent build.
+"""
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from imagenet_build.errors import InputError
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_LABELS_FILE = DATA_DIR / "imagenet_lsvrc_2015_synsets.txt"
+DEFAULT_METADATA_FILE = DATA_DIR / "imagenet_metadata.txt"
+DEFAULT_VALIDATION_LABELS_FILE = DATA_DIR / "imagenet_2012_validation_synset_labels.txt"
+
+
+def _read_lines(path):
+    """Lines of a UTF-8 text file without their line ends; trailing blank lines dropped."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except IsADirectoryError:
+        raise InputError(path, "is a folder, expected a text file") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None
+    lines = text.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def file_sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_synset_list(path, what):
+    """One synset per line, no blanks, no spaces inside; returns a list."""
+    synsets = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        synset = line.strip()
+        if not synset or len(synset.split()) != 1:
+            raise InputError(path, f"line {number}: expected one {what} per line, got {line!r}")
+        synsets.append(synset)
+    if not synsets:
+        raise InputError(path, f"is empty; expected one {what} per line")
+    return synsets
+
+
+def read_labels_file(path):
+    """The synsets in label order (label = position + 1)."""
+    synsets = read_synset_list(path, "synset")
+    seen = {}
+    for number, synset in enumerate(synsets, start=1):
+        if synset in seen:
+            raise InputError(path, f"line {number}: synset {synset} repeats line {seen[synset]}")
+        seen[synset] = number
+    return synsets
+
+
+def read_metadata_file(path):
+    """`<synset>\\t<text>` lines -> {synset: text} (slim's synset_to_human)."""
+    texts = {}
+    for number, line in enumerate(_read_lines(path), start=1):
+        parts = line.rstrip("\r\n").split("\t")
+        if len(parts) != 2 or not parts[0].strip():
+            raise InputError(path, f"line {number}: expected '<synset><TAB><text>', got {line!r}")
+        texts[parts[0].strip()] = parts[1].strip()
+    if not texts:
+        raise InputError(path, "is empty; expected '<synset><TAB><text>' lines")
+    return texts
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What a label means: synset and text for labels 1..K."""
+
+    synsets: tuple
+    texts: dict
+    label_of: dict = field(repr=False)
+    labels_file: str
+    metadata_file: str
+
+    @property
+    def num_classes(self):
+        return len(self.synsets)
+
+    def synset(self, label):
+        return self.synsets[label - 1]
+
+    def text(self, label):
+        return self.texts[self.synsets[label - 1]]
+
+
+def load_catalog(labels_file=None, metadata_file=None):
+    labels_file = Path(labels_file or DEFAULT_LABELS_FILE)
+    metadata_file = Path(metadata_file or DEFAULT_METADATA_FILE)
+    synsets = read_labels_file(labels_file)
+    all_texts = read_metadata_file(metadata_file)
+    unknown = [s for s in synsets if s not in all_texts]
+    if unknown:
+        shown = ", ".join(unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        raise InputError(
+            labels_file,
+            f"{len(unknown)} synset(s) have no text in {metadata_file}: {shown}; "
+            "fix the labels file or pass the matching --metadata-file",
+        )
+    return Catalog(
+        synsets=tuple(synsets),
+        texts={s: all_texts[s] for s in synsets},
+        label_of={s: i for i, s in enumerate(synsets, start=1)},
+        labels_file=str(labels_file),
+        metadata_file=str(metadata_file),
+    )
+
+
+def read_validation_labels(path=None):
+    """Synset of validation image i (1-based) at position i - 1."""
+    return read_synset_list(Path(path or DEFAULT_VALIDATION_LABELS_FILE), "synset")

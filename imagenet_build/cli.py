@@ -1,0 +1,171 @@
+"""The `imagenet-build` command: parse, call one function, print.
+
+Heavy modules are imported inside the commands, so `--help` is instant.
+Results go to stdout (or one JSON document with --json), progress to stderr,
+and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
+"""
+
+import functools
+import json
+import os
+import sys
+
+import click
+
+
+def _reports_errors(fn):
+    """Turn BuildError (and file-system errors) into one line on stderr and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        from imagenet_build.errors import BuildError
+
+        try:
+            return fn(*args, **kwargs)
+        except BuildError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(e.exit_code)
+        except OSError as e:
+            where = f"{e.filename}: " if e.filename else ""
+            click.echo(f"error: {where}{e.strerror or e}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _print_json(document):
+    click.echo(json.dumps(document, indent=1, sort_keys=True))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="imagenet-build")
+def cli():
+    """ImageNet (ILSVRC2012) to TF-slim TFRecord shards with DALI indexes.
+
+    Start with `imagenet-build sample DIR` for a small dataset to try, then
+    `imagenet-build convert --help`.
+    """
+
+
+existing_dir = click.Path(exists=False, file_okay=False)
+existing_file = click.Path(dir_okay=False)
+
+
+@cli.command()
+@click.option("--train-dir", type=existing_dir, help="Train images as <synset>/*.JPEG.")
+@click.option(
+    "--validation-dir",
+    type=existing_dir,
+    help="Validation images: flat ILSVRC2012_val_%08d.JPEG (labelled from --validation-labels-file) "
+    "or <synset>/*.JPEG folders; detected.",
+)
+@click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
+@click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
+@click.option("--train-shards", default=1024, show_default=True, type=click.IntRange(min=1))
+@click.option("--validation-shards", default=128, show_default=True, type=click.IntRange(min=1))
+@click.option(
+    "--layout-threads",
+    default=8,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="slim's num_threads: fixes which image lands in which shard (not how many processes run). "
+    "Shard counts must be multiples of it.",
+)
+@click.option(
+    "--workers",
+    default=0,
+    type=click.IntRange(min=0),
+    help="Processes that write shards [default: one per core]. The output is the same for any value.",
+)
+@click.option("--labels-file", type=existing_file, help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
+@click.option("--metadata-file", type=existing_file, help="<synset>\\t<text> lines. [default: shipped imagenet_metadata.txt]")
+@click.option(
+    "--validation-labels-file",
+    type=existing_file,
+    help="Synset of validation image i on line i. [default: shipped ILSVRC2012 validation labels]",
+)
+@click.option("--index-dir", type=existing_dir, help="Where DALI indexes go. [default: OUTPUT_DIR/dali_idx]")
+@click.option(
+    "--on-error",
+    type=click.Choice(["fail", "skip"]),
+    default="fail",
+    show_default=True,
+    help="fail: stop at the first bad input; skip: leave it out and list it in the manifest.",
+)
+@click.option("--overwrite", is_flag=True, help="Replace a previous build in OUTPUT_DIR instead of resuming it.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_reports_errors
+def convert(as_json, **options):
+    """Convert ImageNet folders into shuffled, sharded TFRecords in slim's format.
+
+    Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
+    and manifest.json (written last). Running the same command again resumes:
+    shards the manifest lists, whose sha256 still matches, are kept.
+    """
+    from imagenet_build.build import ConvertOptions, convert as run_convert
+
+    summary = run_convert(ConvertOptions(**options))
+    if as_json:
+        _print_json(summary)
+        return
+    for split, s in summary["splits"].items():
+        click.echo(f"{split}: {s['records']} records in {s['shards']} shards ({s['layout']} input, {s['images']} images)")
+    click.echo(
+        f"shards written: {summary['shards_written']}, kept from before: {summary['shards_kept']}; "
+        f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s"
+        + (f" ({summary['images_per_second']:.0f} images/s)" if summary["images_per_second"] else "")
+    )
+    reencoded = [r for r in summary["reencoded"] if r["reencoded"]]
+    if reencoded:
+        click.echo(f"re-encoded as RGB JPEG: {len(reencoded)} ({', '.join(sorted({r['reencoded'] for r in reencoded}))})")
+    for r in summary["reencoded"]:
+        if r["note"]:
+            click.echo(f"note: {r['file']}: {r['note']}")
+    for s in summary["skipped"]:
+        click.echo(f"skipped: {s['file']}: {s['reason']}")
+    for note in summary["notes"]:
+        click.echo(f"note: {note}")
+    click.echo(f"manifest: {summary['manifest']}")
+
+
+@cli.command()
+@click.argument("out", type=existing_dir)
+@click.option("--classes", default=4, show_default=True, type=click.IntRange(min=1, max=1000))
+@click.option("--per-class", default=12, show_default=True, type=click.IntRange(min=1), help="Train images per class.")
+@click.option("--validation-per-class", default=4, show_default=True, type=click.IntRange(min=0))
+@click.option("--min-size", default=64, show_default=True, type=click.IntRange(min=8), help="Smallest image side, pixels.")
+@click.option("--max-size", default=160, show_default=True, type=click.IntRange(min=8), help="Largest image side, pixels.")
+@click.option("--quality", default=90, show_default=True, type=click.IntRange(1, 100), help="JPEG quality.")
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_reports_errors
+def sample(out, as_json, **options):
+    """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
+
+    OUT/train/<synset>/*.JPEG, flat OUT/validation/ILSVRC2012_val_*.JPEG with
+    OUT/validation_labels.txt, OUT/labels.txt and OUT/bboxes.csv; includes CMYK,
+    PNG-named-JPEG, grayscale, progressive and EXIF-rotated images.
+    """
+    from imagenet_build.sample import make_sample
+
+    counts = make_sample(out, **options)
+    if as_json:
+        _print_json(dict(counts, out=str(out)))
+        return
+    special = ", ".join(f"{n} {k}" for k, n in sorted(counts["special"].items()))
+    click.echo(
+        f"{out}: {counts['train']} train and {counts['validation']} validation images in "
+        f"{counts['classes']} classes, {counts['boxes']} boxes; special: {special}"
+    )
+    click.echo(
+        "convert it with: imagenet-build convert "
+        f"--train-dir {os.path.join(out, 'train')} --validation-dir {os.path.join(out, 'validation')} "
+        f"--labels-file {os.path.join(out, 'labels.txt')} "
+        f"--validation-labels-file {os.path.join(out, 'validation_labels.txt')} "
+        f"--bounding-box-file {os.path.join(out, 'bboxes.csv')} "
+        "--train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir OUTPUT"
+    )
+
+
+def main():
+    cli(prog_name="imagenet-build")

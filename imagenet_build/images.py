@@ -1,0 +1,169 @@
+"""Decide by content whether an image can be stored as it is, and fix the ones that cannot.
+
+A baseline or progressive 8-bit JPEG with 1 or 3 components is stored untouched,
+its size read from the SOF header (what a full decode reports; EXIF orientation is
+ignored, as slim ignores it). Everything else that Pillow can read — CMYK/YCCK
+JPEGs, PNGs behind a .JPEG name, other formats — is re-encoded as an RGB JPEG at
+quality 100, as slim, TFDS and the TPU converter do for ImageNet's 23 known cases.
+The header walk is hand-written: Pillow's open() parses the same markers but
+costs several times more per image, and we also want the truncation check.
+"""
+
+import io
+from typing import NamedTuple
+
+from imagenet_build.errors import InputError
+
+# The files slim, TFDS and the TPU converter re-encode, found by name (REFERENCE §2).
+SLIM_PNG_NAMES = frozenset({"n02105855_2933.JPEG"})
+SLIM_CMYK_NAMES = frozenset(
+    name + ".JPEG"
+    for name in (
+        "n01739381_1309 n02077923_14822 n02447366_23489 n02492035_15739 n02747177_10752 "
+        "n03018349_4028 n03062245_4620 n03347037_9675 n03467068_12171 n03529860_11437 "
+        "n03544143_17228 n03633091_5218 n03710637_5125 n03961711_5286 n04033995_2932 "
+        "n04258138_17003 n04264628_27969 n04336792_7448 n04371774_5854 n04596742_4225 "
+        "n07583066_647 n13037406_4650"
+    ).split()
+)
+
+REENCODE_QUALITY = 100
+_STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
+_SOF_MARKERS = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_STANDALONE = set(range(0xD0, 0xD8)) | {0x01, 0xD8}
+
+
+class JpegHeader(NamedTuple):
+    sof: int
+    precision: int
+    height: int
+    width: int
+    components: int
+    adobe_transform: object  # None when there is no Adobe APP14 segment
+
+
+class StoredImage(NamedTuple):
+    data: bytes
+    height: int
+    width: int
+    reencoded: str  # "" when stored as is, else why ("CMYK JPEG", "PNG", ...)
+
+
+def parse_jpeg_header(data):
+    """Walk the markers up to the first SOS. Returns (JpegHeader, offset of scan data).
+
+    Raises ValueError with a short reason when the stream is not a well-formed JPEG.
+    """
+    size = len(data)
+    pos = 2
+    sof = None
+    adobe = None
+    while True:
+        if pos + 4 > size:
+            raise ValueError("truncated in the header")
+        if data[pos] != 0xFF:
+            raise ValueError(f"no marker at byte {pos}")
+        while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
+            pos += 1
+        marker = data[pos + 1]
+        if marker in _STANDALONE:
+            pos += 2
+            continue
+        if marker == 0xD9:
+            raise ValueError("ends before any image data")
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        end = pos + 2 + length
+        if length < 2 or end > size:
+            raise ValueError("truncated in the header")
+        if marker in _SOF_MARKERS:
+            if length < 8:
+                raise ValueError("bad frame header")
+            sof = JpegHeader(
+                sof=marker,
+                precision=data[pos + 4],
+                height=(data[pos + 5] << 8) | data[pos + 6],
+                width=(data[pos + 7] << 8) | data[pos + 8],
+                components=data[pos + 9],
+                adobe_transform=None,
+            )
+        elif marker == 0xEE and length >= 14 and data[pos + 4 : pos + 9] == b"Adobe":
+            adobe = data[pos + 15]
+        elif marker == 0xDA:
+            if sof is None:
+                raise ValueError("image data before any frame header")
+            return sof._replace(adobe_transform=adobe), end
+        pos = end
+
+
+def _is_storable(header):
+    return (
+        header.sof in _STORABLE_SOF
+        and header.precision == 8
+        and header.components in (1, 3)
+        and header.height > 0
+        and header.width > 0
+    )
+
+
+def _jpeg_kind(header):
+    if header.components == 4:
+        return "YCCK JPEG" if header.adobe_transform == 2 else "CMYK JPEG"
+    if header.precision != 8:
+        return f"{header.precision}-bit JPEG"
+    if header.sof not in _STORABLE_SOF:
+        return f"JPEG with frame type 0x{header.sof:02X}"
+    return f"JPEG with {header.components} components"
+
+
+def prepare(data, path):
+    """The bytes to store for one input file, with their size. Raises InputError."""
+    if not data:
+        raise InputError(path, "empty file (0 bytes)")
+    if data[:2] == b"\xff\xd8":
+        try:
+            header, scan = parse_jpeg_header(data)
+        except ValueError as e:
+            raise InputError(path, f"broken JPEG: {e}") from None
+        if data.find(b"\xff\xd9", scan) < 0:
+            raise InputError(path, "truncated JPEG: no end-of-image marker after the image data")
+        if _is_storable(header):
+            return StoredImage(data, header.height, header.width, "")
+        return reencode(data, path, _jpeg_kind(header))
+    return reencode(data, path, None)
+
+
+def _to_rgb(image):
+    """RGB pixels as TensorFlow's decode_*(channels=3) gives them: alpha dropped, 16 bits cut to 8."""
+    if image.mode.startswith("I;16"):
+        image = image.convert("I")
+    if image.mode == "I":
+        image = image.point(lambda v: v * (1 / 256)).convert("L")
+    return image.convert("RGB")
+
+
+def reencode(data, path, kind):
+    """Decode with Pillow and store as an RGB JPEG, quality 100."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            kind = kind or (image.format or "unknown format")
+            image.load()
+            rgb = _to_rgb(image)
+    except UnidentifiedImageError:
+        raise InputError(path, "not an image (neither JPEG nor any format Pillow reads)") from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise InputError(path, f"cannot decode {kind or 'image'}: {e}") from None
+    out = io.BytesIO()
+    rgb.save(out, format="JPEG", quality=REENCODE_QUALITY)
+    return StoredImage(out.getvalue(), rgb.height, rgb.width, kind)
+
+
+def name_disagreement(filename, stored):
+    """A note when content and slim's name lists disagree, else "" (REFERENCE §2)."""
+    listed = filename in SLIM_PNG_NAMES or filename in SLIM_CMYK_NAMES
+    if stored.reencoded and not listed:
+        return f"re-encoded ({stored.reencoded}) but not in slim's list of files to re-encode"
+    if listed and not stored.reencoded:
+        return "in slim's list of files to re-encode, but its content is a plain JPEG; stored as is"
+    return ""

@@ -1,0 +1,59 @@
+"""manifest.json: the commit point of a build.
+
+Written atomically (temp name, fsync, rename), rewritten as shards complete with
+`"complete": false`, and a last time with `"complete": true`. Resume trusts only
+the shards it lists. It holds nothing that varies between runs (no times, no
+worker count), so an interrupted and resumed build ends with the same bytes as
+an uninterrupted one.
+"""
+
+import json
+import os
+from pathlib import Path
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = "imagenet-build/1"
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, data):
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def dumps(manifest):
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+
+
+def write_manifest(output_dir, manifest):
+    write_atomic(Path(output_dir) / MANIFEST_NAME, dumps(manifest))
+
+
+def read_manifest(output_dir):
+    """The manifest dict, or None when there is none. ValueError when it is not ours or unreadable."""
+    path = Path(output_dir) / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        manifest = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{path}: not an imagenet-build manifest (format {FORMAT})")
+    return manifest

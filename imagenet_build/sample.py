@@ -1,0 +1,131 @@
+"""A small ImageNet-shaped dataset to try everything on, made with Pillow.
+
+Layout, as the ILSVRC2012 archives unpack:
+  OUT/train/<synset>/<synset>_<n>.JPEG      train images, one folder per class
+  OUT/validation/ILSVRC2012_val_%08d.JPEG   flat validation images
+  OUT/validation_labels.txt                 synset of validation image i on line i
+  OUT/labels.txt                            the synsets used (a labels file)
+  OUT/bboxes.csv                            boxes in slim's CSV format
+It holds the awkward cases of the real thing: CMYK JPEGs, a PNG (with alpha)
+behind a .JPEG name, grayscale, progressive, and an EXIF-rotated JPEG. Each
+class has its own colour and stripe direction, so a small network can learn it.
+Same options -> same bytes.
+"""
+
+import colorsys
+import io
+import random
+from pathlib import Path
+
+from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+from imagenet_build.errors import BuildError
+
+
+def _picture(rng, label_index, num_classes, width, height):
+    from PIL import Image, ImageDraw
+
+    hue = label_index / max(num_classes, 1)
+    base = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.7, 0.5 + 0.4 * rng.random()))
+    image = Image.new("RGB", (width, height), base)
+    draw = ImageDraw.Draw(image)
+    period = 8 + (label_index % 4) * 6
+    stripe = tuple(255 - c for c in base)
+    if label_index % 2:
+        for x in range(rng.randrange(period), width, period):
+            draw.line([(x, 0), (x, height)], fill=stripe, width=max(1, period // 3))
+    else:
+        for y in range(rng.randrange(period), height, period):
+            draw.line([(0, y), (width, y)], fill=stripe, width=max(1, period // 3))
+    noise = Image.frombytes("L", (width, height), rng.randbytes(width * height)).convert("RGB")
+    return Image.blend(image, noise, 0.25)
+
+
+def _encode(image, kind, quality):
+    out = io.BytesIO()
+    if kind == "cmyk":
+        image.convert("CMYK").save(out, "JPEG", quality=quality)
+    elif kind == "png":
+        rgba = image.convert("RGBA")
+        rgba.putalpha(200)
+        rgba.save(out, "PNG")
+    elif kind == "gray":
+        image.convert("L").save(out, "JPEG", quality=quality)
+    elif kind == "progressive":
+        image.save(out, "JPEG", quality=quality, progressive=True)
+    elif kind == "exif-rotated":
+        exif = image.getexif()
+        exif[0x0112] = 6  # orientation: rotate 90 degrees when shown
+        image.save(out, "JPEG", quality=quality, exif=exif.tobytes())
+    else:
+        image.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+# Which train images (by position over all of them) get an awkward encoding.
+_SPECIAL = {2: "cmyk", 4: "png", 9: "cmyk", 3: "gray", 5: "progressive", 7: "exif-rotated"}
+
+
+def _kind(position):
+    if position in _SPECIAL:
+        return _SPECIAL[position]
+    if position % 13 == 6:
+        return "gray"
+    if position % 11 == 8:
+        return "progressive"
+    return "rgb"
+
+
+def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=64, max_size=160,
+                quality=90, seed=0, labels_file=None):
+    """Write the sample tree under `out` (which must not hold files yet). Returns counts."""
+    if classes < 1 or per_class < 1 or validation_per_class < 0:
+        raise BuildError("--classes and --per-class must be at least 1")
+    if not 8 <= min_size <= max_size:
+        raise BuildError("image sizes must satisfy 8 <= --min-size <= --max-size")
+    all_synsets = read_labels_file(labels_file or DEFAULT_LABELS_FILE)
+    if classes > len(all_synsets):
+        raise BuildError(f"--classes: at most {len(all_synsets)} synsets are known")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise BuildError(f"{out}: not empty; choose a new folder for the sample")
+    rng = random.Random(seed)
+    synsets = all_synsets[:classes]
+    counts = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
+
+    box_lines = []
+    position = 0
+    for label_index, synset in enumerate(synsets):
+        folder = out / "train" / synset
+        folder.mkdir(parents=True)
+        for n in range(per_class):
+            width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
+            kind = _kind(position)
+            name = f"{synset}_{n + 1}.JPEG"
+            image = _picture(rng, label_index, classes, width, height)
+            (folder / name).write_bytes(_encode(image, kind, quality))
+            counts["special"][kind] = counts["special"].get(kind, 0) + 1
+            for _ in range(rng.choice((0, 1, 1, 2))):
+                x0, x1 = sorted(rng.random() for _ in range(2))
+                y0, y1 = sorted(rng.random() for _ in range(2))
+                box_lines.append(f"{name},{x0:.4f},{y0:.4f},{x1:.4f},{y1:.4f}")
+            position += 1
+    counts["train"] = position
+    counts["special"].pop("rgb", None)
+
+    val_synsets = [s for s in synsets for _ in range(validation_per_class)]
+    rng.shuffle(val_synsets)
+    val_folder = out / "validation"
+    val_folder.mkdir(parents=True)
+    for number, synset in enumerate(val_synsets, start=1):
+        width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
+        image = _picture(rng, synsets.index(synset), classes, width, height)
+        kind = "gray" if number % 7 == 3 else "rgb"
+        (val_folder / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(_encode(image, kind, quality))
+    counts["validation"] = len(val_synsets)
+
+    (out / "labels.txt").write_text("".join(s + "\n" for s in synsets))
+    (out / "validation_labels.txt").write_text("".join(s + "\n" for s in val_synsets))
+    box_lines.sort()
+    (out / "bboxes.csv").write_text("".join(line + "\n" for line in box_lines))
+    counts["boxes"] = len(box_lines)
+    return counts

@@ -1,0 +1,71 @@
+"""Shared fixtures: a sample dataset made once per session, and ways to run the CLI."""
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from imagenet_build.cli import cli
+from imagenet_build.sample import make_sample
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample")
+    make_sample(out, classes=4, per_class=12, validation_per_class=4)
+    return out
+
+
+def sample_args(sample, output, *extra, train=True, validation=True):
+    args = ["convert", "--output-dir", str(output), "--labels-file", str(sample / "labels.txt")]
+    if train:
+        args += ["--train-dir", str(sample / "train"), "--bounding-box-file", str(sample / "bboxes.csv")]
+    if validation:
+        args += [
+            "--validation-dir",
+            str(sample / "validation"),
+            "--validation-labels-file",
+            str(sample / "validation_labels.txt"),
+        ]
+    args += ["--train-shards", "4", "--validation-shards", "2", "--layout-threads", "2"]
+    return args + [str(a) for a in extra]
+
+
+def run_cli(*args):
+    """The CLI in this process (fast; workers=1 keeps it in-process)."""
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False)
+
+
+def run_process(*args, **kwargs):
+    """The CLI as a whole process, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "imagenet_build", *[str(a) for a in args]],
+        capture_output=True,
+        text=True,
+        **kwargs,
+    )
+
+
+def tree_digest(root):
+    """{relative path: sha256} for every file under root."""
+    root = Path(root)
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="session")
+def converted(sample_dir, tmp_path_factory):
+    """The sample converted once (two workers), shared by the read-back tests."""
+    out = tmp_path_factory.mktemp("converted")
+    result = run_process(*sample_args(sample_dir, out, "--workers", 2, "--json"))
+    assert result.returncode == 0, result.stderr
+    return out

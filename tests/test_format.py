@@ -1,0 +1,103 @@
+"""Record bytes against TensorFlow's own Example and TFRecord writer."""
+
+import io
+
+import pytest
+
+from imagenet_build import tfrecord
+from imagenet_build.example import decode_example, encode_example
+
+tf = pytest.importorskip("tensorflow")
+
+
+def slim_example(encoded, filename, height, width, label, synset, text, boxes):
+    """slim's _convert_to_example, verbatim in structure."""
+    xmin, ymin, xmax, ymax = [], [], [], []
+    for b in boxes:
+        for lst, point in zip([xmin, ymin, xmax, ymax], b):
+            lst.append(point)
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    def floats(v):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=v))
+
+    def byts(v):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "image/height": ints([height]),
+                "image/width": ints([width]),
+                "image/colorspace": byts(b"RGB"),
+                "image/channels": ints([3]),
+                "image/class/label": ints([label]),
+                "image/class/synset": byts(synset.encode()),
+                "image/class/text": byts(text.encode()),
+                "image/object/bbox/xmin": floats(xmin),
+                "image/object/bbox/xmax": floats(xmax),
+                "image/object/bbox/ymin": floats(ymin),
+                "image/object/bbox/ymax": floats(ymax),
+                "image/object/bbox/label": ints([label] * len(xmin)),
+                "image/format": byts(b"JPEG"),
+                "image/filename": byts(filename.encode()),
+                "image/encoded": byts(encoded),
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "boxes",
+    [(), ((0.1, 0.2, 0.3, 0.4),), ((0.0, 0.0, 1.0, 1.0), (0.1234, 0.5, 0.9876, 0.75), (0.3333, 0.1, 0.6667, 0.2))],
+    ids=["no-box", "one-box", "three-boxes"],
+)
+def test_example_equals_slims_example(boxes):
+    args = dict(
+        encoded=b"\xff\xd8" + bytes(range(256)) * 10,
+        filename="n01440764_10026.JPEG",
+        height=375,
+        width=500,
+        label=1,
+        synset="n01440764",
+        text="tench, Tinca tinca",
+        boxes=boxes,
+    )
+    ours = encode_example(**args)
+    theirs = slim_example(**args)
+    assert tf.train.Example.FromString(ours) == theirs
+    assert ours == theirs.SerializeToString(deterministic=True)
+    decoded = decode_example(ours)
+    assert decoded["image/object/bbox/label"] == [1] * len(boxes)
+    assert len(decoded) == 15
+
+
+def test_framing_equals_tensorflow_writer(tmp_path):
+    payloads = [b"", b"a", bytes(range(256)) * 400, b"\x00" * 70000]
+    ours = io.BytesIO()
+    for p in payloads:
+        head, foot = tfrecord.frame(p)
+        ours.write(head + p + foot)
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for p in payloads:
+            writer.write(p)
+    assert ours.getvalue() == open(path, "rb").read()
+    read = [(offset, payload) for offset, payload in tfrecord.iter_records(io.BytesIO(ours.getvalue()))]
+    assert [p for _, p in read] == payloads
+
+
+def test_iter_records_rejects_each_kind_of_damage():
+    head, foot = tfrecord.frame(b"payload")
+    good = head + b"payload" + foot
+    damaged = {
+        "truncated record header": good + good[:5],
+        "length CRC mismatch": bytes([good[0] ^ 1]) + good[1:],
+        "payload CRC mismatch": good[:14] + b"X" + good[15:],
+        "truncated record": good + good[:-3],
+    }
+    for message, data in damaged.items():
+        with pytest.raises(ValueError, match=message):
+            list(tfrecord.iter_records(io.BytesIO(data)))
