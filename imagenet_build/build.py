@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -24,13 +25,14 @@ from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, s
 from imagenet_build.boxes import read_box_csv
 from imagenet_build.dali_index import index_text
 from imagenet_build.errors import BuildError, InputError
-from imagenet_build.example import encode_example
-from imagenet_build.tfrecord import OVERHEAD, frame
+from imagenet_build.example import encode_example_parts
+from imagenet_build.tfrecord import frame
 
 SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
 DEFAULT_INDEX_DIR = "dali_idx"
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
+WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 
 
 @dataclass
@@ -84,6 +86,14 @@ def _write_all(fd, parts):
         os.write(fd, b"".join(parts)[written:])
 
 
+def _start_writeback(fd, offset, length):
+    """Start writing a range of the shard to disk now, without waiting, so that the
+    fsync at the end of the shard has little left to wait for; where the hint is
+    missing the fsync simply does it all."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
 def write_shard(spec, output_dir, index_dir, on_error):
     """Write one shard and its DALI index; return its manifest entry."""
     name = spec.name
@@ -94,7 +104,7 @@ def write_shard(spec, output_dir, index_dir, on_error):
     index_tmp = index_path.with_name(f".{name}.idx.{pid}.tmp")
     digest = hashlib.sha256()
     offsets, skipped, reencoded = [], [], []
-    offset = 0
+    offset = flushed = 0
     try:
         fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
@@ -113,7 +123,7 @@ def write_shard(spec, output_dir, index_dir, on_error):
                 if stored.reencoded or note:
                     reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
                 synset, text = spec.classes[entry.label]
-                payload = encode_example(
+                payload = encode_example_parts(
                     encoded=stored.data,
                     filename=entry.filename,
                     height=stored.height,
@@ -123,14 +133,17 @@ def write_shard(spec, output_dir, index_dir, on_error):
                     text=text,
                     boxes=entry.boxes,
                 )
-                head, foot = frame(payload)
-                _write_all(fd, (head, payload, foot))
-                digest.update(head)
-                digest.update(payload)
-                digest.update(foot)
-                size = OVERHEAD + len(payload)
+                head, foot = frame(*payload)
+                record = (head, *payload, foot)
+                _write_all(fd, record)
+                for part in record:
+                    digest.update(part)
+                size = sum(len(part) for part in record)
                 offsets.append((offset, size))
                 offset += size
+                if offset - flushed >= WRITEBACK_EVERY:
+                    _start_writeback(fd, flushed, offset - flushed)
+                    flushed = offset
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -151,7 +164,6 @@ def write_shard(spec, output_dir, index_dir, on_error):
     return {
         "split": spec.split,
         "name": name,
-        "fingerprint": spec.fingerprint(on_error),
         "records": len(offsets),
         "bytes": offset,
         "sha256": digest.hexdigest(),
@@ -242,34 +254,70 @@ def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
                 path.unlink()  # left by an interrupted run
 
 
-def _run_tasks(fn, tasks, workers, on_result):
-    """Run fn(*task) for every task, in-process or on `workers` processes; on_result per result."""
-    if workers <= 1 or len(tasks) <= 1:
-        for task in tasks:
-            on_result(task, fn(*task))
-        return
-    import multiprocessing
+def _noop():
+    return None
 
-    context = multiprocessing.get_context("spawn")  # workers do not inherit the plan's memory
-    pool = ProcessPoolExecutor(
-        max_workers=min(workers, len(tasks)),
-        mp_context=context,
-        initializer=_init_worker,
-        initargs=(os.getpid(),),
-    )
-    try:
-        pending = {pool.submit(fn, *task): task for task in tasks}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                task = pending.pop(future)
-                on_result(task, future.result())
-    except BrokenProcessPool:
-        raise BuildError(
-            "a worker process died (out of memory, or killed); run the same command again to resume"
-        ) from None
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+
+class Workers:
+    """Runs tasks in this process (one worker) or on worker processes.
+
+    The processes start when the pool is opened, before the inputs are listed:
+    forked then (where fork exists), they start in milliseconds and inherit
+    nothing of the plan. Tasks are drawn lazily, two per worker in flight, so a
+    big plan is never all in memory at once.
+    """
+
+    def __init__(self, count):
+        self.count = max(1, count)
+        self._pool = None
+
+    def __enter__(self):
+        if self.count > 1:
+            import multiprocessing
+
+            methods = multiprocessing.get_all_start_methods()
+            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.count, mp_context=context, initializer=_init_worker, initargs=(os.getpid(),)
+            )
+            for future in [self._pool.submit(_noop) for _ in range(self.count)]:
+                future.result()
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, fn, tasks, on_result):
+        """fn(*task) for each task; on_result(task, result) in the calling process as each ends."""
+        tasks = iter(tasks)
+        if self._pool is None:
+            for task in tasks:
+                on_result(task, fn(*task))
+            return
+        pending = {}
+
+        def top_up():
+            while len(pending) < 2 * self.count:
+                task = next(tasks, None)
+                if task is None:
+                    return
+                pending[self._pool.submit(fn, *task)] = task
+
+        try:
+            top_up()
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    on_result(pending.pop(future), future.result())
+                top_up()
+        except BrokenProcessPool:
+            raise BuildError(
+                "a worker process died (out of memory, or killed); run the same command again to resume"
+            ) from None
+        finally:
+            for future in pending:
+                future.cancel()
 
 
 def _progress(total, initial, desc):
@@ -286,21 +334,7 @@ def _progress(total, initial, desc):
     )
 
 
-def convert(opts: ConvertOptions):
-    """inputs -> shards + indexes + manifest. Returns the summary dict."""
-    started = time.monotonic()
-    if not opts.train_dir and not opts.validation_dir:
-        raise BuildError("nothing to convert: give --train-dir and/or --validation-dir")
-    if opts.on_error not in ("fail", "skip"):
-        raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
-    output_dir = Path(opts.output_dir)
-    index_dir = _resolve_index_dir(output_dir, opts.index_dir)
-    workers = opts.workers or os.cpu_count() or 1
-
-    # catalog and sources
-    cat = catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
-    boxes = read_box_csv(opts.bounding_box_file) if opts.bounding_box_file else {}
-    val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
+def _scan_inputs(opts, cat, val_labels_file):
     split_inputs = []
     if opts.train_dir:
         split_inputs.append(sources.scan_class_folders("train", opts.train_dir, cat, opts.on_error))
@@ -314,77 +348,86 @@ def convert(opts: ConvertOptions):
                 opts.on_error,
             )
         )
+    return split_inputs
 
-    # plan
-    shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
-    specs = []
-    for split_input in split_inputs:
-        split_input.entries = plan_mod.attach_boxes(split_input.entries, boxes)
-        specs.extend(plan_mod.plan_split(split_input, cat, shard_counts[split_input.split], opts.layout_threads))
-    splits = [s.split for s in split_inputs]
-    layout = _layout_options(opts, _manifest_index_dir(output_dir, index_dir), splits)
 
-    # output folder and resume
-    previous = None
-    if not opts.overwrite:
-        try:
-            previous = manifest_mod.read_manifest(output_dir) if output_dir.is_dir() else None
-        except ValueError as e:
-            raise BuildError(f"{e}; use --overwrite to start over") from None
-    if previous and previous.get("options") != layout:
+def _read_previous(output_dir, overwrite, options):
+    """The manifest of an earlier run in output_dir that this run may resume, or None."""
+    if overwrite or not output_dir.is_dir():
+        return None
+    try:
+        previous = manifest_mod.read_manifest(output_dir)
+    except ValueError as e:
+        raise BuildError(f"{e}; use --overwrite to start over") from None
+    if previous and previous.get("options") != options:
         raise BuildError(
             f"{output_dir}: holds a build made with other options ({previous.get('options')}); "
             "use --overwrite to replace it, or another --output-dir"
         )
-    _check_output_dir(output_dir, index_dir, {s.name for s in specs}, opts.overwrite)
+    return previous
+
+
+def convert(opts: ConvertOptions):
+    """inputs -> shards + indexes + manifest. Returns the summary dict."""
+    started = time.monotonic()
+    if not opts.train_dir and not opts.validation_dir:
+        raise BuildError("nothing to convert: give --train-dir and/or --validation-dir")
+    if opts.on_error not in ("fail", "skip"):
+        raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
+    output_dir = Path(opts.output_dir)
+    index_dir = _resolve_index_dir(output_dir, opts.index_dir)
+    workers = opts.workers or os.cpu_count() or 1
+
+    with Workers(workers) as pool:
+        return _convert(opts, pool, output_dir, index_dir, started)
+
+
+def _convert(opts, pool, output_dir, index_dir, started):
+    cat = catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
+    boxes = read_box_csv(opts.bounding_box_file) if opts.bounding_box_file else {}
+    val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
+    split_inputs = _scan_inputs(opts, cat, val_labels_file)
+    shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
+    plans = [
+        plan_mod.SplitPlan(si, cat, boxes, shard_counts[si.split], opts.layout_threads) for si in split_inputs
+    ]
+    options = _layout_options(opts, _manifest_index_dir(output_dir, index_dir), [p.split for p in plans])
+
+    previous = _read_previous(output_dir, opts.overwrite, options)
+    _check_output_dir(output_dir, index_dir, {n for p in plans for n in p.names}, opts.overwrite)
     output_dir.mkdir(parents=True, exist_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
 
-    fingerprints = {spec.name: spec.fingerprint(opts.on_error) for spec in specs}
-    candidates = {
-        entry["name"]: entry
-        for entry in (previous or {}).get("shards", [])
-        if fingerprints.get(entry["name"]) == entry.get("fingerprint")
-    }
-    done = {}  # name -> manifest entry
-    if candidates:
-        checks = [
-            (str(output_dir / name), str(index_dir / f"{name}.idx"), entry["sha256"], entry["index_sha256"])
-            for name, entry in candidates.items()
-        ]
-
-        def keep(task, still_good):
-            if still_good:
-                name = Path(task[0]).name
-                done[name] = candidates[name]
-
-        _run_tasks(_still_matches, checks, workers, keep)
-
-    todo = [spec for spec in specs if spec.name not in done]
+    done = _shards_to_keep(previous, plans, output_dir, index_dir, opts.on_error, pool)
     header = {
         "format": manifest_mod.FORMAT,
-        "options": layout,
+        "options": options,
         "inputs": _describe_inputs(opts, split_inputs, val_labels_file),
+        "num_classes": cat.num_classes,
     }
     last_write = [time.monotonic()]
 
     def save(complete):
-        manifest_mod.write_manifest(output_dir, _manifest(header, specs, done, cat, split_inputs, complete))
+        manifest_mod.write_manifest(output_dir, _manifest(header, plans, done, complete))
         last_write[0] = time.monotonic()
 
-    total_images = sum(len(spec.entries) for spec in specs)
-    kept_images = sum(len(spec.entries) for spec in specs if spec.name in done)
+    sizes = {name: p.size(k) for p in plans for k, name in enumerate(p.names)}
+    total_images = sum(sizes.values())
+    kept_images = sum(sizes[name] for name in done)
     bar = _progress(total_images, kept_images, "convert")
 
     def finished(task, entry):
+        spec = task[0]
+        entry["fingerprint"] = spec.fingerprint(opts.on_error)
         done[entry["name"]] = entry
-        bar.update(len(task[0].entries))
+        bar.update(len(spec.entries))
         if time.monotonic() - last_write[0] > MANIFEST_EVERY:
             save(False)
 
-    tasks = [(spec, str(output_dir), str(index_dir), opts.on_error) for spec in todo]
+    todo = [(p, k) for p in plans for k, name in enumerate(p.names) if name not in done]
+    tasks = ((p.spec(k), str(output_dir), str(index_dir), opts.on_error) for p, k in todo)
     try:
-        _run_tasks(write_shard, tasks, workers, finished)
+        pool.run(write_shard, tasks, finished)
     except KeyboardInterrupt:
         save(False)
         raise BuildError("interrupted; run the same command again to resume") from None
@@ -395,7 +438,32 @@ def convert(opts: ConvertOptions):
         bar.close()
     save(True)
     seconds = time.monotonic() - started
-    return _summary(output_dir, specs, done, split_inputs, len(todo), seconds, total_images - kept_images)
+    return _summary(output_dir, plans, done, len(todo), seconds, total_images - kept_images)
+
+
+def _shards_to_keep(previous, plans, output_dir, index_dir, on_error, pool):
+    """{name: manifest entry} of the previous run's shards that this plan would write identically."""
+    listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
+    if not listed:
+        return {}
+    candidates = {}
+    for p in plans:
+        for k, name in enumerate(p.names):
+            if name in listed and p.spec(k).fingerprint(on_error) == listed[name].get("fingerprint"):
+                candidates[name] = listed[name]
+    kept = {}
+
+    def keep(task, still_good):
+        if still_good:
+            name = Path(task[0]).name
+            kept[name] = candidates[name]
+
+    checks = [
+        (str(output_dir / name), str(index_dir / f"{name}.idx"), entry["sha256"], entry["index_sha256"])
+        for name, entry in candidates.items()
+    ]
+    pool.run(_still_matches, checks, keep)
+    return kept
 
 
 def _still_matches(shard_path, index_path, sha256, index_sha256):
@@ -412,37 +480,32 @@ def _describe_inputs(opts, split_inputs, val_labels_file):
         "bounding_box_file_sha256": sha(opts.bounding_box_file),
     }
     for s in split_inputs:
-        described[s.split] = {"layout": s.layout, "images": len(s.entries)}
+        described[s.split] = {"layout": s.layout, "images": len(s)}
         if s.layout == "flat":
             described[s.split]["validation_labels_file_sha256"] = sha(val_labels_file)
     return described
 
 
-def _manifest(header, specs, done, cat, split_inputs, complete):
-    shards = [done[spec.name] for spec in specs if spec.name in done]
+def _manifest(header, plans, done, complete):
+    shards = [done[name] for p in plans for name in p.names if name in done]
     splits = {}
-    for s in split_inputs:
-        entries = [e for e in shards if e["split"] == s.split]
-        counts = {}
-        for spec in specs:
-            if spec.split == s.split and spec.name in done:
-                for entry in spec.entries:
-                    counts[entry.label] = counts.get(entry.label, 0) + 1
-        for entry in entries:
-            for skip in entry["skipped"]:
-                counts[skip["label"]] -= 1
-        splits[s.split] = {
-            "shards": specs_count(specs, s.split),
+    for p in plans:
+        entries = [done[name] for name in p.names if name in done]
+        split = {
+            "shards": p.num_shards,
             "shards_done": len(entries),
             "records": sum(e["records"] for e in entries),
             "bytes": sum(e["bytes"] for e in entries),
-            "label_counts": {str(k): v for k, v in sorted(counts.items()) if v},
-            "left_out": [{"file": f, "reason": r} for f, r in s.left_out],
+            "left_out": [{"file": f, "reason": r} for f, r in p.input.left_out],
         }
+        if len(entries) == p.num_shards:  # label histogram of what the shards hold
+            counts = Counter(p.input.labels)
+            counts.subtract(skip["label"] for e in entries for skip in e["skipped"])
+            split["label_counts"] = {str(k): v for k, v in sorted(counts.items()) if v}
+        splits[p.split] = split
     return dict(
         header,
         complete=complete,
-        num_classes=cat.num_classes,
         splits=splits,
         shards=shards,
         totals={
@@ -454,18 +517,14 @@ def _manifest(header, specs, done, cat, split_inputs, complete):
     )
 
 
-def specs_count(specs, split):
-    return sum(1 for spec in specs if spec.split == split)
-
-
-def _summary(output_dir, specs, done, split_inputs, written, seconds, images_processed):
-    shards = [done[spec.name] for spec in specs]
+def _summary(output_dir, plans, done, written, seconds, images_processed):
+    shards = [done[name] for p in plans for name in p.names]
     summary = {
         "ok": True,
         "output_dir": str(output_dir),
         "manifest": str(output_dir / manifest_mod.MANIFEST_NAME),
         "shards_written": written,
-        "shards_kept": len(specs) - written,
+        "shards_kept": len(shards) - written,
         "records": sum(e["records"] for e in shards),
         "bytes": sum(e["bytes"] for e in shards),
         "seconds": round(seconds, 3),
@@ -475,24 +534,24 @@ def _summary(output_dir, specs, done, split_inputs, written, seconds, images_pro
         "reencoded": [dict(r, split=e["split"]) for e in shards for r in e["reencoded"]],
         "notes": [],
     }
-    for s in split_inputs:
-        records = sum(e["records"] for e in shards if e["split"] == s.split)
-        summary["splits"][s.split] = {
+    for p in plans:
+        s = p.input
+        summary["splits"][p.split] = {
             "layout": s.layout,
-            "images": len(s.entries),
-            "records": records,
-            "shards": specs_count(specs, s.split),
+            "images": len(s),
+            "records": sum(done[name]["records"] for name in p.names),
+            "shards": p.num_shards,
         }
         summary["notes"].extend(s.notes)
         if s.ignored:
             shown = ", ".join(s.ignored[: sources.SHOWN])
             summary["notes"].append(
-                f"{s.split}: {len(s.ignored)} file(s) ignored (not <synset>/*.JPEG as slim takes them): {shown}"
+                f"{p.split}: {len(s.ignored)} file(s) ignored (not <synset>/*.JPEG as slim takes them): {shown}"
             )
         if s.empty_classes:
             summary["notes"].append(
-                f"{s.split}: {len(s.empty_classes)} class(es) of the labels file have no images: "
+                f"{p.split}: {len(s.empty_classes)} class(es) of the labels file have no images: "
                 + ", ".join(s.empty_classes[: sources.SHOWN])
             )
-        summary["skipped"].extend({"file": f, "reason": r, "split": s.split} for f, r in s.left_out)
+        summary["skipped"].extend({"file": f, "reason": r, "split": p.split} for f, r in s.left_out)
     return summary

@@ -8,6 +8,7 @@ and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 import functools
 import json
 import os
+import signal
 import sys
 
 import click
@@ -31,6 +32,10 @@ def _reports_errors(fn):
             sys.exit(1)
 
     return wrapper
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _print_json(document):
@@ -104,6 +109,7 @@ def convert(as_json, **options):
     """
     from imagenet_build.build import ConvertOptions, convert as run_convert
 
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` saves progress like Ctrl-C does
     summary = run_convert(ConvertOptions(**options))
     if as_json:
         _print_json(summary)

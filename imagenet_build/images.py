@@ -124,7 +124,9 @@ def prepare(data, path):
             header, scan = parse_jpeg_header(data)
         except ValueError as e:
             raise InputError(path, f"broken JPEG: {e}") from None
-        if data.find(b"\xff\xd9", scan) < 0:
+        # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
+        # end is the end-of-image marker; searching backwards finds it at once.
+        if data.rfind(b"\xff\xd9", scan) < 0:
             raise InputError(path, "truncated JPEG: no end-of-image marker after the image data")
         if _is_storable(header):
             return StoredImage(data, header.height, header.width, "")

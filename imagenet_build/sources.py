@@ -8,9 +8,9 @@ as slim leaves them out, but counted so the user hears of them.
 
 import os
 import re
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from imagenet_build.errors import InputError
 
@@ -19,28 +19,26 @@ VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
 SHOWN = 20  # how many ignored / left-out names a report lists
 
 
-class ImageEntry(NamedTuple):
-    """One input image: its path under the split's root, its label, its boxes."""
-
-    relpath: str
-    label: int
-    boxes: tuple = ()
-
-    @property
-    def filename(self):
-        return self.relpath.rsplit("/", 1)[-1]
-
-
 @dataclass
 class SplitInput:
+    """A split's images in slim's order, as two parallel arrays (compact: ImageNet has 1.28 M)."""
+
     split: str
     root: str
     layout: str  # "folders" or "flat"
-    entries: list
+    relpaths: list = field(default_factory=list)
+    labels: array = field(default_factory=lambda: array("I"))
     ignored: list = field(default_factory=list)  # files present but not images slim would take
     left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
     empty_classes: list = field(default_factory=list)  # synsets with no images
     notes: list = field(default_factory=list)
+
+    def __len__(self):
+        return len(self.relpaths)
+
+    def add(self, relpath, label):
+        self.relpaths.append(relpath)
+        self.labels.append(label)
 
 
 def _scan(root):
@@ -67,7 +65,7 @@ def scan_class_folders(split, root, catalog, on_error):
     """`<root>/<synset>/*.JPEG` for the synsets of the catalog."""
     root = Path(root)
     folders, files = _scan(root)
-    result = SplitInput(split, str(root), "folders", [], ignored=list(files))
+    result = SplitInput(split, str(root), "folders", ignored=list(files))
     unknown = [name for name in folders if name not in catalog.label_of]
     if unknown:
         if on_error == "fail":
@@ -87,12 +85,12 @@ def scan_class_folders(split, root, catalog, on_error):
         result.ignored.extend(f"{synset}/{n}" for n in subfolders)
         for name in names:
             if _is_image_name(name):
-                result.entries.append(ImageEntry(f"{synset}/{name}", label))
+                result.add(f"{synset}/{name}", label)
             else:
                 result.ignored.append(f"{synset}/{name}")
         if not any(_is_image_name(n) for n in names):
             result.empty_classes.append(synset)
-    if not result.entries:
+    if not result.relpaths:
         raise InputError(
             root,
             f"holds no <synset>/*{IMAGE_SUFFIX} images for the {catalog.num_classes} synsets "
@@ -109,7 +107,7 @@ def scan_flat_validation(root, catalog, validation_labels, validation_labels_fil
     """
     root = Path(root)
     folders, files = _scan(root)
-    result = SplitInput("validation", str(root), "flat", [])
+    result = SplitInput("validation", str(root), "flat")
     if folders:
         result.notes.append(
             f"{len(folders)} sub-folder(s) of {root} ignored: the flat ILSVRC2012_val_*.JPEG files are used"
@@ -145,8 +143,9 @@ def scan_flat_validation(root, catalog, validation_labels, validation_labels_fil
         if not names:
             result.empty_classes.append(synset)
             continue
-        result.entries.extend(ImageEntry(name, label) for name in names)  # names are sorted
-    if not result.entries:
+        for name in names:  # sorted, as files were
+            result.add(name, label)
+    if not result.relpaths:
         raise InputError(
             root,
             "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file",

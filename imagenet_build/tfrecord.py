@@ -15,15 +15,21 @@ HEADER_SIZE = 12  # length + its CRC
 OVERHEAD = 16  # header + payload CRC
 
 
-def masked_crc32c(data):
-    crc = google_crc32c.value(data)
+def _mask(crc):
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def frame(payload):
-    """(header, footer) bytes that enclose `payload` as one record."""
-    length = _LENGTH.pack(len(payload))
-    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(masked_crc32c(payload))
+def masked_crc32c(data):
+    return _mask(google_crc32c.value(data))
+
+
+def frame(*parts):
+    """(header, footer) bytes that enclose the payload `b"".join(parts)` as one record."""
+    length = _LENGTH.pack(sum(len(p) for p in parts))
+    crc = 0
+    for part in parts:
+        crc = google_crc32c.extend(crc, part)
+    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(_mask(crc))
 
 
 def iter_records(f):

@@ -50,7 +50,7 @@ def test_shuffle_is_slims_global_random_with_seed_12345():
     expected = list(range(5000))
     random.seed(12345)
     random.shuffle(expected)
-    assert plan.shuffled_order(5000) == expected
+    assert list(plan.shuffled_order(5000)) == expected
 
 
 def test_shard_names():
@@ -70,17 +70,20 @@ def test_plan_refuses_empty_shards(sample_dir):
     cat = load_catalog(sample_dir / "labels.txt")
     split = scan_class_folders("train", sample_dir / "train", cat, "fail")
     with pytest.raises(BuildError, match="would be empty"):
-        plan.plan_split(split, cat, 64, 8)
+        plan.SplitPlan(split, cat, {}, 64, 8)
 
 
 def test_plan_of_full_imagenet_size_places_every_entry_once():
     """1,281,167 synthetic entries planned into 1024 shards, every entry exactly once."""
     from imagenet_build.catalog import load_catalog
-    from imagenet_build.sources import ImageEntry, SplitInput
+    from imagenet_build.sources import SplitInput
 
     cat = load_catalog()
-    entries = [ImageEntry(f"{cat.synsets[i % 1000]}/{i}.JPEG", i % 1000 + 1) for i in range(1281167)]
-    specs = plan.plan_split(SplitInput("train", "/", "folders", entries), cat, 1024, 8)
-    assert len(specs) == 1024
+    split = SplitInput("train", "/", "folders")
+    for i in range(1281167):
+        split.add(f"{cat.synsets[i % 1000]}/{i}.JPEG", i % 1000 + 1)
+    specs = list(plan.SplitPlan(split, cat, {}, 1024, 8))
+    assert [s.name for s in specs] == [f"train-{k:05d}-of-01024" for k in range(1024)]
     assert sum(len(s.entries) for s in specs) == 1281167
     assert len({e.relpath for s in specs for e in s.entries}) == 1281167
+    assert all(e.label == cat.label_of[e.relpath.split("/")[0]] for e in specs[5].entries)
