@@ -11,26 +11,23 @@ redoes the rest.
 import hashlib
 import os
 import re
-import signal
-import sys
 import time
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_build import catalog as catalog_mod
+from imagenet_build.atomic import fsync_dir, temp_name
 from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources
 from imagenet_build.boxes import read_box_csv
-from imagenet_build.dali_index import index_text
+from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
 from imagenet_build.errors import BuildError, InputError
 from imagenet_build.example import encode_example_parts
 from imagenet_build.tfrecord import frame
+from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
 SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
-DEFAULT_INDEX_DIR = "dali_idx"
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 
@@ -54,16 +51,6 @@ class ConvertOptions:
 
 
 # ---------------------------------------------------------------- the worker
-
-
-_parent_pid = None
-
-
-def _init_worker(parent_pid):
-    """Workers ignore Ctrl-C (the parent stops them) and quit if the parent is killed."""
-    global _parent_pid
-    _parent_pid = parent_pid
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _read_input(path):
@@ -99,9 +86,8 @@ def write_shard(spec, output_dir, index_dir, on_error):
     name = spec.name
     shard_path = Path(output_dir) / name
     index_path = Path(index_dir) / f"{name}.idx"
-    pid = os.getpid()
-    shard_tmp = shard_path.with_name(f".{name}.{pid}.tmp")
-    index_tmp = index_path.with_name(f".{name}.idx.{pid}.tmp")
+    shard_tmp = temp_name(shard_path)
+    index_tmp = temp_name(index_path)
     digest = hashlib.sha256()
     offsets, skipped, reencoded = [], [], []
     offset = flushed = 0
@@ -109,8 +95,7 @@ def write_shard(spec, output_dir, index_dir, on_error):
         fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for entry in spec.entries:
-                if _parent_pid is not None and os.getppid() != _parent_pid:
-                    os._exit(1)  # orphaned: the run was killed
+                exit_if_orphaned()
                 path = os.path.join(spec.source_root, entry.relpath)
                 try:
                     stored = images.prepare(_read_input(path), path)
@@ -154,9 +139,9 @@ def write_shard(spec, output_dir, index_dir, on_error):
             os.fsync(f.fileno())
         os.replace(shard_tmp, shard_path)
         os.replace(index_tmp, index_path)
-        manifest_mod.fsync_dir(shard_path.parent)
+        fsync_dir(shard_path.parent)
         if index_path.parent != shard_path.parent:
-            manifest_mod.fsync_dir(index_path.parent)
+            fsync_dir(index_path.parent)
     finally:
         for tmp in (shard_tmp, index_tmp):
             if tmp.exists():
@@ -254,86 +239,6 @@ def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
                 path.unlink()  # left by an interrupted run
 
 
-def _noop():
-    return None
-
-
-class Workers:
-    """Runs tasks in this process (one worker) or on worker processes.
-
-    The processes start when the pool is opened, before the inputs are listed:
-    forked then (where fork exists), they start in milliseconds and inherit
-    nothing of the plan. Tasks are drawn lazily, two per worker in flight, so a
-    big plan is never all in memory at once.
-    """
-
-    def __init__(self, count):
-        self.count = max(1, count)
-        self._pool = None
-
-    def __enter__(self):
-        if self.count > 1:
-            import multiprocessing
-
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.count, mp_context=context, initializer=_init_worker, initargs=(os.getpid(),)
-            )
-            for future in [self._pool.submit(_noop) for _ in range(self.count)]:
-                future.result()
-        return self
-
-    def __exit__(self, *exc):
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-
-    def run(self, fn, tasks, on_result):
-        """fn(*task) for each task; on_result(task, result) in the calling process as each ends."""
-        tasks = iter(tasks)
-        if self._pool is None:
-            for task in tasks:
-                on_result(task, fn(*task))
-            return
-        pending = {}
-
-        def top_up():
-            while len(pending) < 2 * self.count:
-                task = next(tasks, None)
-                if task is None:
-                    return
-                pending[self._pool.submit(fn, *task)] = task
-
-        try:
-            top_up()
-            while pending:
-                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    on_result(pending.pop(future), future.result())
-                top_up()
-        except BrokenProcessPool:
-            raise BuildError(
-                "a worker process died (out of memory, or killed); run the same command again to resume"
-            ) from None
-        finally:
-            for future in pending:
-                future.cancel()
-
-
-def _progress(total, initial, desc):
-    from tqdm import tqdm
-
-    return tqdm(
-        total=total,
-        initial=initial,
-        desc=desc,
-        unit="img",
-        file=sys.stderr,
-        dynamic_ncols=True,
-        disable=None,  # shown on a terminal, silent in logs
-    )
-
-
 def _scan_inputs(opts, cat, val_labels_file):
     split_inputs = []
     if opts.train_dir:
@@ -404,6 +309,7 @@ def _convert(opts, pool, output_dir, index_dir, started):
         "options": options,
         "inputs": _describe_inputs(opts, split_inputs, val_labels_file),
         "num_classes": cat.num_classes,
+        "synsets": list(cat.synsets),  # label k is synsets[k - 1]
     }
     last_write = [time.monotonic()]
 
@@ -414,7 +320,7 @@ def _convert(opts, pool, output_dir, index_dir, started):
     sizes = {name: p.size(k) for p in plans for k, name in enumerate(p.names)}
     total_images = sum(sizes.values())
     kept_images = sum(sizes[name] for name in done)
-    bar = _progress(total_images, kept_images, "convert")
+    bar = progress_bar(total_images, kept_images, "convert", "img")
 
     def finished(task, entry):
         spec = task[0]

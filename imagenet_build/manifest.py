@@ -8,31 +8,12 @@ an uninterrupted one.
 """
 
 import json
-import os
 from pathlib import Path
+
+from imagenet_build.atomic import write_atomic
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "imagenet-build/1"
-
-
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path, data):
-    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 def dumps(manifest):

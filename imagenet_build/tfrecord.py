@@ -10,6 +10,7 @@ import google_crc32c
 
 _MASK_DELTA = 0xA282EAD8
 _LENGTH = struct.Struct("<Q")
+_SIGNED_LENGTH = struct.Struct("<q")
 _CRC = struct.Struct("<I")
 HEADER_SIZE = 12  # length + its CRC
 OVERHEAD = 16  # header + payload CRC
@@ -32,24 +33,62 @@ def frame(*parts):
     return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(_mask(crc))
 
 
-def iter_records(f):
-    """Yield (offset, payload) for each record of an open binary file; ValueError on bad framing."""
+class FramingError(ValueError):
+    """The file stops being a sequence of records at byte `offset`; nothing after it can be trusted."""
+
+    def __init__(self, offset, message):
+        self.offset = offset
+        self.message = message
+        super().__init__(f"byte {offset}: {message}")
+
+
+def _checked_length(header, offset, size):
+    """The payload length a 12-byte header announces, or FramingError."""
+    (length,) = _SIGNED_LENGTH.unpack_from(header)
+    if masked_crc32c(header[:8]) != _CRC.unpack_from(header, 8)[0]:
+        raise FramingError(offset, "length CRC mismatch (corrupt record header)")
+    if length < 0:
+        raise FramingError(offset, f"negative record length {length} (sign bit set)")
+    if offset + OVERHEAD + length > size:
+        raise FramingError(
+            offset, f"record of {length} bytes runs past the end of the file ({size} bytes)"
+        )
+    return length
+
+
+def _trailing(offset, size):
+    return FramingError(offset, f"{size - offset} trailing byte(s) that are not a record")
+
+
+def scan_lengths(f, size):
+    """Yield (offset, payload length) per record, reading only the headers and seeking over payloads.
+
+    Checks each length's CRC; raises FramingError where the framing breaks.
+    """
     offset = 0
-    while True:
-        header = f.read(HEADER_SIZE)
-        if not header:
-            return
-        if len(header) < HEADER_SIZE:
-            raise ValueError(f"truncated record header at byte {offset}")
-        (length,) = _LENGTH.unpack_from(header)
-        (length_crc,) = _CRC.unpack_from(header, 8)
-        if masked_crc32c(header[:8]) != length_crc:
-            raise ValueError(f"length CRC mismatch at byte {offset}")
+    while offset < size:
+        if size - offset < HEADER_SIZE:
+            raise _trailing(offset, size)
+        f.seek(offset)
+        length = _checked_length(f.read(HEADER_SIZE), offset, size)
+        yield offset, length
+        offset += OVERHEAD + length
+
+
+def read_records(f, size):
+    """Yield (offset, payload, payload CRC ok) per record, reading every byte once.
+
+    A bad payload CRC is reported per record (the framing still holds); broken
+    framing raises FramingError.
+    """
+    offset = 0
+    while offset < size:
+        if size - offset < HEADER_SIZE:
+            raise _trailing(offset, size)
+        length = _checked_length(f.read(HEADER_SIZE), offset, size)
         body = f.read(length + 4)
         if len(body) < length + 4:
-            raise ValueError(f"truncated record at byte {offset}")
+            raise FramingError(offset, "file shrank while being read")
         payload = body[:length]
-        if masked_crc32c(payload) != _CRC.unpack_from(body, length)[0]:
-            raise ValueError(f"payload CRC mismatch in the record at byte {offset}")
-        yield offset, payload
+        yield offset, payload, masked_crc32c(payload) == _CRC.unpack_from(body, length)[0]
         offset += OVERHEAD + length

@@ -27,6 +27,9 @@ echo "== convert again: resumes, nothing to redo"
   --train-shards 8 --validation-shards 4 --layout-threads 4 \
   --output-dir "$WORK/shards" | grep "shards written"
 
+echo "== verify: framing, CRCs, indexes, manifest, every record"
+"$IB" verify "$WORK/shards"
+
 echo "== read back through DALI (CPU)"
 "$PY" "$ROOT/scripts/dali_readback.py" "$WORK/shards"
 echo "demo done: $WORK"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras (TensorFlow CPU, DALI, its TF plugin) and run the tests.
+# Set up .venv with the test extras (TensorFlow CPU, DALI, its TF plugin) and run the tests,
+# then build the sample dataset and verify it as a user's CI would.
 # Usage: scripts/test.sh [pytest args...]
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
@@ -9,4 +10,15 @@ if ! "$PY" -m pip show --quiet nvidia-dali-tf-plugin-cuda120 >/dev/null 2>&1; th
   "$PY" -m pip install --quiet --no-build-isolation nvidia-dali-tf-plugin-cuda120
 fi
 cd "$ROOT"
-exec "$PY" -m pytest "$@"
+"$PY" -m pytest "$@"
+
+echo "== sample -> convert -> verify"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+IB="$VENV/bin/imagenet-build"
+"$IB" sample "$WORK/sample" >/dev/null
+"$IB" convert --train-dir "$WORK/sample/train" --validation-dir "$WORK/sample/validation" \
+  --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
+  --bounding-box-file "$WORK/sample/bboxes.csv" \
+  --train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir "$WORK/shards" >/dev/null
+"$IB" verify "$WORK/shards" --deep

@@ -1,6 +1,7 @@
 """Record bytes against TensorFlow's own Example and TFRecord writer."""
 
 import io
+import struct
 
 import pytest
 
@@ -85,19 +86,46 @@ def test_framing_equals_tensorflow_writer(tmp_path):
         for p in payloads:
             writer.write(p)
     assert ours.getvalue() == open(path, "rb").read()
-    read = [(offset, payload) for offset, payload in tfrecord.iter_records(io.BytesIO(ours.getvalue()))]
-    assert [p for _, p in read] == payloads
+    data = ours.getvalue()
+    read = list(tfrecord.read_records(io.BytesIO(data), len(data)))
+    assert [p for _, p, _ in read] == payloads and all(ok for _, _, ok in read)
+    scanned = list(tfrecord.scan_lengths(io.BytesIO(data), len(data)))
+    assert scanned == [(offset, len(p)) for offset, p, _ in read]
 
 
-def test_iter_records_rejects_each_kind_of_damage():
-    head, foot = tfrecord.frame(b"payload")
-    good = head + b"payload" + foot
-    damaged = {
-        "truncated record header": good + good[:5],
-        "length CRC mismatch": bytes([good[0] ^ 1]) + good[1:],
-        "payload CRC mismatch": good[:14] + b"X" + good[15:],
-        "truncated record": good + good[:-3],
-    }
-    for message, data in damaged.items():
-        with pytest.raises(ValueError, match=message):
-            list(tfrecord.iter_records(io.BytesIO(data)))
+def record(payload):
+    head, foot = tfrecord.frame(payload)
+    return head + payload + foot
+
+
+def with_length(data, length):
+    """data with its first record's length replaced and the length CRC made valid again."""
+    raw = struct.pack("<q", length)
+    return raw + struct.pack("<I", tfrecord.masked_crc32c(raw)) + data[12:]
+
+
+GOOD = record(b"first") + record(b"second payload")
+FRAMING_DAMAGE = {
+    "flipped length CRC": (bytes([GOOD[0] ^ 1]) + GOOD[1:], 0, "length CRC mismatch"),
+    "sign bit set": (with_length(GOOD, -5), 0, "negative record length"),
+    "length past the end": (with_length(GOOD, 10**6), 0, "runs past the end"),
+    "truncated last record": (GOOD[:-3], 21, "runs past the end"),
+    "trailing garbage": (GOOD + b"garbage", len(GOOD), "trailing byte"),
+    "trailing zero bytes": (GOOD + bytes(40), len(GOOD), "length CRC mismatch"),
+}
+
+
+@pytest.mark.parametrize("name", list(FRAMING_DAMAGE))
+def test_both_readers_refuse_broken_framing_naming_the_offset(name):
+    data, offset, message = FRAMING_DAMAGE[name]
+    for reader in (tfrecord.scan_lengths, tfrecord.read_records):
+        with pytest.raises(tfrecord.FramingError, match=message) as info:
+            list(reader(io.BytesIO(data), len(data)))
+        assert info.value.offset == offset
+
+
+def test_flipped_payload_byte_is_a_crc_failure_of_that_record_only():
+    data = bytearray(GOOD)
+    data[14] ^= 0x20
+    read = list(tfrecord.read_records(io.BytesIO(bytes(data)), len(data)))
+    assert [ok for _, _, ok in read] == [False, True]

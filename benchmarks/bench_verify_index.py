@@ -1,0 +1,107 @@
+"""verify and index against the tools users have today, as whole processes.
+
+On a convert output of N ImageNet-sized images (made here, or --build DIR):
+  verify    imagenet-build verify DIR            (full: framing, both CRCs, sha256, every Example, indexes)
+  verify-q  imagenet-build verify DIR --quick    (headers and indexes only)
+  tf.data   one tf.data.TFRecordDataset pass over the shards (TensorFlow checks both CRCs)
+  index     imagenet-build index DIR
+  t2i-tf    DALI's tfrecord2idx once per shard, as DLE's dali_index.sh runs it, TensorFlow installed
+  t2i       the same with TensorFlow hidden from it (plain open())
+Commands alternate, `sync` before each, medians printed with the ratios the issue names.
+Usage: python benchmarks/bench_verify_index.py [--images 10000] [--shards 32] [--repeats 3]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_convert import make_inputs  # noqa: E402
+
+TF_PASS = (
+    "import glob, os, sys; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
+    "files = sorted(glob.glob(os.path.join(sys.argv[1], '*-of-*'))); "
+    "n = sum(1 for _ in tf.data.TFRecordDataset(files)); print(n)"
+)
+HIDE_TF = (
+    "import runpy, sys; sys.modules['tensorflow'] = None; sys.argv = sys.argv[1:]; "
+    "runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+def per_shard(script, build, out, hide_tf):
+    """A shell loop calling tfrecord2idx once per shard."""
+    py = sys.executable
+    call = f'"{py}" -c "{HIDE_TF}" "{script}"' if hide_tf else f'"{py}" "{script}"'
+    return ["sh", "-c", f'mkdir -p "{out}"; for f in "{build}"/*-of-*; do {call} "$f" "{out}/$(basename "$f").idx"; done']
+
+
+def timed(cmd, clear=None):
+    if clear:
+        shutil.rmtree(clear, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    started = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if result.returncode:
+        raise SystemExit(f"failed: {cmd}\n{result.stderr[-2000:]}")
+    return seconds
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=10000)
+    parser.add_argument("--shards", type=int, default=32)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-verify-"))
+    ib = [sys.executable, "-m", "imagenet_build"]
+    build = work / "build"
+    if not (build / "manifest.json").exists():
+        inputs = work / "inputs"
+        if not (inputs / "labels.txt").exists():
+            make_inputs(inputs, args.images, 100)
+        subprocess.run(ib + ["convert", "--train-dir", str(inputs / "train"), "--labels-file",
+                             str(inputs / "labels.txt"), "--output-dir", str(build),
+                             "--train-shards", str(args.shards)], check=True, capture_output=True)
+    shards = sorted(build.glob("*-of-*"))
+    total = sum(p.stat().st_size for p in shards)
+    script = shutil.which("tfrecord2idx", path=os.path.dirname(sys.executable))
+    copy = work / "idx-copy"
+    commands = {
+        "verify": (ib + ["verify", str(build)], None),
+        "verify-q": (ib + ["verify", str(build), "--quick"], None),
+        "tf.data": ([sys.executable, "-c", TF_PASS, str(build)], None),
+        "index": (ib + ["index", str(build), "--index-dir", str(copy)], copy),
+        "t2i-tf": (per_shard(script, build, work / "idx-t2i", False), work / "idx-t2i"),
+        "t2i": (per_shard(script, build, work / "idx-t2i", True), work / "idx-t2i"),
+    }
+    subprocess.run(["cat", *map(str, shards)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
+    runs = {name: [] for name in commands}
+    for _ in range(args.repeats):
+        for name, (cmd, clear) in commands.items():
+            runs[name].append(timed(cmd, clear))
+    same = all((copy / f"{p.name}.idx").read_bytes() == (work / "idx-t2i" / f"{p.name}.idx").read_bytes()
+               for p in shards)
+    med = {name: statistics.median(r) for name, r in runs.items()}
+    print(f"{len(shards)} shards, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median)")
+    for name, r in runs.items():
+        print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s   runs: {', '.join(f'{s:.2f}' for s in r)}")
+    print(f"  verify (full)  vs tf.data pass: {med['tf.data'] / med['verify']:.1f}x faster")
+    print(f"  verify --quick vs tf.data pass: {med['tf.data'] / med['verify-q']:.1f}x faster")
+    print(f"  index vs tfrecord2idx per shard, TensorFlow installed: {med['t2i-tf'] / med['index']:.1f}x faster")
+    print(f"  index vs tfrecord2idx per shard, TensorFlow hidden:    {med['t2i'] / med['index']:.1f}x faster")
+    print(f"  indexes identical to tfrecord2idx's: {same}")
+
+
+if __name__ == "__main__":
+    main()

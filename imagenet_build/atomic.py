@@ -1,0 +1,34 @@
+"""Atomic file writes: a temporary name in the same folder, fsync, rename.
+
+A reader (or a rerun after a crash) sees either the old file or the whole new
+one, never a part.
+"""
+
+import os
+from pathlib import Path
+
+
+def temp_name(path):
+    """A hidden temporary name beside `path`, unique to this process."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path, data):
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = temp_name(path)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)

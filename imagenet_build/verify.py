@@ -1,0 +1,420 @@
+"""Prove a folder of shards sound: framing, CRCs, DALI indexes, the shard set, the manifest, the records.
+
+Reads only what was written. One task per shard (read once: framing, both CRCs,
+sha256, every Example, the index against the real offsets); the checks across
+shards (names, manifest, orphan indexes, totals) run after. Problems are
+collected, never raised: a report lists them all (a bounded number per check)
+with file, record number and byte offset.
+"""
+
+import hashlib
+import io
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX, check_index
+from imagenet_build.errors import BuildError
+from imagenet_build.example import SCHEMA, example_message_class
+from imagenet_build.manifest import MANIFEST_NAME, read_manifest
+from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
+from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
+
+SHARD_NAME = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
+SHOWN_PER_CHECK = 20
+IMAGENET_TOTALS = {"train": 1281167, "validation": 50000}
+IMAGENET_CLASSES = 1000
+_LIST_KIND = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}
+_SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", "image/class/label",
+           "image/class/synset", "image/class/text", "image/format", "image/filename", "image/encoded"}
+_BOX_COORDS = [f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax")]
+
+# The checks, in report order, with what each one covers.
+CHECKS = {
+    "framing": "record lengths and their CRCs; the file ends where the last record ends",
+    "crc": "payload CRC32C of every record",
+    "index": "DALI index: present, numeric, contiguous from 0 to the file size, one line per record",
+    "shard-set": "shard names consecutive from 00000, one -of-N per split, no strays, no orphan indexes",
+    "manifest": "record counts, sizes and sha256 of shards and indexes against manifest.json",
+    "example": "every record a slim Example: 15 keys, their types, sane values",
+    "labels": "labels in 1..K, one synset per label, counts against the manifest",
+    "decode": "every image decodes to its recorded height and width (--deep)",
+    "imagenet": "the full ILSVRC2012 totals (--expect-imagenet)",
+}
+
+
+class Problems:
+    """Problems by check: the first SHOWN_PER_CHECK of each kept, all counted."""
+
+    def __init__(self):
+        self.shown = []
+        self.counts = Counter()
+        self._shown_counts = Counter()
+
+    def add(self, check, file=None, record=None, offset=None, message=""):
+        self._keep({"check": check, "file": file, "record": record, "offset": offset, "message": message})
+        self.counts[check] += 1
+
+    def merge(self, shown, counts):
+        """Add a task's problems: those it kept, and the count of all it found."""
+        for problem in shown:
+            self._keep(problem)
+        self.counts.update(counts)
+
+    def _keep(self, problem):
+        if self._shown_counts[problem["check"]] < SHOWN_PER_CHECK:
+            self._shown_counts[problem["check"]] += 1
+            self.shown.append(problem)
+
+
+# ------------------------------------------------------------------ one shard (a worker task)
+
+
+def check_example(payload, deep=False):
+    """(label, synset, [(check, message)]) for one record; label is None when it has none usable."""
+    try:
+        example = example_message_class()()
+        example.ParseFromString(payload)
+    except Exception as e:  # protobuf raises its own DecodeError types
+        return None, None, [("example", f"not a tf.train.Example: {e}")]
+    values = {}
+    for key, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        values[key] = (kind, list(getattr(feature, kind).value) if kind else [])
+    found = []
+    for key, kind in SCHEMA.items():
+        if key not in values:
+            found.append(("example", f"missing key {key}"))
+        elif values[key][0] != _LIST_KIND[kind]:
+            found.append(("example", f"{key} is {values[key][0]}, expected {_LIST_KIND[kind]}"))
+        elif key in _SINGLE and len(values[key][1]) != 1:
+            found.append(("example", f"{key} holds {len(values[key][1])} values, expected 1"))
+    if found:
+        return None, None, found
+
+    def one(key):
+        return values[key][1][0]
+
+    label, height, width = one("image/class/label"), one("image/height"), one("image/width")
+    synset = one("image/class/synset").decode("utf-8", "replace")
+    if label < 1:
+        found.append(("labels", f"label {label}: labels are 1-based (0 is background)"))
+    if height <= 0 or width <= 0:
+        found.append(("example", f"height/width {height}x{width} not positive"))
+    for key, expected in (("image/colorspace", b"RGB"), ("image/channels", 3), ("image/format", b"JPEG")):
+        if one(key) != expected:
+            found.append(("example", f"{key} is {one(key)!r}, expected {expected!r}"))
+    for key in ("image/class/synset", "image/class/text", "image/filename"):
+        if not one(key):
+            found.append(("example", f"{key} is empty"))
+    encoded = one("image/encoded")
+    if encoded[:2] != b"\xff\xd8":
+        found.append(("example", "image/encoded is not a JPEG"))
+    boxes = [values[k][1] for k in _BOX_COORDS]
+    box_labels = values["image/object/bbox/label"][1]
+    if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
+        found.append(("example", "bbox lists of different lengths"))
+    elif any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
+        found.append(("example", "bbox value outside [0, 1]"))
+    elif any(v != label for v in box_labels):
+        found.append(("example", "bbox/label differs from the class label"))
+    if deep:
+        found.extend(_check_decodes(encoded, height, width))
+    return label, synset, found
+
+
+def _check_decodes(encoded, height, width):
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(encoded)) as image:
+            image.load()
+            size = image.size
+    except Exception as e:  # Pillow raises many kinds for a broken image
+        return [("decode", f"image does not decode: {e}")]
+    if size != (width, height):
+        return [("decode", f"image is {size[0]}x{size[1]}, record says {width}x{height}")]
+    return []
+
+
+class _HashingReader:
+    """A file's read() that also feeds what it returns to a digest: one pass for records and sha256."""
+
+    def __init__(self, f, digest):
+        self._f, self._digest = f, digest
+
+    def read(self, n):
+        data = self._f.read(n)
+        self._digest.update(data)
+        return data
+
+
+def check_shard(shard_path, index_path, quick, deep):
+    """All per-shard checks; returns a dict of figures and problems (picklable)."""
+    name = Path(shard_path).name
+    problems = Problems()
+    size = os.path.getsize(shard_path)
+    entries = []
+    digest = None if quick else hashlib.sha256()
+    label_synsets, label_counts = {}, Counter()
+    with open(shard_path, "rb", buffering=1 << 20) as f:
+        try:
+            if quick:
+                for offset, length in scan_lengths(f, size):
+                    entries.append((offset, OVERHEAD + length))
+            else:
+                for offset, payload, crc_ok in read_records(_HashingReader(f, digest), size):
+                    exit_if_orphaned()
+                    number = len(entries)
+                    entries.append((offset, OVERHEAD + len(payload)))
+                    if not crc_ok:
+                        problems.add("crc", name, number, offset, "payload CRC32C mismatch (corrupt record)")
+                        continue
+                    label, synset, found = check_example(payload, deep)
+                    for check, message in found:
+                        problems.add(check, name, number, offset, message)
+                    if label is not None:
+                        label_synsets.setdefault(label, set()).add(synset)
+                        label_counts[label] += 1
+        except FramingError as e:
+            problems.add("framing", name, len(entries), e.offset, e.message)
+    if not entries and "framing" not in problems.counts:
+        problems.add("framing", name, None, 0, "shard holds no records")
+    if "framing" not in problems.counts:  # an index can only be judged against sound framing
+        for line, offset, message in check_index(index_path, entries, size):
+            problems.add("index", Path(index_path).name, line, offset, message)
+    index_sha = None
+    if not quick and os.path.exists(index_path):
+        index_sha = hashlib.sha256(Path(index_path).read_bytes()).hexdigest()
+    return {
+        "name": name,
+        "records": len(entries),
+        "bytes": size,
+        "sha256": digest.hexdigest() if digest is not None and "framing" not in problems.counts else None,
+        "index_sha256": index_sha,
+        "label_counts": dict(label_counts),
+        "label_synsets": {label: sorted(s) for label, s in label_synsets.items()},
+        "problems": problems.shown,
+        "counts": dict(problems.counts),
+    }
+
+
+# ------------------------------------------------------------------ the folder
+
+
+def _index_dir(root, index_dir, manifest):
+    if index_dir:
+        return Path(index_dir)
+    if manifest and manifest.get("options", {}).get("index_dir"):
+        return root / manifest["options"]["index_dir"]  # absolute paths stay absolute
+    return root / DEFAULT_INDEX_DIR
+
+
+def _shard_set(root, index_dir, problems):
+    """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
+    shards = {}
+    for entry in sorted(os.listdir(root)):
+        path = root / entry
+        match = SHARD_NAME.match(entry)
+        if match and path.is_file():
+            shards.setdefault(match["split"], []).append((int(match["index"]), int(match["count"]), path))
+        elif entry == MANIFEST_NAME or (path.is_dir() and path.resolve() == index_dir.resolve()):
+            continue
+        else:
+            problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")
+    for split, items in shards.items():
+        counts = sorted({count for _, count, _ in items})
+        if len(counts) > 1:
+            problems.add("shard-set", f"{split}-*", None, None,
+                         f"shards of {split} disagree on their total: -of-{', -of-'.join(f'{c:05d}' for c in counts)}")
+        count = max(counts)
+        present = {index for index, _, _ in items}
+        missing = [k for k in range(count) if k not in present]
+        for k in missing[:SHOWN_PER_CHECK]:
+            problems.add("shard-set", f"{split}-{k:05d}-of-{count:05d}", None, None, "shard missing")
+        for index, _, path in items:
+            if index >= count:
+                problems.add("shard-set", path.name, None, None, f"shard number beyond -of-{count:05d}")
+    return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
+
+
+def _orphan_indexes(index_dir, shard_names, problems):
+    if not index_dir.is_dir():
+        return
+    for entry in sorted(os.listdir(index_dir)):
+        if entry.startswith("."):
+            continue
+        if not entry.endswith(INDEX_SUFFIX):
+            problems.add("shard-set", f"{index_dir.name}/{entry}", None, None, "stray file in the index folder")
+        elif entry[: -len(INDEX_SUFFIX)] not in shard_names:
+            problems.add("index", f"{index_dir.name}/{entry}", None, None, "index file with no shard")
+
+
+def _check_manifest(manifest, results, quick, problems, notes):
+    if not manifest.get("complete"):
+        problems.add("manifest", MANIFEST_NAME, None, None, "the build is not complete (convert was interrupted)")
+    listed = {entry["name"]: entry for entry in manifest.get("shards", [])}
+    for name, result in results.items():
+        entry = listed.get(name)
+        if entry is None:
+            problems.add("manifest", name, None, None, "shard not listed in manifest.json")
+            continue
+        if result["records"] != entry["records"]:
+            problems.add("manifest", name, None, None,
+                         f"{result['records']} records, manifest says {entry['records']}")
+        if result["bytes"] != entry["bytes"]:
+            problems.add("manifest", name, None, None, f"{result['bytes']} bytes, manifest says {entry['bytes']}")
+        if not quick and result["sha256"] != entry["sha256"]:
+            problems.add("manifest", name, None, None, "sha256 differs from the manifest's")
+        if not quick and result["index_sha256"] and result["index_sha256"] != entry.get("index_sha256"):
+            problems.add("manifest", name + INDEX_SUFFIX, None, None, "index sha256 differs from the manifest's")
+    for name in listed:
+        if name not in results:
+            problems.add("manifest", name, None, None, "listed in manifest.json but missing")
+    if quick:
+        notes.append("--quick: sha256 and label counts against the manifest not checked")
+
+
+def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes):
+    """`seen`: {label: synsets seen with it}; `split_counts`: {split: Counter of labels}."""
+    num_classes = (manifest or {}).get("num_classes") or (IMAGENET_CLASSES if expect_imagenet else None)
+    synsets = (manifest or {}).get("synsets")
+    if num_classes is None:
+        notes.append("no manifest: labels checked to be >= 1 and consistent, not against a class count")
+    for label, names in sorted(seen.items()):
+        if num_classes is not None and label > num_classes:
+            problems.add("labels", None, None, None, f"label {label} above the {num_classes} classes")
+        if len(names) > 1:
+            problems.add("labels", None, None, None, f"label {label} carries several synsets: {sorted(names)}")
+        elif synsets and 1 <= label <= len(synsets) and names != {synsets[label - 1]}:
+            problems.add("labels", None, None, None,
+                         f"label {label} carries {sorted(names)[0]}, the labels file says {synsets[label - 1]}")
+    by_synset = {}
+    for label, names in seen.items():
+        for synset in names:
+            by_synset.setdefault(synset, set()).add(label)
+    for synset, labels in sorted(by_synset.items()):
+        if len(labels) > 1:
+            problems.add("labels", None, None, None, f"synset {synset} under several labels: {sorted(labels)}")
+    if manifest:
+        for split, counts in split_counts.items():
+            expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
+            if expected is None:
+                continue
+            if {str(k): v for k, v in sorted(counts.items())} != expected:
+                differ = sorted(set(expected) ^ {str(k) for k in counts}
+                                | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
+                problems.add("labels", split, None, None,
+                             f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
+
+
+def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False, workers=0):
+    """Check a build folder; returns {"ok", "problems", "summary"} (never raises for a bad shard)."""
+    started = time.monotonic()
+    root = Path(root)
+    if not root.is_dir():
+        raise BuildError(f"{root}: not a folder")
+    if quick and deep:
+        raise BuildError("--quick and --deep exclude each other")
+    problems, notes = Problems(), []
+    try:
+        manifest = read_manifest(root)
+    except ValueError as e:
+        problems.add("manifest", MANIFEST_NAME, None, None, str(e))
+        manifest = None
+    if manifest is None:
+        notes.append("no manifest.json: shards verified structurally only")
+    index_dir = _index_dir(root, index_dir, manifest)
+    by_split = _shard_set(root, index_dir, problems)
+    paths = [path for shards in by_split.values() for _, path in shards]
+    if not paths:
+        raise BuildError(f"{root}: holds no shards named <split>-NNNNN-of-NNNNN")
+    _orphan_indexes(index_dir, {p.name for p in paths}, problems)
+
+    results, seen, split_counts = {}, {}, {}
+    bar = progress_bar(len(paths), 0, "verify", "shard")
+
+    def done(task, result):
+        for label, names in result.pop("label_synsets").items():
+            seen.setdefault(label, set()).update(names)
+        split = SHARD_NAME.match(result["name"])["split"]
+        split_counts.setdefault(split, Counter()).update(result.pop("label_counts"))
+        problems.merge(result.pop("problems"), result.pop("counts"))
+        results[result["name"]] = result
+        bar.update(1)
+
+    tasks = [(str(p), str(index_dir / (p.name + INDEX_SUFFIX)), quick, deep) for p in paths]
+    try:
+        with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
+            pool.run(check_shard, tasks, done)
+    finally:
+        bar.close()
+
+    if manifest:
+        _check_manifest(manifest, results, quick, problems, notes)
+    if not quick:
+        _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes)
+    split_records = {split: sum(results[p.name]["records"] for _, p in shards) for split, shards in by_split.items()}
+    if expect_imagenet:
+        for split, total in IMAGENET_TOTALS.items():
+            if split_records.get(split) != total:
+                problems.add("imagenet", split, None, None,
+                             f"{split_records.get(split, 0)} records, ILSVRC2012 has {total:,}")
+    seconds = time.monotonic() - started
+    total_bytes = sum(r["bytes"] for r in results.values())
+    checks = ["framing", "index", "shard-set"] + (["manifest"] if manifest else [])
+    checks += [] if quick else ["crc", "example", "labels"]
+    checks += (["decode"] if deep else []) + (["imagenet"] if expect_imagenet else [])
+    summary = {
+        "checks": [c for c in CHECKS if c in checks],
+        "folder": str(root),
+        "index_dir": str(index_dir),
+        "mode": "quick" if quick else ("deep" if deep else "full"),
+        "shards": len(results),
+        "records": sum(split_records.values()),
+        "splits": {split: {"shards": len(by_split[split]), "records": n} for split, n in split_records.items()},
+        "bytes": total_bytes,
+        "manifest": manifest is not None,
+        "problem_counts": dict(sorted(problems.counts.items())),
+        "notes": notes,
+        "seconds": round(seconds, 3),
+        "records_per_second": round(sum(split_records.values()) / seconds, 1) if seconds else None,
+        "mb_per_second": round(total_bytes / 1e6 / seconds, 1) if seconds else None,
+    }
+    return {"ok": not problems.counts, "problems": problems.shown, "summary": summary}
+
+
+def format_report(result):
+    """The report as text lines, problems grouped by check."""
+    s = result["summary"]
+    lines = [
+        f"{s['folder']}: {s['shards']} shards, {s['records']} records, {s['bytes'] / 1e6:.1f} MB "
+        f"({s['mode']} check, {s['seconds']:.1f} s, {s['mb_per_second']} MB/s)"
+    ]
+    for split, figures in s["splits"].items():
+        lines.append(f"  {split}: {figures['records']} records in {figures['shards']} shards")
+    by_check = {}
+    for problem in result["problems"]:
+        by_check.setdefault(problem["check"], []).append(problem)
+    for check in CHECKS:
+        count = s["problem_counts"].get(check, 0)
+        status = f"{count} problem(s)" if count else ("ok" if check in s["checks"] else "not run")
+        lines.append(f"{check:10s} {status:16s} {CHECKS[check]}")
+        for p in by_check.get(check, []):
+            where = ", ".join(
+                part for part in (
+                    p["file"],
+                    f"record {p['record']}" if p["record"] is not None and p["check"] != "index" else None,
+                    f"line {p['record']}" if p["record"] is not None and p["check"] == "index" else None,
+                    f"byte {p['offset']}" if p["offset"] is not None else None,
+                ) if part
+            )
+            lines.append(f"    {where}: {p['message']}")
+        if count > len(by_check.get(check, [])):
+            lines.append(f"    ... and {count - len(by_check.get(check, []))} more")
+    for note in s["notes"]:
+        lines.append(f"note: {note}")
+    lines.append("OK: sound" if result["ok"] else f"FAILED: {sum(s['problem_counts'].values())} problem(s)")
+    return lines

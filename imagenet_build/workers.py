@@ -1,0 +1,111 @@
+"""Run tasks in this process or on worker processes, and show progress.
+
+Every stage that fans out (writing shards, checking them, indexing them) runs
+one pure task per shard through Workers, so the result never depends on how
+many processes ran.
+"""
+
+import os
+import signal
+import sys
+import threading
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+
+from imagenet_build.errors import BuildError
+
+_parent_pid = None
+
+
+def _init_worker(parent_pid):
+    """Workers ignore Ctrl-C (the parent stops them) and quit if the parent is killed."""
+    global _parent_pid
+    _parent_pid = parent_pid
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def exit_if_orphaned():
+    """In a worker: stop at once if the parent was killed (kill -9 leaves workers behind)."""
+    if _parent_pid is not None and os.getppid() != _parent_pid:
+        os._exit(1)
+
+
+def _noop():
+    return None
+
+
+class Workers:
+    """Runs tasks in this process (one worker) or on worker processes.
+
+    The processes start when the pool is opened, before the inputs are listed:
+    forked then (where fork exists), they start in milliseconds and inherit
+    nothing of the plan. Tasks are drawn lazily, two per worker in flight, so a
+    big plan is never all in memory at once.
+    """
+
+    def __init__(self, count):
+        self.count = max(1, count)
+        self._pool = None
+
+    def __enter__(self):
+        if self.count > 1:
+            import multiprocessing
+
+            # fork only a single-threaded process (a host program with threads could deadlock the child)
+            can_fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+            context = multiprocessing.get_context("fork" if can_fork else "spawn")
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.count, mp_context=context, initializer=_init_worker, initargs=(os.getpid(),)
+            )
+            for future in [self._pool.submit(_noop) for _ in range(self.count)]:
+                future.result()
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def run(self, fn, tasks, on_result):
+        """fn(*task) for each task; on_result(task, result) in the calling process as each ends."""
+        tasks = iter(tasks)
+        if self._pool is None:
+            for task in tasks:
+                on_result(task, fn(*task))
+            return
+        pending = {}
+
+        def top_up():
+            while len(pending) < 2 * self.count:
+                task = next(tasks, None)
+                if task is None:
+                    return
+                pending[self._pool.submit(fn, *task)] = task
+
+        try:
+            top_up()
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    on_result(pending.pop(future), future.result())
+                top_up()
+        except BrokenProcessPool:
+            raise BuildError(
+                "a worker process died (out of memory, or killed); run the command again"
+            ) from None
+        finally:
+            for future in pending:
+                future.cancel()
+
+
+def progress_bar(total, initial, desc, unit):
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        initial=initial,
+        desc=desc,
+        unit=unit,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=None,  # shown on a terminal, silent in logs
+    )

@@ -1,0 +1,355 @@
+"""verify and index against a corruption corpus made here from a clean convert output, one defect a case.
+
+Where DALI itself is silent about a defect, the test also shows DALI's reader
+returning the wrong number of records without a word: that is why the check exists.
+"""
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli
+from imagenet_build.dali_index import index_text
+from imagenet_build.example import example_message_class
+from imagenet_build.tfrecord import OVERHEAD, frame, read_records
+
+SHARD = "train-00001-of-00004"
+OTHER = "train-00002-of-00004"
+
+
+@pytest.fixture
+def build(converted, tmp_path):
+    out = tmp_path / "build"
+    shutil.copytree(converted, out)
+    return out
+
+
+def verify_json(folder, *extra):
+    result = run_cli("verify", folder, "--workers", 1, "--json", *extra)
+    return result.exit_code, json.loads(result.stdout)
+
+
+def checks_failed(report):
+    return set(report["summary"]["problem_counts"])
+
+
+def records_of(path):
+    data = Path(path).read_bytes()
+    return [payload for _, payload, _ in read_records(io.BytesIO(data), len(data))]
+
+
+def write_shard(folder, name, payloads, index=True):
+    """Rewrite a shard (and, unless told not to, a correct index for it) from payloads."""
+    data, entries, offset = b"", [], 0
+    for payload in payloads:
+        head, foot = frame(payload)
+        data += head + payload + foot
+        entries.append((offset, OVERHEAD + len(payload)))
+        offset += OVERHEAD + len(payload)
+    (folder / name).write_bytes(data)
+    if index:
+        (folder / "dali_idx" / f"{name}.idx").write_text(index_text(entries))
+
+
+def edit_record(folder, name, number, change):
+    """Apply change(example) to record `number` of a shard; shard and index rewritten consistently."""
+    payloads = records_of(folder / name)
+    example = example_message_class()()
+    example.ParseFromString(payloads[number])
+    change(example)
+    payloads[number] = example.SerializeToString(deterministic=True)
+    write_shard(folder, name, payloads)
+
+
+def index_lines(folder, name=SHARD):
+    return (folder / "dali_idx" / f"{name}.idx").read_text().splitlines(keepends=True)
+
+
+def set_index(folder, lines, name=SHARD):
+    (folder / "dali_idx" / f"{name}.idx").write_text("".join(lines))
+
+
+def dali_epoch(folder, split="train"):
+    """Records DALI's reader delivers in one epoch over the build's shards and indexes (CPU)."""
+    code = r"""
+import glob, os, sys
+from nvidia.dali import fn, pipeline_def
+import nvidia.dali.tfrecord as tfrec
+folder, split = sys.argv[1], sys.argv[2]
+paths = sorted(glob.glob(os.path.join(folder, split + "-*")))
+indexes = [os.path.join(folder, "dali_idx", os.path.basename(p) + ".idx") for p in paths]
+@pipeline_def(batch_size=1, num_threads=1, device_id=None)
+def pipe():
+    r = fn.readers.tfrecord(path=paths, index_path=indexes, name="Reader",
+        features={"image/filename": tfrec.FixedLenFeature((), tfrec.string, "")})
+    return r["image/filename"]
+p = pipe()
+p.build()
+n = p.reader_meta("Reader")["epoch_size"]
+names = [p.run()[0].at(0).tobytes() for _ in range(n)]
+print(n, len(set(names)))
+"""
+    result = subprocess.run([sys.executable, "-c", code, str(folder), split], capture_output=True, text=True)
+    if result.returncode:
+        return None  # DALI refused or failed
+    size, distinct = result.stdout.split()[-2:]
+    return int(size), int(distinct)
+
+
+TRAIN_RECORDS = 48
+
+
+def test_clean_build_passes_every_mode(converted):
+    for extra in ((), ("--quick",), ("--deep",)):
+        code, report = verify_json(converted, *extra)
+        assert code == 0 and report["ok"] and report["problems"] == [], report
+    assert report["summary"]["records"] == 64
+    assert dali_epoch(converted) == (TRAIN_RECORDS, TRAIN_RECORDS)
+
+
+def flip(path, at):
+    data = bytearray(Path(path).read_bytes())
+    data[at] ^= 0x01
+    Path(path).write_bytes(bytes(data))
+
+
+def test_flipped_payload_byte(build):
+    flip(build / SHARD, 100)
+    code, report = verify_json(build)
+    assert code == 1 and {"crc", "manifest"} <= checks_failed(report)
+    crc = [p for p in report["problems"] if p["check"] == "crc"]
+    assert crc[0]["file"] == SHARD and crc[0]["record"] == 0 and crc[0]["offset"] == 0
+
+
+@pytest.mark.parametrize(
+    "defect,offset_of",
+    [
+        ("flipped length CRC", lambda size: 0),
+        ("sign bit set", lambda size: 0),
+        ("truncated last record", None),
+        ("trailing garbage", lambda size: size),
+        ("trailing zero bytes", lambda size: size),
+    ],
+)
+def test_broken_framing(build, defect, offset_of):
+    path = build / SHARD
+    data = path.read_bytes()
+    size = len(data)
+    if defect == "flipped length CRC":
+        data = data[:8] + bytes([data[8] ^ 0xFF]) + data[9:]
+    elif defect == "sign bit set":
+        from test_format import with_length
+
+        data = with_length(data, -(2**40))
+    elif defect == "truncated last record":
+        data = data[:-10]
+    elif defect == "trailing garbage":
+        data += b"not a record at all"
+    else:
+        data += bytes(64)
+    path.write_bytes(data)
+    for mode in ((), ("--quick",)):
+        code, report = verify_json(build, *mode)
+        assert code == 1 and "framing" in checks_failed(report), (defect, mode)
+        problem = next(p for p in report["problems"] if p["check"] == "framing")
+        assert problem["file"] == SHARD
+        if offset_of:
+            assert problem["offset"] == offset_of(size)
+
+
+def drop_last_line(folder):
+    set_index(folder, index_lines(folder)[:-1])
+
+
+def duplicate_line(folder):
+    lines = index_lines(folder)
+    set_index(folder, lines[:3] + [lines[2]] + lines[3:])
+
+
+def merge_entries(folder):
+    lines = index_lines(folder)
+    (o1, s1), (_, s2) = (map(int, lines[i].split()) for i in (1, 2))
+    set_index(folder, lines[:1] + [f"{o1} {s1 + s2}\n"] + lines[3:])
+
+
+def only_offset(folder):
+    """On the last line DALI drops the record silently; mid-file it pairs the tokens wrongly and fails."""
+    lines = index_lines(folder)
+    set_index(folder, lines[:-1] + [lines[-1].split()[0] + "\n"])
+
+
+def offset_off_by_one(folder):
+    lines = index_lines(folder)
+    offset, size = map(int, lines[2].split())
+    set_index(folder, lines[:2] + [f"{offset + 1} {size}\n"] + lines[3:])
+
+
+def swap_indexes(folder):
+    a, b = index_lines(folder, SHARD), index_lines(folder, OTHER)
+    set_index(folder, b, SHARD)
+    set_index(folder, a, OTHER)
+
+
+INDEX_DEFECTS = {
+    # name: (damage, what DALI does: "silent" = wrong epoch without a word, "fails" = refuses or errors)
+    "missing": (lambda f: (f / "dali_idx" / f"{SHARD}.idx").unlink(), "fails"),
+    "empty": (lambda f: set_index(f, []), "silent"),
+    "short": (drop_last_line, "silent"),
+    "header line": (lambda f: set_index(f, ["offset size\n"] + index_lines(f)), "silent"),
+    "duplicated line": (duplicate_line, "silent"),
+    "merged entries": (merge_entries, "silent"),
+    "offset off by one": (offset_off_by_one, "fails"),
+    "non-numeric line": (lambda f: set_index(f, index_lines(f)[:2] + ["12x 40\n"] + index_lines(f)[3:]), "silent"),
+    "only an offset": (only_offset, "silent"),
+    "swapped between shards": (swap_indexes, "fails"),
+}
+
+
+@pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
+def test_index_defects_are_reported(build, defect):
+    damage, dali = INDEX_DEFECTS[defect]
+    damage(build)
+    code, report = verify_json(build, "--quick")
+    assert code == 1 and "index" in checks_failed(report), report["summary"]
+    problem = next(p for p in report["problems"] if p["check"] == "index")
+    assert problem["file"].startswith(SHARD)
+    if dali == "silent":  # why the check exists: DALI gives a wrong epoch and says nothing
+        size, distinct = dali_epoch(build)
+        assert (size, distinct) != (TRAIN_RECORDS, TRAIN_RECORDS)
+    else:  # DALI notices these itself, at start or mid-epoch; verify finds them before training
+        assert dali_epoch(build) is None
+
+
+def test_orphan_index_and_stray_files(build):
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00009-of-00004.idx")
+    (build / "notes.txt").write_text("hello")
+    code, report = verify_json(build, "--quick")
+    assert code == 1
+    messages = {(p["check"], p["file"]): p["message"] for p in report["problems"]}
+    assert "index file with no shard" in messages[("index", "dali_idx/train-00009-of-00004.idx")]
+    assert "stray file" in messages[("shard-set", "notes.txt")]
+
+
+def test_missing_shard(build):
+    (build / SHARD).unlink()
+    (build / "dali_idx" / f"{SHARD}.idx").unlink()
+    code, report = verify_json(build)
+    assert code == 1 and {"shard-set", "manifest"} <= checks_failed(report)
+    assert any(p["file"] == SHARD and p["message"] == "shard missing" for p in report["problems"])
+
+
+def test_stray_shard(build):
+    shutil.copy(build / SHARD, build / "train-00001-of-00008")
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00001-of-00008.idx")
+    code, report = verify_json(build, "--quick")
+    assert code == 1 and "shard-set" in checks_failed(report)
+    assert any("disagree on their total" in p["message"] for p in report["problems"])
+
+
+def test_dropped_record(build):
+    write_shard(build, SHARD, records_of(build / SHARD)[:-1])  # shard and index agree; one record gone
+    code, report = verify_json(build)
+    assert code == 1 and {"manifest", "labels"} <= checks_failed(report)
+    assert any("records, manifest says" in p["message"] for p in report["problems"])
+
+
+def test_label_zero(build):
+    def zero(example):
+        example.features.feature["image/class/label"].int64_list.value[:] = [0]
+        del example.features.feature["image/object/bbox/label"].int64_list.value[:]
+        for c in ("xmin", "ymin", "xmax", "ymax"):
+            del example.features.feature[f"image/object/bbox/{c}"].float_list.value[:]
+
+    edit_record(build, SHARD, 3, zero)
+    (build / "manifest.json").unlink()  # the record check alone, without the manifest's help
+    code, report = verify_json(build)
+    assert code == 1 and "labels" in checks_failed(report)
+    problem = next(p for p in report["problems"] if p["check"] == "labels")
+    assert problem["record"] == 3 and "1-based" in problem["message"]
+
+
+def test_record_missing_a_key(build):
+    edit_record(build, SHARD, 2, lambda e: e.features.feature.pop("image/class/text"))
+    code, report = verify_json(build)
+    assert code == 1 and "example" in checks_failed(report)
+    assert any(p["record"] == 2 and "missing key image/class/text" in p["message"] for p in report["problems"])
+
+
+def test_undecodable_image_is_found_by_deep(build):
+    def garble(example):
+        value = example.features.feature["image/encoded"].bytes_list.value
+        value[0] = value[0][:40] + bytes(200)
+
+    edit_record(build, SHARD, 1, garble)
+    code, report = verify_json(build, "--deep")
+    assert code == 1 and "decode" in checks_failed(report)
+    code, report = verify_json(build)
+    assert "decode" not in checks_failed(report)  # without --deep images are not decoded
+
+
+def test_shards_without_manifest_are_checked_structurally(build):
+    (build / "manifest.json").unlink()
+    code, report = verify_json(build)
+    assert code == 0 and any("no manifest.json" in n for n in report["summary"]["notes"])
+
+
+def test_expect_imagenet_fails_a_small_build(converted):
+    code, report = verify_json(converted, "--quick", "--expect-imagenet")
+    assert code == 1 and checks_failed(report) == {"imagenet"}
+
+
+def test_report_is_readable_and_exit_codes(build):
+    drop_last_line(build)
+    result = run_cli("verify", build, "--workers", 1, "--quick")
+    assert result.exit_code == 1
+    assert "lines for" in result.stdout and "silently reads only" in result.stdout
+    assert f"{SHARD}.idx" in result.stdout and "FAILED" in result.stdout
+    assert run_cli("verify", build / "nowhere").exit_code == 1
+    assert run_cli("verify", "--bogus-option", build).exit_code == 2
+
+
+# ------------------------------------------------------------------ index
+
+
+def test_index_equals_what_convert_wrote(converted, tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for p in converted.glob("*-of-*"):
+        shutil.copy(p, shards)
+    result = run_cli("index", shards, "--workers", 1, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert len(report["indexed"]) == 6 and report["records"] == 64
+    for p in converted.glob("*-of-*"):
+        assert (shards / "dali_idx" / f"{p.name}.idx").read_bytes() == (converted / "dali_idx" / f"{p.name}.idx").read_bytes()
+    other = tmp_path / "elsewhere"
+    assert run_cli("index", shards / SHARD, "--index-dir", other).exit_code == 0
+    assert (other / f"{SHARD}.idx").read_bytes() == (converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
+
+
+@pytest.mark.parametrize("defect", ["length past the end", "sign bit set", "trailing garbage", "flipped length CRC"])
+def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, defect):
+    from test_format import FRAMING_DAMAGE
+
+    data, offset, message = FRAMING_DAMAGE[defect]
+    bad = tmp_path / "bad.tfrecord"
+    bad.write_bytes(data)
+    good = tmp_path / "good.tfrecord"
+    shutil.copy(converted / SHARD, good)
+    result = run_cli("index", bad, good, "--index-dir", tmp_path / "idx", "--workers", 1)
+    assert result.exit_code == 1
+    assert f"refused: {bad} at byte {offset}: " in result.stderr and message in result.stderr
+    assert not (tmp_path / "idx" / "bad.tfrecord.idx").exists()
+    assert not list((tmp_path / "idx").glob(".*"))  # no temporary left either
+    assert (tmp_path / "idx" / "good.tfrecord.idx").exists()  # the sound file is still indexed
+
+
+def test_index_of_a_folder_without_tfrecords(tmp_path):
+    result = run_cli("index", tmp_path)
+    assert result.exit_code == 1 and "holds no TFRecord files" in result.stderr
