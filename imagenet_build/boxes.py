@@ -1,7 +1,9 @@
-"""Bounding boxes: slim's CSV (`<image>.JPEG,<xmin>,<ymin>,<xmax>,<ymax>`, one line a box).
+"""Bounding boxes: ImageNet's XML annotations -> slim's CSV -> boxes per image.
 
+The CSV has one line a box, `<image>.JPEG,<xmin>,<ymin>,<xmax>,<ymax>`, sorted.
 Boxes of an image go into its record in CSV line order. Lookup is by the
-image's base name, for either split, as slim's build does.
+image's base name, for either split, as slim's build does. convert --bbox-tar
+goes through the same CSV lines, so it gives what `bboxes` + --bounding-box-file give.
 """
 
 import math
@@ -17,38 +19,157 @@ def unpack_boxes(packed):
 
 
 def read_box_csv(path):
-    """{filename: packed boxes} in file order (see unpack_boxes); floats as Python parses them.
+    """{filename: packed boxes} from slim's CSV file (see parse_box_lines)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_box_lines(f, path)
+    except FileNotFoundError:
+        raise InputError(path, "bounding-box file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(path, "not UTF-8 text") from None
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None
+
+
+def parse_box_lines(lines, path):
+    """{filename: packed boxes} in line order (see unpack_boxes); floats as Python parses them.
 
     Packed as float64 bytes rather than tuples: ImageNet has 544,546 boxed images,
     and tuples of floats would cost the build ~100 MB more memory.
     """
     boxes = {}
-    try:
-        f = open(path, encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(path, "bounding-box file not found") from None
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
-    with f:
+    for number, line in enumerate(lines, start=1):
+        line = line.strip()
+        if not line:
+            continue
+        parts = line.split(",")
+        if len(parts) != 5 or not parts[0]:
+            raise InputError(
+                path, f"line {number}: expected '<image>.JPEG,<xmin>,<ymin>,<xmax>,<ymax>', got {line!r}"
+            )
         try:
-            for number, line in enumerate(f, start=1):
-                line = line.strip()
-                if not line:
-                    continue
-                parts = line.split(",")
-                if len(parts) != 5 or not parts[0]:
-                    raise InputError(
-                        path, f"line {number}: expected '<image>.JPEG,<xmin>,<ymin>,<xmax>,<ymax>', got {line!r}"
-                    )
-                try:
-                    box = tuple(float(p) for p in parts[1:])
-                except ValueError:
-                    raise InputError(path, f"line {number}: not a number in {line!r}") from None
-                if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in box):
-                    raise InputError(path, f"line {number}: box values must be normalised to [0, 1], got {line!r}")
-                boxes.setdefault(parts[0], array("d")).extend(box)
-        except UnicodeDecodeError:
-            raise InputError(path, "not UTF-8 text") from None
+            box = tuple(float(p) for p in parts[1:])
+        except ValueError:
+            raise InputError(path, f"line {number}: not a number in {line!r}") from None
+        if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in box):
+            raise InputError(path, f"line {number}: box values must be normalised to [0, 1], got {line!r}")
+        boxes.setdefault(parts[0], array("d")).extend(box)
     for name in boxes:  # in place, so the arrays go one by one
         boxes[name] = boxes[name].tobytes()
     return boxes
+
+
+# ------------------------------------------------------------------ XML -> CSV (slim's process_bounding_boxes)
+
+
+def _item(root, name, index=0):
+    """Text of the index-th <name> anywhere in the tree, or None (slim's GetItem)."""
+    for count, item in enumerate(root.iter(name)):
+        if count == index:
+            return item.text
+    return None
+
+
+def _number(root, name, index=0):
+    """slim's GetInt: int(float(text)), truncating; -1 when absent."""
+    text = _item(root, name, index)
+    return -1 if text is None else int(float(text))
+
+
+def xml_boxes(data):
+    """[(label, xmin, ymin, xmax, ymax)] scaled and clamped as slim does; ValueError for a bad file.
+
+    Faithful to slim, quirks included: coordinates are truncated to int, every
+    box carries the label of the first <name> in the file, and counting boxes
+    stops at the first xmin of -1.
+    """
+    import xml.etree.ElementTree as ET
+
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as e:
+        raise ValueError(f"malformed XML ({e})") from None
+    try:
+        count = 0
+        while _item(root, "xmin", count) is not None and _number(root, "xmin", count) != -1:
+            count += 1
+        width, height = _number(root, "width"), _number(root, "height")
+        corners = [[_number(root, k, i) for k in ("xmin", "ymin", "xmax", "ymax")] for i in range(count)]
+    except ValueError as e:
+        raise ValueError(f"a coordinate or size is not a number ({e})") from None
+    if not count:
+        return []
+    if _item(root, "width") is None or _item(root, "height") is None:
+        raise ValueError("no <size> with <width> and <height>")
+    if width == 0 or height == 0:
+        raise ValueError(f"image size {width}x{height} has a zero side")
+    label = _item(root, "name")
+    boxes = []
+    for x0, y0, x1, y1 in corners:
+        xmin, xmax, ymin, ymax = x0 / width, x1 / width, y0 / height, y1 / height
+        boxes.append((
+            label,
+            min(max(min(xmin, xmax), 0.0), 1.0),
+            min(max(min(ymin, ymax), 0.0), 1.0),
+            min(max(max(xmin, xmax), 0.0), 1.0),
+            min(max(max(ymin, ymax), 0.0), 1.0),
+        ))
+    return boxes
+
+
+def iter_xml_files(source):
+    """Yield (synset folder, xml stem, bytes) from `<synset>/<stem>.xml` in a folder or a .tar.gz."""
+    import tarfile
+    from pathlib import Path
+
+    source = Path(source)
+    if source.is_dir():
+        for path in sorted(source.glob("*/*.xml")):
+            yield path.parent.name, path.stem, path.read_bytes()
+        return
+    if not source.is_file():
+        raise InputError(source, "neither a folder nor a file")
+    try:
+        with tarfile.open(source, mode="r:*") as tar:
+            for member in tar:
+                parts = member.name.split("/")
+                if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
+                    yield parts[-2], parts[-1][: -len(".xml")], tar.extractfile(member).read()
+    except (tarfile.TarError, EOFError, OSError) as e:
+        raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
+
+
+def boxes_to_csv_lines(source, synsets, strict=False):
+    """slim's CSV lines (sorted) from the XML annotations, and the counts and problems on the way."""
+    keep = set(synsets) if synsets is not None else None
+    lines, problems = [], []
+    counts = {"xml_files": 0, "saved_files": 0, "skipped_files": 0, "saved_boxes": 0,
+              "skipped_boxes": 0, "bad_files": 0}
+    for synset, stem, data in iter_xml_files(source):
+        counts["xml_files"] += 1
+        if keep is not None and synset not in keep:
+            counts["skipped_files"] += 1
+            continue
+        try:
+            boxes = xml_boxes(data)
+        except ValueError as e:
+            if strict:
+                raise InputError(f"{source}:{synset}/{stem}.xml", str(e)) from None
+            problems.append({"file": f"{synset}/{stem}.xml", "problem": str(e)})
+            counts["bad_files"] += 1
+            counts["skipped_files"] += 1
+            continue
+        found = False
+        for label, xmin, ymin, xmax, ymax in boxes:
+            if keep is not None and label != synset and label in keep:
+                counts["skipped_boxes"] += 1  # a box of another challenge class
+                continue
+            if xmin >= xmax or ymin >= ymax:
+                counts["skipped_boxes"] += 1
+                continue
+            lines.append(f"{stem}.JPEG,{xmin:.4f},{ymin:.4f},{xmax:.4f},{ymax:.4f}")
+            counts["saved_boxes"] += 1
+            found = True
+        counts["saved_files" if found else "skipped_files"] += 1
+    lines.sort()
+    return lines, counts, problems

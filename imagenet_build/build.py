@@ -17,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_build import catalog as catalog_mod
+from imagenet_build.archives import read_range
 from imagenet_build.atomic import fsync_dir, temp_name
 from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources
-from imagenet_build.boxes import read_box_csv
+from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
 from imagenet_build.errors import BuildError, InputError
 from imagenet_build.example import encode_example_parts
@@ -37,7 +38,10 @@ class ConvertOptions:
     output_dir: str
     train_dir: str = None
     validation_dir: str = None
+    train_tar: str = None
+    validation_tar: str = None
     bounding_box_file: str = None
+    bbox_tar: str = None
     train_shards: int = 1024
     validation_shards: int = 128
     layout_threads: int = 8
@@ -53,16 +57,38 @@ class ConvertOptions:
 # ---------------------------------------------------------------- the worker
 
 
-def _read_input(path):
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except FileNotFoundError:
-        raise InputError(path, "file vanished since the folder was listed") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, expected an image") from None
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
+class _ShardInputs:
+    """A shard's input images, read from their folder, or by byte range from their archive."""
+
+    def __init__(self, spec):
+        self._spec = spec
+        self._fd = os.open(spec.source_root, os.O_RDONLY) if spec.source_is_archive else None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self._fd is not None:
+            os.close(self._fd)
+
+    def read(self, entry):
+        """(bytes, the name to show in errors)."""
+        if self._fd is not None:
+            where = f"{self._spec.source_root}:{entry.relpath}"
+            data = read_range(self._fd, entry.offset, entry.size)
+            if len(data) != entry.size:
+                raise InputError(where, "archive shorter than when it was indexed")
+            return data, where
+        path = os.path.join(self._spec.source_root, entry.relpath)
+        try:
+            with open(path, "rb") as f:
+                return f.read(), path
+        except FileNotFoundError:
+            raise InputError(path, "file vanished since the folder was listed") from None
+        except IsADirectoryError:
+            raise InputError(path, "is a folder, expected an image") from None
+        except OSError as e:
+            raise InputError(path, e.strerror or str(e)) from None
 
 
 def _write_all(fd, parts):
@@ -92,46 +118,46 @@ def write_shard(spec, output_dir, index_dir, on_error):
     offsets, skipped, reencoded = [], [], []
     offset = flushed = 0
     try:
-        fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            for entry in spec.entries:
-                exit_if_orphaned()
-                path = os.path.join(spec.source_root, entry.relpath)
-                try:
-                    stored = images.prepare(_read_input(path), path)
-                except InputError as e:
-                    if on_error == "fail":
-                        raise
-                    skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
-                    continue
-                note = images.name_disagreement(entry.filename, stored)
-                if stored.reencoded or note:
-                    reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
-                synset, text = spec.classes[entry.label]
-                payload = encode_example_parts(
-                    encoded=stored.data,
-                    filename=entry.filename,
-                    height=stored.height,
-                    width=stored.width,
-                    label=entry.label,
-                    synset=synset,
-                    text=text,
-                    boxes=entry.boxes,
-                )
-                head, foot = frame(*payload)
-                record = (head, *payload, foot)
-                _write_all(fd, record)
-                for part in record:
-                    digest.update(part)
-                size = sum(len(part) for part in record)
-                offsets.append((offset, size))
-                offset += size
-                if offset - flushed >= WRITEBACK_EVERY:
-                    _start_writeback(fd, flushed, offset - flushed)
-                    flushed = offset
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        with _ShardInputs(spec) as inputs:
+            fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                for entry in spec.entries:
+                    exit_if_orphaned()
+                    try:
+                        stored = images.prepare(*inputs.read(entry))
+                    except InputError as e:
+                        if on_error == "fail":
+                            raise
+                        skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
+                        continue
+                    note = images.name_disagreement(entry.filename, stored)
+                    if stored.reencoded or note:
+                        reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+                    synset, text = spec.classes[entry.label]
+                    payload = encode_example_parts(
+                        encoded=stored.data,
+                        filename=entry.filename,
+                        height=stored.height,
+                        width=stored.width,
+                        label=entry.label,
+                        synset=synset,
+                        text=text,
+                        boxes=entry.boxes,
+                    )
+                    head, foot = frame(*payload)
+                    record = (head, *payload, foot)
+                    _write_all(fd, record)
+                    for part in record:
+                        digest.update(part)
+                    size = sum(len(part) for part in record)
+                    offsets.append((offset, size))
+                    offset += size
+                    if offset - flushed >= WRITEBACK_EVERY:
+                        _start_writeback(fd, flushed, offset - flushed)
+                        flushed = offset
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         index_bytes = index_text(offsets).encode()
         with open(index_tmp, "wb") as f:
             f.write(index_bytes)
@@ -239,21 +265,34 @@ def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
                 path.unlink()  # left by an interrupted run
 
 
-def _scan_inputs(opts, cat, val_labels_file):
+def _scan_inputs(opts, cat, val_labels_file, pool):
+    def val_labels():
+        return catalog_mod.read_validation_labels(val_labels_file)
+
     split_inputs = []
     if opts.train_dir:
         split_inputs.append(sources.scan_class_folders("train", opts.train_dir, cat, opts.on_error))
+    elif opts.train_tar:
+        split_inputs.append(sources.scan_train_tar(opts.train_tar, cat, opts.on_error, pool))
     if opts.validation_dir:
         split_inputs.append(
-            sources.scan_validation(
-                opts.validation_dir,
-                cat,
-                lambda: catalog_mod.read_validation_labels(val_labels_file),
-                val_labels_file,
-                opts.on_error,
-            )
+            sources.scan_validation(opts.validation_dir, cat, val_labels, val_labels_file, opts.on_error)
+        )
+    elif opts.validation_tar:
+        split_inputs.append(
+            sources.scan_validation_tar(opts.validation_tar, cat, val_labels, val_labels_file, opts.on_error)
         )
     return split_inputs
+
+
+def _read_boxes(opts, cat):
+    """Boxes from slim's CSV, or straight from the XML annotations through the same CSV lines."""
+    if opts.bounding_box_file:
+        return read_box_csv(opts.bounding_box_file)
+    if opts.bbox_tar:
+        lines, _, _ = boxes_to_csv_lines(opts.bbox_tar, cat.synsets)
+        return parse_box_lines(lines, opts.bbox_tar)
+    return {}
 
 
 def _read_previous(output_dir, overwrite, options):
@@ -275,8 +314,12 @@ def _read_previous(output_dir, overwrite, options):
 def convert(opts: ConvertOptions):
     """inputs -> shards + indexes + manifest. Returns the summary dict."""
     started = time.monotonic()
-    if not opts.train_dir and not opts.validation_dir:
-        raise BuildError("nothing to convert: give --train-dir and/or --validation-dir")
+    for a, b in (("train_dir", "train_tar"), ("validation_dir", "validation_tar"),
+                 ("bounding_box_file", "bbox_tar")):
+        if getattr(opts, a) and getattr(opts, b):
+            raise BuildError(f"give --{a.replace('_', '-')} or --{b.replace('_', '-')}, not both")
+    if not (opts.train_dir or opts.validation_dir or opts.train_tar or opts.validation_tar):
+        raise BuildError("nothing to convert: give --train-dir/--train-tar and/or --validation-dir/--validation-tar")
     if opts.on_error not in ("fail", "skip"):
         raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
     output_dir = Path(opts.output_dir)
@@ -289,9 +332,9 @@ def convert(opts: ConvertOptions):
 
 def _convert(opts, pool, output_dir, index_dir, started):
     cat = catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
-    boxes = read_box_csv(opts.bounding_box_file) if opts.bounding_box_file else {}
+    boxes = _read_boxes(opts, cat)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
-    split_inputs = _scan_inputs(opts, cat, val_labels_file)
+    split_inputs = _scan_inputs(opts, cat, val_labels_file, pool)
     shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
     plans = [
         plan_mod.SplitPlan(si, cat, boxes, shard_counts[si.split], opts.layout_threads) for si in split_inputs
@@ -383,7 +426,7 @@ def _describe_inputs(opts, split_inputs, val_labels_file):
     described = {
         "labels_file_sha256": sha(opts.labels_file or catalog_mod.DEFAULT_LABELS_FILE),
         "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
-        "bounding_box_file_sha256": sha(opts.bounding_box_file),
+        "bounding_box_file_sha256": sha(opts.bounding_box_file or opts.bbox_tar),
     }
     for s in split_inputs:
         described[s.split] = {"layout": s.layout, "images": len(s)}

@@ -64,8 +64,11 @@ existing_file = click.Path(dir_okay=False)
     help="Validation images: flat ILSVRC2012_val_%08d.JPEG (labelled from --validation-labels-file) "
     "or <synset>/*.JPEG folders; detected.",
 )
+@click.option("--train-tar", type=existing_file, help="ILSVRC2012_img_train.tar, read in place (instead of --train-dir).")
+@click.option("--validation-tar", type=existing_file, help="ILSVRC2012_img_val.tar, read in place (instead of --validation-dir).")
 @click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
 @click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
+@click.option("--bbox-tar", type=click.Path(), help="ILSVRC2012_bbox_train_v2.tar.gz (or its folder), read as `bboxes` reads it.")
 @click.option("--train-shards", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--validation-shards", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -101,7 +104,7 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_reports_errors
 def convert(as_json, **options):
-    """Convert ImageNet folders into shuffled, sharded TFRecords in slim's format.
+    """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
     and manifest.json (written last). Running the same command again resumes:
@@ -193,6 +196,78 @@ def index(inputs, index_dir, workers, as_json):
 
 
 @cli.command()
+@click.argument("source", type=click.Path(exists=True))
+@click.option("--synsets", type=existing_file, help="Challenge synsets: XML of other synsets and boxes named as another challenge synset are skipped. [default: the 1000 ILSVRC2012 synsets]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file to write (atomically). [default: stdout]")
+@click.option("--strict", is_flag=True, help="Fail on a malformed XML file instead of skipping it.")
+@click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout (needs -o).")
+@_reports_errors
+def bboxes(source, synsets, output, strict, as_json):
+    """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
+
+    SOURCE is the extracted <synset>/*.xml folder or ILSVRC2012_bbox_train_v2.tar.gz
+    itself. Each box is scaled by the annotated size, ordered min/max, clamped to
+    [0, 1] and dropped if empty; lines `<image>.JPEG,xmin,ymin,xmax,ymax` with 4
+    decimals, sorted. Counts go to stderr. A malformed XML file, one without a
+    size or with a zero side is named and skipped (--strict: fails).
+    """
+    from imagenet_build.atomic import write_atomic
+    from imagenet_build.boxes import boxes_to_csv_lines
+    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+
+    if as_json and not output:
+        raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
+    synset_list = read_labels_file(synsets or DEFAULT_LABELS_FILE)
+    lines, counts, problems = boxes_to_csv_lines(source, synset_list, strict=strict)
+    text = "".join(line + "\n" for line in lines)
+    if output:
+        write_atomic(output, text.encode())
+    else:
+        click.echo(text, nl=False)
+    if as_json:
+        _print_json({"counts": counts, "problems": problems, "output": output})
+        return
+    for p in problems:
+        click.echo(f"skipped: {p['file']}: {p['problem']}", err=True)
+    click.echo(
+        f"{counts['xml_files']} XML files: {counts['saved_boxes']} boxes written from {counts['saved_files']} images; "
+        f"skipped {counts['skipped_files']} files ({counts['bad_files']} unreadable) and {counts['skipped_boxes']} boxes",
+        err=True,
+    )
+
+
+@cli.command("prepare-val")
+@click.argument("val_dir", type=existing_dir)
+@click.option("--labels", type=existing_file, help="Synset of image i on line i. [default: shipped ILSVRC2012 validation labels]")
+@click.option("--link", "method", flag_value="link", default=True, help="Hard-link into the folders; the flat files stay (default).")
+@click.option("--copy", "method", flag_value="copy", help="Copy into the folders.")
+@click.option("--move", "method", flag_value="move", help="Move into the folders.")
+@click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+@_reports_errors
+def prepare_val(val_dir, labels, method, dry_run, as_json):
+    """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
+
+    convert never needs this (it reads the flat folder and the labels file).
+    Safe to run twice, works on a partial set, never overwrites a file.
+    """
+    from imagenet_build.prepare_val import prepare_validation
+
+    done = prepare_validation(val_dir, labels, method, dry_run)
+    if as_json:
+        _print_json(done)
+        return
+    verb = {"link": "linked", "copy": "copied", "move": "moved"}[method]
+    click.echo(f"{'would be ' if dry_run else ''}{verb}: {done['placed']}, already in place: {done['already_in_place']}")
+    for target in done["conflicts"]:
+        click.echo(f"conflict (left alone): {target} exists with other content", err=True)
+    if done["no_label"]:
+        click.echo(f"no label for {len(done['no_label'])} file(s), left flat: {', '.join(done['no_label'][:5])}", err=True)
+    if done["conflicts"]:
+        sys.exit(1)
+
+
+@cli.command()
 @click.argument("out", type=existing_dir)
 @click.option("--classes", default=4, show_default=True, type=click.IntRange(min=1, max=1000))
 @click.option("--per-class", default=12, show_default=True, type=click.IntRange(min=1), help="Train images per class.")
@@ -201,6 +276,7 @@ def index(inputs, index_dir, workers, as_json):
 @click.option("--max-size", default=160, show_default=True, type=click.IntRange(min=8), help="Largest image side, pixels.")
 @click.option("--quality", default=90, show_default=True, type=click.IntRange(1, 100), help="JPEG quality.")
 @click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--tarballs", is_flag=True, help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_reports_errors
 def sample(out, as_json, **options):

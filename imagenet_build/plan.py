@@ -74,11 +74,14 @@ def shard_name(split, index, num_shards):
 
 
 class ImageEntry(NamedTuple):
-    """One image of a shard: its path under the split's root, its label, its boxes."""
+    """One image of a shard: its path under the split's root, its label, its boxes,
+    and for an image inside a tarball its byte range there."""
 
     relpath: str
     label: int
     boxes: tuple = ()
+    offset: int = -1
+    size: int = 0
 
     @property
     def filename(self):
@@ -92,7 +95,8 @@ class ShardSpec:
     split: str
     index: int
     num_shards: int
-    source_root: str
+    source_root: str  # a folder, or the archive when source_is_archive
+    source_is_archive: bool
     entries: tuple  # ImageEntry, in record order
     classes: dict  # label -> (synset, text) for the labels in this shard
 
@@ -135,18 +139,23 @@ class SplitPlan:
 
     def spec(self, k):
         begin, end = self.ranges[k]
-        relpaths, labels = self.input.relpaths, self.input.labels
+        source = self.input
         entries = []
         for i in self.order[begin:end]:
-            relpath = relpaths[i]
+            relpath = source.relpaths[i]
             packed = self._boxes.get(relpath.rsplit("/", 1)[-1]) if self._boxes else None
-            entries.append(ImageEntry(relpath, labels[i], unpack_boxes(packed) if packed else ()))
+            boxes = unpack_boxes(packed) if packed else ()
+            if source.archive:
+                entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i]))
+            else:
+                entries.append(ImageEntry(relpath, source.labels[i], boxes))
         cat = self._catalog
         return ShardSpec(
             split=self.split,
             index=k,
             num_shards=self.num_shards,
-            source_root=self.input.root,
+            source_root=source.root,
+            source_is_archive=source.archive,
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
         )

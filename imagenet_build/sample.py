@@ -5,7 +5,11 @@ Layout, as the ILSVRC2012 archives unpack:
   OUT/validation/ILSVRC2012_val_%08d.JPEG   flat validation images
   OUT/validation_labels.txt                 synset of validation image i on line i
   OUT/labels.txt                            the synsets used (a labels file)
-  OUT/bboxes.csv                            boxes in slim's CSV format
+  OUT/bbox/<synset>/<image>.xml            box annotations, as the bbox archive unpacks
+  OUT/bboxes.csv                            the same boxes in slim's CSV format
+and with tarballs=True the three ILSVRC2012 archives made from them:
+  OUT/ILSVRC2012_img_train.tar (a tar of <synset>.tar), OUT/ILSVRC2012_img_val.tar,
+  OUT/ILSVRC2012_bbox_train_v2.tar.gz
 It holds the awkward cases of the real thing: CMYK JPEGs, a PNG (with alpha)
 behind a .JPEG name, grayscale, progressive, and an EXIF-rotated JPEG. Each
 class has its own colour and stripe direction, so a small network can learn it.
@@ -13,10 +17,13 @@ Same options -> same bytes.
 """
 
 import colorsys
+import gzip
 import io
 import random
+import tarfile
 from pathlib import Path
 
+from imagenet_build.boxes import boxes_to_csv_lines
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.errors import BuildError
 
@@ -61,6 +68,57 @@ def _encode(image, kind, quality):
     return out.getvalue()
 
 
+def _random_box(rng, width, height):
+    """A box in pixels, now and then reaching past the image as some ImageNet boxes do."""
+    x0, x1 = sorted(rng.randint(-5, width + 5) for _ in range(2))
+    y0, y1 = sorted(rng.randint(-5, height + 5) for _ in range(2))
+    return x0, y0, x1, y1
+
+
+def _annotation(name, synset, width, height, boxes, floats=False):
+    """A Pascal-VOC XML annotation as ImageNet's bbox archive has them."""
+    def number(v):
+        return f"{v}.0" if floats else str(v)
+
+    objects = "".join(
+        f"<object><name>{synset}</name><pose>Unspecified</pose><truncated>0</truncated>"
+        f"<difficult>0</difficult><bndbox><xmin>{number(x0)}</xmin><ymin>{number(y0)}</ymin>"
+        f"<xmax>{number(x1)}</xmax><ymax>{number(y1)}</ymax></bndbox></object>"
+        for x0, y0, x1, y1 in boxes
+    )
+    return (
+        f"<annotation><folder>{synset}</folder><filename>{name[: -len('.JPEG')]}</filename>"
+        f"<source><database>ILSVRC_2012</database></source><size><width>{width}</width>"
+        f"<height>{height}</height><depth>3</depth></size><segmented>0</segmented>{objects}</annotation>\n"
+    )
+
+
+def _tar_add(tar, name, data):
+    """Add bytes with fixed metadata, so the same sample gives the same archive bytes."""
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_tarballs(out):
+    """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
+    out = Path(out)
+    with tarfile.open(out / "ILSVRC2012_img_train.tar", "w", format=tarfile.GNU_FORMAT) as outer:
+        for folder in sorted((out / "train").iterdir()):
+            inner = io.BytesIO()
+            with tarfile.open(fileobj=inner, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for image in sorted(folder.iterdir()):
+                    _tar_add(tar, image.name, image.read_bytes())
+            _tar_add(outer, f"{folder.name}.tar", inner.getvalue())
+    with tarfile.open(out / "ILSVRC2012_img_val.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+        for image in sorted((out / "validation").iterdir()):
+            _tar_add(tar, image.name, image.read_bytes())
+    with gzip.GzipFile(out / "ILSVRC2012_bbox_train_v2.tar.gz", "wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for xml in sorted((out / "bbox").glob("*/*.xml")):
+                _tar_add(tar, f"{xml.parent.name}/{xml.name}", xml.read_bytes())
+
+
 # Which train images (by position over all of them) get an awkward encoding.
 _SPECIAL = {2: "cmyk", 4: "png", 9: "cmyk", 3: "gray", 5: "progressive", 7: "exif-rotated"}
 
@@ -76,7 +134,7 @@ def _kind(position):
 
 
 def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=64, max_size=160,
-                quality=90, seed=0, labels_file=None):
+                quality=90, seed=0, labels_file=None, tarballs=False):
     """Write the sample tree under `out` (which must not hold files yet). Returns counts."""
     if classes < 1 or per_class < 1 or validation_per_class < 0:
         raise BuildError("--classes and --per-class must be at least 1")
@@ -92,7 +150,7 @@ def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=6
     synsets = all_synsets[:classes]
     counts = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
 
-    box_lines = []
+    (out / "bbox").mkdir(parents=True)
     position = 0
     for label_index, synset in enumerate(synsets):
         folder = out / "train" / synset
@@ -104,10 +162,11 @@ def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=6
             image = _picture(rng, label_index, classes, width, height)
             (folder / name).write_bytes(_encode(image, kind, quality))
             counts["special"][kind] = counts["special"].get(kind, 0) + 1
-            for _ in range(rng.choice((0, 1, 1, 2))):
-                x0, x1 = sorted(rng.random() for _ in range(2))
-                y0, y1 = sorted(rng.random() for _ in range(2))
-                box_lines.append(f"{name},{x0:.4f},{y0:.4f},{x1:.4f},{y1:.4f}")
+            boxes = [_random_box(rng, width, height) for _ in range(rng.choice((0, 1, 1, 2)))]
+            if boxes:
+                xml = out / "bbox" / synset / f"{name[: -len('.JPEG')]}.xml"
+                xml.parent.mkdir(parents=True, exist_ok=True)
+                xml.write_text(_annotation(name, synset, width, height, boxes, floats=position % 5 == 1))
             position += 1
     counts["train"] = position
     counts["special"].pop("rgb", None)
@@ -125,7 +184,9 @@ def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=6
 
     (out / "labels.txt").write_text("".join(s + "\n" for s in synsets))
     (out / "validation_labels.txt").write_text("".join(s + "\n" for s in val_synsets))
-    box_lines.sort()
-    (out / "bboxes.csv").write_text("".join(line + "\n" for line in box_lines))
-    counts["boxes"] = len(box_lines)
+    lines, _, _ = boxes_to_csv_lines(out / "bbox", synsets)
+    (out / "bboxes.csv").write_text("".join(line + "\n" for line in lines))
+    counts["boxes"] = len(lines)
+    if tarballs:
+        write_tarballs(out)
     return counts

@@ -1,9 +1,10 @@
-"""Enumerate a split's images, in slim's order, from the folders they sit in.
+"""Enumerate a split's images, in slim's order, from folders or straight from the ILSVRC2012 tarballs.
 
 Order is slim's: class by class in labels-file order, then by file name (slim
 used directory order, which differs between filesystems; sorting makes a build
 reproducible anywhere). Slim globs `<synset>/*.JPEG`; other files are left out
-as slim leaves them out, but counted so the user hears of them.
+as slim leaves them out, but counted so the user hears of them. A tarball gives
+exactly the list its extracted folder gives, so the shards are the same bytes.
 """
 
 import os
@@ -12,6 +13,7 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_build import archives
 from imagenet_build.errors import InputError
 
 IMAGE_SUFFIX = ".JPEG"
@@ -21,13 +23,20 @@ SHOWN = 20  # how many ignored / left-out names a report lists
 
 @dataclass
 class SplitInput:
-    """A split's images in slim's order, as two parallel arrays (compact: ImageNet has 1.28 M)."""
+    """A split's images in slim's order, as parallel arrays (compact: ImageNet has 1.28 M).
+
+    From a folder, relpath is the path under `root`; from a tarball (`archive`
+    true, `root` the archive), each image is also a byte range of it.
+    """
 
     split: str
     root: str
-    layout: str  # "folders" or "flat"
+    layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
+    archive: bool = False
     relpaths: list = field(default_factory=list)
     labels: array = field(default_factory=lambda: array("I"))
+    offsets: array = field(default_factory=lambda: array("Q"))
+    sizes: array = field(default_factory=lambda: array("Q"))
     ignored: list = field(default_factory=list)  # files present but not images slim would take
     left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
     empty_classes: list = field(default_factory=list)  # synsets with no images
@@ -36,9 +45,12 @@ class SplitInput:
     def __len__(self):
         return len(self.relpaths)
 
-    def add(self, relpath, label):
+    def add(self, relpath, label, where=None):
         self.relpaths.append(relpath)
         self.labels.append(label)
+        if where is not None:
+            self.offsets.append(where[0])
+            self.sizes.append(where[1])
 
 
 def _scan(root):
@@ -61,60 +73,109 @@ def _is_image_name(name):
     return name.endswith(IMAGE_SUFFIX) and not name.startswith(".")
 
 
+def _basename(name):
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _match_classes(result, root, present, catalog, on_error, kind):
+    """Check the classes found against the labels file: unknown ones and missing ones."""
+    unknown = [name for name in present if name not in catalog.label_of]
+    if unknown:
+        if on_error == "fail":
+            raise InputError(
+                f"{root}/{unknown[0]}",
+                f"{kind} not in the labels file {catalog.labels_file} ({len(unknown)} such); "
+                "pass the right --labels-file, or --on-error skip to leave them out",
+            )
+        result.left_out.extend((name + "/", f"{kind} not in the labels file") for name in unknown)
+    missing = [synset for synset in catalog.synsets if synset not in present]
+    if missing and len(missing) < len(catalog.synsets) and on_error == "fail":  # none at all: said later
+        raise InputError(
+            root,
+            f"no {kind} for {len(missing)} synset(s) of the labels file ({', '.join(missing[:3])}"
+            f"{' ...' if len(missing) > 3 else ''}); pass a --labels-file with only the classes you have, "
+            "or --on-error skip to build without them",
+        )
+    result.empty_classes.extend(missing)
+
+
+def _add_class(result, synset, label, names):
+    """Add one class's images (names sorted, with an optional byte range); others are ignored."""
+    found = False
+    for name, where in sorted(names, key=lambda item: item[0]):
+        if _is_image_name(name):
+            result.add(f"{synset}/{name}", label, where)
+            found = True
+        else:
+            result.ignored.append(f"{synset}/{name}")
+    if not found:
+        result.empty_classes.append(synset)
+
+
+def _require_images(result, root, catalog):
+    if not result.relpaths:
+        raise InputError(
+            root, f"holds no <synset>/*{IMAGE_SUFFIX} images for the {catalog.num_classes} synsets of "
+                  f"{catalog.labels_file}"
+        )
+
+
 def scan_class_folders(split, root, catalog, on_error):
     """`<root>/<synset>/*.JPEG` for the synsets of the catalog."""
     root = Path(root)
     folders, files = _scan(root)
     result = SplitInput(split, str(root), "folders", ignored=list(files))
-    unknown = [name for name in folders if name not in catalog.label_of]
-    if unknown:
-        if on_error == "fail":
-            raise InputError(
-                root / unknown[0],
-                f"class folder not in the labels file {catalog.labels_file} "
-                f"({len(unknown)} such folder(s)); pass the right --labels-file, "
-                "or --on-error skip to leave them out",
-            )
-        result.left_out.extend((name + "/", "class folder not in the labels file") for name in unknown)
+    _match_classes(result, root, folders, catalog, on_error, "class folder")
     present = set(folders)
     for label, synset in enumerate(catalog.synsets, start=1):
-        if synset not in present:
-            result.empty_classes.append(synset)
-            continue
-        subfolders, names = _scan(root / synset)
-        result.ignored.extend(f"{synset}/{n}" for n in subfolders)
-        for name in names:
-            if _is_image_name(name):
-                result.add(f"{synset}/{name}", label)
-            else:
-                result.ignored.append(f"{synset}/{name}")
-        if not any(_is_image_name(n) for n in names):
-            result.empty_classes.append(synset)
-    if not result.relpaths:
-        raise InputError(
-            root,
-            f"holds no <synset>/*{IMAGE_SUFFIX} images for the {catalog.num_classes} synsets "
-            f"of {catalog.labels_file}",
-        )
+        if synset in present:
+            subfolders, names = _scan(root / synset)
+            result.ignored.extend(f"{synset}/{n}/" for n in subfolders)
+            _add_class(result, synset, label, [(n, None) for n in names])
+    _require_images(result, root, catalog)
     return result
 
 
-def scan_flat_validation(root, catalog, validation_labels, validation_labels_file, on_error):
-    """`ILSVRC2012_val_%08d.JPEG` labelled by line number in the validation labels file.
+def scan_train_tar(archive, catalog, on_error, pool):
+    """ILSVRC2012_img_train.tar: a tar of `<synset>.tar`, each a tar of that class's JPEGs."""
+    members = archives.outer_members(archive)
+    inner, strangers = {}, []
+    for name, offset, size, is_file in members:
+        base = _basename(name)
+        if is_file and base.endswith(".tar"):
+            inner[base[: -len(".tar")]] = (name, offset, size)
+        elif is_file:
+            strangers.append(base)
+    if not inner:
+        if any(VALIDATION_NAME.match(n) for n in strangers):
+            raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
+                                      "is it the validation archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
+    result = SplitInput("train", str(archive), "tar", archive=True, ignored=strangers)
+    _match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
+    found = {}
+    tasks = [
+        (str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in catalog.synsets if s in inner
+    ]
+    pool.run(archives.inner_members, tasks, lambda task, listed: found.__setitem__(task[3], listed))
+    for label, synset in enumerate(catalog.synsets, start=1):
+        if synset in inner:
+            listed = found[inner[synset][0]]
+            _add_class(result, synset, label,
+                       [(_basename(n), (o, s)) for n, o, s, is_file in listed if is_file])
+    _require_images(result, archive, catalog)
+    return result
 
-    Ordered as slim would see them after moving them into synset folders, so a
-    flat folder and a prepared one give the same shards.
+
+def _flat_validation(result, names, catalog, validation_labels, validation_labels_file, on_error):
+    """Label flat `ILSVRC2012_val_%08d.JPEG` names [(name, byte range or None)] by line number.
+
+    Ordered as slim sees them after moving them into synset folders, so a flat
+    folder, a prepared one and the tarball give the same shards.
     """
-    root = Path(root)
-    folders, files = _scan(root)
-    result = SplitInput("validation", str(root), "flat")
-    if folders:
-        result.notes.append(
-            f"{len(folders)} sub-folder(s) of {root} ignored: the flat ILSVRC2012_val_*.JPEG files are used"
-        )
     by_label = {}
     outside = 0
-    for name in files:
+    for name, where in names:
         match = VALIDATION_NAME.match(name)
         if not match:
             result.ignored.append(name)
@@ -126,39 +187,53 @@ def scan_flat_validation(root, catalog, validation_labels, validation_labels_fil
                 f"this is image {number}"
             )
             if on_error == "fail":
-                raise InputError(root / name, problem + "; pass the right --validation-labels-file")
+                raise InputError(f"{result.root}/{name}", problem + "; pass the right --validation-labels-file")
             result.left_out.append((name, problem))
             continue
         label = catalog.label_of.get(validation_labels[number - 1])
         if label is None:
             outside += 1
             continue
-        by_label.setdefault(label, []).append(name)
+        by_label.setdefault(label, []).append((name, where))
     if outside:
         result.notes.append(
             f"{outside} validation image(s) left out: their synsets are not in {catalog.labels_file}"
         )
     for label, synset in enumerate(catalog.synsets, start=1):
-        names = by_label.get(label)
-        if not names:
+        items = sorted(by_label.get(label, []), key=lambda item: item[0])
+        if not items:
             result.empty_classes.append(synset)
-            continue
-        for name in names:  # sorted, as files were
-            result.add(name, label)
+        for name, where in items:
+            result.add(name, label, where)
     if not result.relpaths:
-        raise InputError(
-            root,
-            "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file",
-        )
+        raise InputError(result.root, "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file")
     return result
 
 
 def scan_validation(root, catalog, validation_labels_loader, validation_labels_file, on_error):
-    """Flat (labelled from the validation labels file) or synset folders: whichever root holds."""
+    """A validation folder, flat (labelled from the validation labels file) or in synset folders."""
     root = Path(root)
     folders, files = _scan(root)
     if any(VALIDATION_NAME.match(n) for n in files):
-        return scan_flat_validation(root, catalog, validation_labels_loader(), validation_labels_file, on_error)
+        result = SplitInput("validation", str(root), "flat")
+        if folders:
+            result.notes.append(
+                f"{len(folders)} sub-folder(s) of {root} ignored: the flat ILSVRC2012_val_*.JPEG files are used"
+            )
+        return _flat_validation(result, [(n, None) for n in files], catalog, validation_labels_loader(),
+                                validation_labels_file, on_error)
     if folders:
         return scan_class_folders("validation", root, catalog, on_error)
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
+
+
+def scan_validation_tar(archive, catalog, validation_labels_loader, validation_labels_file, on_error):
+    """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
+    members = [(_basename(n), (o, s)) for n, o, s, is_file in archives.outer_members(archive) if is_file]
+    if not any(VALIDATION_NAME.match(n) for n, _ in members):
+        if any(n.endswith(".tar") for n, _ in members):
+            raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
+                                      "is it the train archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
+    result = SplitInput("validation", str(archive), "flat-tar", archive=True)
+    return _flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)

@@ -1,0 +1,99 @@
+"""convert from the ILSVRC2012-shaped tarballs against the folders, and against extract-then-convert.
+
+Makes N ImageNet-sized JPEGs in class folders (or reuses --work), packs them as
+ILSVRC2012_img_train.tar (a tar of <synset>.tar), then runs, alternating, with
+`sync` before each:
+  folders          imagenet-build convert --train-dir
+  tarball          imagenet-build convert --train-tar (nothing extracted)
+  extract+convert  what users do today: untar the outer tar, untar each class tar into its
+                   folder (as the usual extraction scripts do), then convert --train-dir
+Usage: python benchmarks/bench_archives.py [--images 10000] [--repeats 3]
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from bench_convert import make_inputs  # noqa: E402
+
+EXTRACT = (
+    'set -e; mkdir -p "$2"; cd "$2"; tar xf "$1"; '
+    'for f in *.tar; do d="${f%.tar}"; mkdir -p "$d"; tar xf "$f" -C "$d"; rm "$f"; done'
+)
+
+
+def pack(inputs, archive):
+    with tarfile.open(archive, "w", format=tarfile.GNU_FORMAT) as outer:
+        for folder in sorted((inputs / "train").iterdir()):
+            inner = archive.parent / f"{folder.name}.tar"
+            with tarfile.open(inner, "w", format=tarfile.GNU_FORMAT) as tar:
+                for image in sorted(folder.iterdir()):
+                    tar.add(image, arcname=image.name)
+            outer.add(inner, arcname=inner.name)
+            inner.unlink()
+
+
+def timed(cmd, clear):
+    for path in clear:
+        shutil.rmtree(path, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    started = time.perf_counter()
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"failed: {cmd}\n{result.stderr[-2000:]}")
+    return time.perf_counter() - started
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=128)
+    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-tar-"))
+    inputs = work / "inputs"
+    if not (inputs / "labels.txt").exists():
+        shutil.rmtree(inputs, ignore_errors=True)
+        make_inputs(inputs, args.images, 100)
+    archive = work / "ILSVRC2012_img_train.tar"
+    if not archive.exists():
+        pack(inputs, archive)
+    ib = [sys.executable, "-m", "imagenet_build", "convert", "--labels-file", str(inputs / "labels.txt"),
+          "--train-shards", str(args.shards)]
+    extracted, out = work / "extracted", work / "out"
+    convert_extracted = " ".join(f"'{a}'" for a in ib + ["--train-dir", str(extracted), "--output-dir", str(out)])
+    commands = {
+        "folders": (ib + ["--train-dir", str(inputs / "train"), "--output-dir", str(out)], [out]),
+        "tarball": (ib + ["--train-tar", str(archive), "--output-dir", str(out)], [out]),
+        "extract+convert": (["sh", "-c", f"{EXTRACT}; {convert_extracted}", "sh", str(archive), str(extracted)],
+                            [out, extracted]),
+    }
+    subprocess.run(["cat", str(archive)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
+    runs = {name: [] for name in commands}
+    for _ in range(args.repeats):
+        for name, (cmd, clear) in commands.items():
+            runs[name].append(timed(cmd, clear))
+    med = {name: statistics.median(r) for name, r in runs.items()}
+    images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))
+    print(f"{images} images, archive {archive.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores, "
+          f"{args.repeats} runs each (median)")
+    for name, r in runs.items():
+        print(f"  {name:16s} {med[name]:6.2f} s  {images / med[name]:7.0f} images/s   runs: "
+              + ", ".join(f"{s:.2f}" for s in r))
+    print(f"  tarball / folders speed:          {med['folders'] / med['tarball']:.2f}x")
+    print(f"  tarball / extract+convert speed:  {med['extract+convert'] / med['tarball']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+"""prepare-val: put flat ILSVRC2012_val_*.JPEG files into synset folders, slim's layout.
+
+Only for users who want that layout: convert reads the flat folder directly.
+Unlike slim's helper it is safe to run twice, works on a partial set, never
+overwrites a file, and by default hard-links so the flat originals stay.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+from imagenet_build.catalog import DEFAULT_VALIDATION_LABELS_FILE, read_validation_labels
+from imagenet_build.errors import BuildError, InputError
+from imagenet_build.sources import VALIDATION_NAME
+
+METHODS = ("link", "copy", "move")
+
+
+def prepare_validation(val_dir, labels_file=None, method="link", dry_run=False):
+    """Place each flat validation image into `<val_dir>/<synset>/`; returns what was (or would be) done."""
+    if method not in METHODS:
+        raise BuildError(f"method must be one of {', '.join(METHODS)}")
+    val_dir = Path(val_dir)
+    if not val_dir.is_dir():
+        raise InputError(val_dir, "folder not found")
+    labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
+    labels = read_validation_labels(labels_file)
+    done = {"placed": 0, "already_in_place": 0, "conflicts": [], "no_label": [], "method": method,
+            "dry_run": dry_run}
+    names = sorted(n for n in os.listdir(val_dir) if VALIDATION_NAME.match(n) and (val_dir / n).is_file())
+    if not names:
+        raise InputError(val_dir, "holds no flat ILSVRC2012_val_*.JPEG files")
+    for name in names:
+        number = int(VALIDATION_NAME.match(name).group(1))
+        if number > len(labels):
+            done["no_label"].append(name)
+            continue
+        source, target = val_dir / name, val_dir / labels[number - 1] / name
+        if target.exists():
+            if os.path.samefile(source, target) or target.read_bytes() == source.read_bytes():
+                done["already_in_place"] += 1
+                if method == "move" and not dry_run:
+                    source.unlink()  # the copy in its folder is the same file or the same bytes
+            else:
+                done["conflicts"].append(str(target))  # never overwritten
+            continue
+        done["placed"] += 1
+        if dry_run:
+            continue
+        target.parent.mkdir(exist_ok=True)
+        if method == "link":
+            os.link(source, target)
+        elif method == "copy":
+            shutil.copy2(source, target)
+        else:
+            os.replace(source, target)
+    return done

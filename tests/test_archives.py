@@ -1,0 +1,290 @@
+"""Straight from the ILSVRC2012 archives: bboxes, prepare-val, convert --train-tar/--validation-tar/--bbox-tar."""
+
+import gzip
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, tree_digest
+from imagenet_build.sample import make_sample
+
+SYNSETS = ["n01440764", "n01443537", "n01484850"]
+
+
+# ------------------------------------------------------------------ bboxes
+
+
+def annotation(name, width, height, objects, size=True):
+    boxes = "".join(
+        f"<object><name>{label}</name><bndbox><xmin>{x0}</xmin><ymin>{y0}</ymin>"
+        f"<xmax>{x1}</xmax><ymax>{y1}</ymax></bndbox></object>"
+        for label, (x0, y0, x1, y1) in objects
+    )
+    size_xml = f"<size><width>{width}</width><height>{height}</height></size>" if size else ""
+    return f"<annotation><filename>{name}</filename>{size_xml}{boxes}</annotation>"
+
+
+# (synset folder, stem, xml text) and the CSV lines slim's process_bounding_boxes gives for them,
+# worked out by hand from its rules.
+XML_CASES = [
+    ("n01440764", "n01440764_1", annotation("n01440764_1", 200, 100, [("n01440764", (20, 10, 120, 60))])),
+    # float coordinates are truncated to int first (GetInt is int(float(text)))
+    ("n01440764", "n01440764_2", annotation("%s", 300, 200, [("n01440764", ("30.9", "20.5", "150.99", "100.2"))])),
+    # outside the image: clamped; min and max swapped: reordered; two boxes kept in file order
+    ("n01443537", "n01443537_1", annotation("x", 100, 50, [("n01443537", (-10, 60, 50, 25)),
+                                                             ("n01443537", (90, 0, 120, 50))])),
+    # a box that is empty after clamping is dropped, the other kept
+    ("n01443537", "n01443537_2", annotation("x", 100, 100, [("n01443537", (150, 10, 200, 20)),
+                                                             ("n01443537", (10, 10, 20, 20))])),
+    # the first <name> is a different challenge synset: slim labels every box with it and skips them all
+    ("n01443537", "n01443537_3", annotation("x", 100, 100, [("n01484850", (10, 10, 20, 20)),
+                                                             ("n01443537", (30, 30, 40, 40))])),
+    # a name that is not a synset (ImageNet's dog boxes say 'Scottish_deerhound'): kept
+    ("n01484850", "n01484850_1", annotation("x", 10, 10, [("Scottish_deerhound", (1, 1, 5, 5))])),
+    # a synset folder not in the challenge list: the whole file is skipped
+    ("n09999999", "n09999999_1", annotation("x", 10, 10, [("n09999999", (1, 1, 5, 5))])),
+    # broken files: named and skipped
+    ("n01484850", "n01484850_2", "<annotation><size><width>10</width>"),
+    ("n01484850", "n01484850_3", annotation("x", 10, 10, [("n01484850", (1, 1, 5, 5))], size=False)),
+    ("n01484850", "n01484850_4", annotation("x", 0, 10, [("n01484850", (1, 1, 5, 5))])),
+]
+EXPECTED_LINES = [
+    "n01440764_1.JPEG,0.1000,0.1000,0.6000,0.6000",
+    "n01440764_2.JPEG,0.1000,0.1000,0.5000,0.5000",
+    "n01443537_1.JPEG,0.0000,0.5000,0.5000,1.0000",
+    "n01443537_1.JPEG,0.9000,0.0000,1.0000,1.0000",
+    "n01443537_2.JPEG,0.1000,0.1000,0.2000,0.2000",
+    "n01484850_1.JPEG,0.1000,0.1000,0.5000,0.5000",
+]
+
+
+@pytest.fixture
+def xml_sources(tmp_path):
+    folder = tmp_path / "bbox"
+    for synset, stem, text in XML_CASES:
+        (folder / synset).mkdir(parents=True, exist_ok=True)
+        (folder / synset / f"{stem}.xml").write_text(text)
+    archive = tmp_path / "ILSVRC2012_bbox_train_v2.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for synset, stem, _ in reversed(XML_CASES):  # archive order must not matter
+            tar.add(folder / synset / f"{stem}.xml", arcname=f"{synset}/{stem}.xml")
+    synsets = tmp_path / "synsets.txt"
+    synsets.write_text("\n".join(SYNSETS) + "\n")
+    return folder, archive, synsets
+
+
+def test_bboxes_gives_slims_lines_from_folder_and_tar_gz(xml_sources, tmp_path):
+    folder, archive, synsets = xml_sources
+    for source in (folder, archive):
+        out = tmp_path / f"{source.name}.csv"
+        result = run_cli("bboxes", source, "--synsets", synsets, "-o", out, "--json")
+        assert result.exit_code == 0, result.output
+        assert out.read_text().splitlines() == EXPECTED_LINES
+        report = json.loads(result.stdout)
+        assert report["counts"] == {"xml_files": 10, "saved_files": 5, "skipped_files": 5, "saved_boxes": 6,
+                                    "skipped_boxes": 3, "bad_files": 3}
+        assert sorted(p["file"] for p in report["problems"]) == [
+            "n01484850/n01484850_2.xml", "n01484850/n01484850_3.xml", "n01484850/n01484850_4.xml"]
+
+
+def test_bboxes_strict_fails_on_a_bad_file(xml_sources):
+    folder, _, synsets = xml_sources
+    result = run_cli("bboxes", folder, "--synsets", synsets, "--strict")
+    assert result.exit_code == 1 and "n01484850_2.xml" in result.stderr and "malformed XML" in result.stderr
+
+
+def test_bboxes_to_stdout_with_counts_on_stderr(xml_sources):
+    folder, _, synsets = xml_sources
+    result = run_cli("bboxes", folder, "--synsets", synsets)
+    assert result.stdout.splitlines() == EXPECTED_LINES
+    assert "6 boxes written from 5 images" in result.stderr and "skipped: n01484850/n01484850_3.xml" in result.stderr
+
+
+# ------------------------------------------------------------------ prepare-val
+
+
+@pytest.fixture
+def flat_val(sample_dir, tmp_path):
+    val = tmp_path / "val"
+    shutil.copytree(sample_dir / "validation", val)
+    return val, sample_dir / "validation_labels.txt"
+
+
+def test_prepare_val_links_and_is_safe_to_run_twice(flat_val):
+    val, labels = flat_val
+    synsets = labels.read_text().split()
+    first = json.loads(run_cli("prepare-val", val, "--labels", labels, "--json").stdout)
+    assert first["placed"] == 16 and first["already_in_place"] == 0
+    for number, synset in enumerate(synsets, start=1):
+        name = f"ILSVRC2012_val_{number:08d}.JPEG"
+        assert os.path.samefile(val / name, val / synset / name)  # hard link, flat original kept
+    again = json.loads(run_cli("prepare-val", val, "--labels", labels, "--json").stdout)
+    assert again["placed"] == 0 and again["already_in_place"] == 16
+
+
+def test_prepare_val_dry_run_partial_set_conflicts_and_move(flat_val):
+    val, labels = flat_val
+    synsets = labels.read_text().split()
+    before = tree_digest(val)
+    dry = json.loads(run_cli("prepare-val", val, "--labels", labels, "--dry-run", "--json").stdout)
+    assert dry["placed"] == 16 and tree_digest(val) == before
+    (val / "ILSVRC2012_val_00000002.JPEG").unlink()  # a partial set
+    (val / synsets[0]).mkdir(exist_ok=True)
+    (val / synsets[0] / "ILSVRC2012_val_00000001.JPEG").write_bytes(b"someone else's file")
+    result = run_cli("prepare-val", val, "--labels", labels, "--move")
+    assert result.exit_code == 1 and "conflict" in result.stderr
+    assert (val / synsets[0] / "ILSVRC2012_val_00000001.JPEG").read_bytes() == b"someone else's file"
+    assert (val / "ILSVRC2012_val_00000001.JPEG").exists()  # not moved over the conflict
+    assert not (val / "ILSVRC2012_val_00000003.JPEG").exists()  # moved
+    assert (val / synsets[2] / "ILSVRC2012_val_00000003.JPEG").exists()
+    assert "moved: 14" in result.stdout
+
+
+# ------------------------------------------------------------------ convert from the archives
+
+
+@pytest.fixture(scope="module")
+def archives(tmp_path_factory):
+    out = tmp_path_factory.mktemp("archives")
+    make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)
+    return out
+
+
+def common(sample):
+    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
+            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
+
+
+def shards_and_indexes(out):
+    digest = tree_digest(out)
+    manifest = json.loads(digest and (Path(out) / "manifest.json").read_text())
+    digest.pop("manifest.json")
+    manifest.pop("inputs")  # says where the images came from: the only thing allowed to differ
+    return digest, manifest
+
+
+def test_convert_from_archives_is_byte_identical_to_folders(archives, tmp_path):
+    folders = run_cli("convert", "--train-dir", archives / "train", "--validation-dir", archives / "validation",
+                      "--bounding-box-file", archives / "bboxes.csv", "--output-dir", tmp_path / "folders",
+                      *common(archives))
+    assert folders.exit_code == 0, folders.output
+    tars = run_cli("convert", "--train-tar", archives / "ILSVRC2012_img_train.tar",
+                   "--validation-tar", archives / "ILSVRC2012_img_val.tar",
+                   "--bbox-tar", archives / "ILSVRC2012_bbox_train_v2.tar.gz",
+                   "--output-dir", tmp_path / "tars", *common(archives), "--json")
+    assert tars.exit_code == 0, tars.output
+    assert json.loads(tars.stdout)["splits"]["train"]["layout"] == "tar"
+    assert shards_and_indexes(tmp_path / "tars") == shards_and_indexes(tmp_path / "folders")
+    mixed = run_cli("convert", "--train-tar", archives / "ILSVRC2012_img_train.tar",
+                    "--validation-dir", archives / "validation", "--bounding-box-file", archives / "bboxes.csv",
+                    "--output-dir", tmp_path / "mixed", *common(archives))
+    assert mixed.exit_code == 0, mixed.output
+    assert shards_and_indexes(tmp_path / "mixed") == shards_and_indexes(tmp_path / "folders")
+
+
+def test_convert_from_archives_with_two_workers(archives, tmp_path):
+    from conftest import run_process
+
+    result = run_process("convert", "--train-tar", archives / "ILSVRC2012_img_train.tar",
+                         "--output-dir", tmp_path / "two", *common(archives)[:2], "--train-shards", 4,
+                         "--layout-threads", 2, "--workers", 2)
+    assert result.returncode == 0, result.stderr
+    one = run_cli("convert", "--train-dir", archives / "train", "--output-dir", tmp_path / "one",
+                  *common(archives)[:2], "--train-shards", 4, "--layout-threads", 2, "--workers", 1)
+    assert one.exit_code == 0
+    assert shards_and_indexes(tmp_path / "two") == shards_and_indexes(tmp_path / "one")
+
+
+def rewrite_train_tar(path, change):
+    """Rebuild a tar-of-tars with change(name, data) -> (name, data) or None for each inner member."""
+    members = {}
+    with tarfile.open(path) as outer:
+        for member in outer:
+            members[member.name] = outer.extractfile(member).read()
+    with tarfile.open(path, "w", format=tarfile.GNU_FORMAT) as outer:
+        for name, data in members.items():
+            changed = change(name, data)
+            if changed is None:
+                continue
+            info = tarfile.TarInfo(changed[0])
+            info.size = len(changed[1])
+            outer.addfile(info, io.BytesIO(changed[1]))
+
+
+def inner_with(data, member, content):
+    """An inner class tar with one member's content replaced."""
+    source = tarfile.open(fileobj=io.BytesIO(data))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for m in source:
+            body = content if m.name == member else source.extractfile(m).read()
+            info = tarfile.TarInfo(m.name)
+            info.size = len(body)
+            tar.addfile(info, io.BytesIO(body))
+    return out.getvalue()
+
+
+def expect_convert_error(sample, *args, fragments):
+    result = run_cli("convert", "--output-dir", sample.parent / "out-bad", *args, *common(sample))
+    assert result.exit_code == 1, result.output
+    line = result.stderr.strip()
+    assert line.startswith("error: ") and "\n" not in line and "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+@pytest.fixture
+def archive_copy(archives, tmp_path):
+    copy = tmp_path / "archives"
+    copy.mkdir()
+    for name in ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "labels.txt", "validation_labels.txt"):
+        shutil.copy(archives / name, copy / name)
+    return copy
+
+
+def test_truncated_archives(archive_copy):
+    for name, option in (("ILSVRC2012_img_train.tar", "--train-tar"), ("ILSVRC2012_img_val.tar", "--validation-tar")):
+        path = archive_copy / name
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) * 2 // 3])
+        expect_convert_error(archive_copy, option, path, fragments=[name, "truncated"])
+        path.write_bytes(data)
+
+
+def test_missing_inner_class_tar(archive_copy):
+    train = archive_copy / "ILSVRC2012_img_train.tar"
+    rewrite_train_tar(train, lambda name, data: None if name == "n01443537.tar" else (name, data))
+    expect_convert_error(archive_copy, "--train-tar", train, fragments=["no class archive", "n01443537"])
+
+
+def test_inner_tar_that_is_not_a_tar(archive_copy):
+    train = archive_copy / "ILSVRC2012_img_train.tar"
+    rewrite_train_tar(train, lambda name, data: (name, b"garbage" * 100) if name == "n01484850.tar" else (name, data))
+    expect_convert_error(archive_copy, "--train-tar", train, fragments=["n01484850.tar", "not a tar archive"])
+
+
+def test_member_that_is_not_a_jpeg(archive_copy):
+    train = archive_copy / "ILSVRC2012_img_train.tar"
+    rewrite_train_tar(train, lambda name, data: (name, inner_with(data, "n01440764_7.JPEG", b"not an image"))
+                      if name == "n01440764.tar" else (name, data))
+    expect_convert_error(archive_copy, "--train-tar", train,
+                         fragments=["ILSVRC2012_img_train.tar:n01440764/n01440764_7.JPEG", "not an image"])
+
+
+def test_swapped_archives(archive_copy):
+    expect_convert_error(archive_copy, "--train-tar", archive_copy / "ILSVRC2012_img_val.tar",
+                         fragments=["validation archive", "swap"])
+    expect_convert_error(archive_copy, "--validation-tar", archive_copy / "ILSVRC2012_img_train.tar",
+                         fragments=["train archive", "swap"])
+
+
+def test_not_an_archive_and_both_sources_for_one_split(archive_copy, sample_dir):
+    (archive_copy / "x.tar").write_bytes(b"\x00" * 10 + b"hello")
+    expect_convert_error(archive_copy, "--train-tar", archive_copy / "x.tar", fragments=["x.tar"])
+    expect_convert_error(archive_copy, "--train-tar", archive_copy / "ILSVRC2012_img_train.tar",
+                         "--train-dir", sample_dir / "train", fragments=["not both"])
