@@ -232,7 +232,7 @@ def _shard_set(root, index_dir, problems):
         count = max(counts)
         present = {index for index, _, _ in items}
         missing = [k for k in range(count) if k not in present]
-        for k in missing[:SHOWN_PER_CHECK]:
+        for k in missing:
             problems.add("shard-set", f"{split}-{k:05d}-of-{count:05d}", None, None, "shard missing")
         for index, _, path in items:
             if index >= count:
