@@ -51,13 +51,18 @@ def make_inputs(root, images, classes):
     return total
 
 
-def timed(cmd, out):
-    """Wall seconds and peak RSS (MB, largest process) of `cmd`, after sync and with `out` cleared."""
+def timed(cmd, out, cold=False):
+    """Wall seconds and peak RSS (MB, largest process) of `cmd`, after sync and with `out` cleared.
+
+    cold: also drop the page cache first (root only), so the inputs come from the disk.
+    """
     if os.path.isdir(out):
         shutil.rmtree(out)
     elif os.path.exists(out):
         os.unlink(out)
     subprocess.run(["sync"], check=True)
+    if cold:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
     probe = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
         "r = subprocess.run(sys.argv[1:]); s = time.perf_counter() - t; "
@@ -93,6 +98,8 @@ def main():
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--work", help="scratch folder (default: a temporary one)")
     parser.add_argument("--skip-slim", action="store_true", help="leave out the TensorFlow baseline")
+    parser.add_argument("--cold", action="store_true",
+                        help="drop the page cache before every run (root only): inputs read from the disk")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-"))
     inputs = work / "inputs"
@@ -117,15 +124,16 @@ def main():
     if not args.skip_slim:
         commands["slim"] = ([sys.executable, str(HERE / "slim_baseline.py"), str(inputs / "train"),
                              str(inputs / "labels.txt"), str(work / "out-slim"), str(args.shards), "8"], work / "out-slim")
-    # warm the page cache once, so every run reads from memory
-    subprocess.run(commands["copy"][0], check=True)
+    if not args.cold:  # warm the page cache once, so every run reads from memory
+        subprocess.run(commands["copy"][0], check=True)
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, (cmd, out) in commands.items():
-            runs[name].append(timed(cmd, out))
+            runs[name].append(timed(cmd, out, args.cold))
     plan_seconds, _ = bench_plan()
 
-    print(f"{len(files)} images, {total_bytes / 1e6:.0f} MB, {cores} cores, {args.repeats} runs each (median)")
+    print(f"{len(files)} images, {total_bytes / 1e6:.0f} MB, {cores} cores, {args.repeats} runs each (median), "
+          f"{'cold' if args.cold else 'warm'} page cache")
     med = {name: statistics.median(s for s, _ in r) for name, r in runs.items()}
     for name, r in runs.items():
         seconds = med[name]

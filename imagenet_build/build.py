@@ -31,6 +31,7 @@ SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
+READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
 
 
 @dataclass
@@ -58,30 +59,60 @@ class ConvertOptions:
 
 
 class _ShardInputs:
-    """A shard's input images, read from their folder, or by byte range from their archive."""
+    """A shard's input images, read from their folder, or by byte range from their archive.
+
+    Reads ahead: the next READ_AHEAD images are opened and announced to the kernel
+    (POSIX_FADV_WILLNEED), so that with a cold cache the disk always has several
+    reads in flight instead of one at a time.
+    """
 
     def __init__(self, spec):
         self._spec = spec
-        self._fd = os.open(spec.source_root, os.O_RDONLY) if spec.source_is_archive else None
+        self._archive_fd = os.open(spec.source_root, os.O_RDONLY) if spec.source_is_archive else None
+        self._opened = {}  # entry number -> fd opened ahead
+        self._hinted = 0  # entries [0, _hinted) announced
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
-        if self._fd is not None:
-            os.close(self._fd)
+        for fd in self._opened.values():
+            os.close(fd)
+        if self._archive_fd is not None:
+            os.close(self._archive_fd)
 
-    def read(self, entry):
-        """(bytes, the name to show in errors)."""
-        if self._fd is not None:
+    def _path(self, entry):
+        return os.path.join(self._spec.source_root, entry.relpath)
+
+    def _announce(self, upto):
+        entries = self._spec.entries
+        while self._hinted < min(upto, len(entries)):
+            entry = entries[self._hinted]
+            try:
+                if self._archive_fd is not None:
+                    _will_need(self._archive_fd, entry.offset, entry.size)
+                else:
+                    fd = os.open(self._path(entry), os.O_RDONLY)
+                    self._opened[self._hinted] = fd
+                    _will_need(fd, 0, 0)
+            except OSError:
+                pass  # read() reports it, in order
+            self._hinted += 1
+
+    def read(self, number):
+        """(bytes, the name to show in errors) of entry `number`."""
+        entry = self._spec.entries[number]
+        self._announce(number + 1 + READ_AHEAD)
+        if self._archive_fd is not None:
             where = f"{self._spec.source_root}:{entry.relpath}"
-            data = read_range(self._fd, entry.offset, entry.size)
+            data = read_range(self._archive_fd, entry.offset, entry.size)
             if len(data) != entry.size:
                 raise InputError(where, "archive shorter than when it was indexed")
             return data, where
-        path = os.path.join(self._spec.source_root, entry.relpath)
+        path = self._path(entry)
         try:
-            with open(path, "rb") as f:
+            fd = self._opened.pop(number, None)
+            with open(path if fd is None else fd, "rb") as f:
                 return f.read(), path
         except FileNotFoundError:
             raise InputError(path, "file vanished since the folder was listed") from None
@@ -89,6 +120,11 @@ class _ShardInputs:
             raise InputError(path, "is a folder, expected an image") from None
         except OSError as e:
             raise InputError(path, e.strerror or str(e)) from None
+
+
+def _will_need(fd, offset, length):
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
 
 def _write_all(fd, parts):
@@ -121,10 +157,10 @@ def write_shard(spec, output_dir, index_dir, on_error):
         with _ShardInputs(spec) as inputs:
             fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                for entry in spec.entries:
+                for number, entry in enumerate(spec.entries):
                     exit_if_orphaned()
                     try:
-                        stored = images.prepare(*inputs.read(entry))
+                        stored = images.prepare(*inputs.read(number))
                     except InputError as e:
                         if on_error == "fail":
                             raise

@@ -16,3 +16,12 @@ ensure_venv() {
   [ -n "$extras" ] && target="$ROOT[$extras]"
   "$PY" -m pip install --quiet -e "$target"
 }
+
+# DALI's TensorFlow plugin compiles against the installed TensorFlow, so it comes after both,
+# without build isolation (about 30 s, needs g++).
+ensure_dali_tf_plugin() {
+  if ! "$PY" -m pip show --quiet nvidia-dali-tf-plugin-cuda120 >/dev/null 2>&1; then
+    echo "building the DALI TensorFlow plugin (about 30 s)" >&2
+    "$PY" -m pip install --quiet --no-build-isolation nvidia-dali-tf-plugin-cuda120
+  fi
+}

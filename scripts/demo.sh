@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The tour: a small ImageNet-shaped sample -> shards + DALI indexes -> read back through DALI.
+# The tour: a small ImageNet-shaped sample -> shards + DALI indexes -> verify -> DALI into training steps.
 # Usage: scripts/demo.sh [WORK_DIR]   (default: ./demo-output; it is replaced)
 source "$(dirname "$0")/_venv.sh"
-ensure_venv dali
+ensure_venv tf,dali
+ensure_dali_tf_plugin
 WORK="${1:-$ROOT/demo-output}"
 rm -rf "$WORK"
 mkdir -p "$WORK"
@@ -30,6 +31,6 @@ echo "== convert again: resumes, nothing to redo"
 echo "== verify: framing, CRCs, indexes, manifest, every record"
 "$IB" verify "$WORK/shards"
 
-echo "== read back through DALI (CPU)"
-"$PY" "$ROOT/scripts/dali_readback.py" "$WORK/shards"
+echo "== trainer-check: read back through DALI (CPU) into a few training steps"
+"$IB" trainer-check "$WORK/shards" --device cpu --num-shards 2
 echo "demo done: $WORK"

@@ -4,11 +4,7 @@
 # Usage: scripts/test.sh [pytest args...]
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
-# The TF plugin compiles against the installed TensorFlow, so it comes after it, without build isolation.
-if ! "$PY" -m pip show --quiet nvidia-dali-tf-plugin-cuda120 >/dev/null 2>&1; then
-  echo "building the DALI TensorFlow plugin (about 30 s)" >&2
-  "$PY" -m pip install --quiet --no-build-isolation nvidia-dali-tf-plugin-cuda120
-fi
+ensure_dali_tf_plugin
 cd "$ROOT"
 "$PY" -m pytest "$@"
 

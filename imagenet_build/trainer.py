@@ -1,0 +1,424 @@
+"""trainer-check: read the shards back through DALI into real training steps, and prove the data trains.
+
+One pipeline definition serves the CPU and the GPU: the device only changes
+where decoding ("mixed" on a GPU) and the image ops run. Checks, each with its
+figures in the report (REFERENCE §8 for the pipeline):
+  epoch          every record read exactly once per epoch across the simulated ranks, epoch = manifest
+  ranks          no record reaches two ranks
+  labels         after `label - 1`: in [0, classes); class histogram = the manifest's
+  batches        no batch of identical images
+  normalisation  per-channel mean ~ 0, std ~ 1 (not raw 0-255, not normalised twice)
+  loss           finite through the training steps
+  overfit        a small fixed subset is learned: its loss falls clearly
+TensorFlow and DALI are imported here only (extras `tf` and `dali`).
+"""
+
+import math
+import os
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX
+from imagenet_build.errors import BuildError
+from imagenet_build.manifest import read_manifest
+
+DLE_MEAN = (123.68, 116.28, 103.53)
+DLE_STD = (58.395, 57.120, 57.385)
+IMAGE_SIZE = 224
+_SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def split_files(folder, split):
+    """Every `<split>-*-of-*` file in the folder (as a training script's glob finds them) and its index."""
+    folder = Path(folder)
+    try:
+        manifest = read_manifest(folder)
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    index_dir = folder / ((manifest or {}).get("options", {}).get("index_dir") or DEFAULT_INDEX_DIR)
+    paths = sorted(p for p in folder.glob(f"{split}-*-of-*") if p.is_file())
+    if not paths:
+        raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
+    return manifest, [str(p) for p in paths], [str(index_dir / (p.name + INDEX_SUFFIX)) for p in paths]
+
+
+def resolve_device(device):
+    """"gpu" or "cpu" for --device auto|gpu|cpu."""
+    if device == "cpu":
+        return "cpu"
+    from nvidia.dali import backend
+
+    try:
+        gpus = backend.GetCUDADeviceCount()
+    except Exception:  # no driver: DALI raises its own error type
+        gpus = 0
+    if device == "gpu" and not gpus:
+        raise BuildError("--device gpu: no GPU is visible to DALI; use --device cpu or auto")
+    return "gpu" if gpus else "cpu"
+
+
+def _features():
+    import nvidia.dali.tfrecord as tfrec
+
+    return {
+        "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+        "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
+        "image/filename": tfrec.FixedLenFeature((), tfrec.string, ""),
+    }
+
+
+# ------------------------------------------------------------------ the DALI pipelines
+
+
+def reading_pipeline(paths, indexes, shard_id, num_shards, batch_size):
+    """Records as DALI's reader delivers them to one rank: where each came from, its name and label."""
+    from nvidia.dali import fn, pipeline_def
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None)
+    def pipeline():
+        r = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
+                                shard_id=shard_id, num_shards=num_shards, pad_last_batch=True)
+        return fn.get_property(r["image/encoded"], key="source_info"), r["image/filename"], r["image/class/label"]
+
+    return pipeline()
+
+
+def training_pipeline(paths, indexes, device, batch_size, mean, std, training=True, shard_id=0, num_shards=1,
+                      seed=1234):
+    """DLE's ImageNet pipeline: random-crop decode, resize 224, mirror, normalise, label - 1.
+
+    `device` "gpu" decodes with "mixed" and runs the image ops on the GPU; "cpu" runs it all on the
+    CPU with no GPU at all (device_id=None). Evaluation: resize the shorter side to 256, centre 224.
+    """
+    import nvidia.dali.types as types
+    from nvidia.dali import fn, pipeline_def
+
+    gpu = device == "gpu"
+
+    @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0 if gpu else None, seed=seed)
+    def pipeline():
+        r = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
+                                shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
+                                random_shuffle=training, initial_fill=10000)
+        decoder = "mixed" if gpu else "cpu"
+        if training:
+            images = fn.decoders.image_random_crop(r["image/encoded"], device=decoder, output_type=types.RGB,
+                                                   random_area=[0.05, 1.0], random_aspect_ratio=[0.75, 1.33],
+                                                   num_attempts=100)
+            images = fn.resize(images, resize_x=IMAGE_SIZE, resize_y=IMAGE_SIZE)
+            mirror = fn.random.coin_flip(probability=0.5)
+        else:
+            images = fn.decoders.image(r["image/encoded"], device=decoder, output_type=types.RGB)
+            images = fn.resize(images, resize_shorter=256)
+            mirror = False
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC",
+                                          crop=(IMAGE_SIZE, IMAGE_SIZE), mean=list(mean), std=list(std),
+                                          mirror=mirror)
+        labels = fn.cast(r["image/class/label"], dtype=types.INT32) - 1  # records are 1-based
+        return images, (labels.gpu() if gpu else labels)
+
+    return pipeline()
+
+
+def _rank_size(epoch_size, shard_id, num_shards):
+    """How many records DALI's reader gives rank shard_id (contiguous ranges of the concatenated indexes)."""
+    return epoch_size * (shard_id + 1) // num_shards - epoch_size * shard_id // num_shards
+
+
+def read_epoch(paths, indexes, num_shards, batch_size=64):
+    """[(rank, source file, offset, filename, label)] for one epoch of every simulated rank."""
+    seen = []
+    for rank in range(num_shards):
+        pipe = reading_pipeline(paths, indexes, rank, num_shards, batch_size)
+        pipe.build()
+        size = _rank_size(pipe.reader_meta("Reader")["epoch_size"], rank, num_shards)
+        got = 0
+        while got < size:
+            info, names, labels = pipe.run()
+            for i in range(len(names)):
+                if got == size:  # the rest is padding (pad_last_batch repeats the last record)
+                    break
+                match = _SOURCE_INFO.match(bytes(info.at(i)).decode(errors="replace"))
+                source = (match["file"], int(match["offset"])) if match else (None, None)
+                seen.append((rank, *source, names.at(i).tobytes().decode(errors="replace"), int(labels.at(i)[0])))
+                got += 1
+        del pipe
+    return seen
+
+
+# ------------------------------------------------------------------ the model
+
+
+def small_resnet(classes):
+    """A small ResNet for CPU runs: a stride-4 stem, two residual stages, global pooling."""
+    import keras
+    from keras import layers
+
+    def block(x, filters, stride):
+        shortcut = x
+        y = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(x)
+        y = layers.BatchNormalization()(y)
+        y = layers.ReLU()(y)
+        y = layers.Conv2D(filters, 3, padding="same", use_bias=False)(y)
+        y = layers.BatchNormalization()(y)
+        if stride != 1 or shortcut.shape[-1] != filters:
+            shortcut = layers.Conv2D(filters, 1, strides=stride, use_bias=False)(shortcut)
+            shortcut = layers.BatchNormalization()(shortcut)
+        return layers.ReLU()(layers.Add()([y, shortcut]))
+
+    inputs = keras.Input((IMAGE_SIZE, IMAGE_SIZE, 3))
+    x = layers.Conv2D(16, 7, strides=4, padding="same", use_bias=False)(inputs)
+    x = layers.BatchNormalization()(x)
+    x = layers.ReLU()(x)
+    x = layers.MaxPooling2D(2)(x)
+    x = block(x, 16, 1)
+    x = block(x, 32, 2)
+    x = block(x, 64, 2)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(inputs, layers.Dense(classes)(x), name="small_resnet")
+
+
+def build_model(name, classes):
+    import keras
+
+    model = keras.applications.ResNet50(weights=None, classes=classes) if name == "resnet50" else small_resnet(classes)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=name != "resnet50"))
+    return model
+
+
+# ------------------------------------------------------------------ the check
+
+
+class Report:
+    def __init__(self):
+        self.checks = []
+
+    def add(self, name, ok, detail):
+        self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
+
+    @property
+    def ok(self):
+        return all(c["ok"] for c in self.checks)
+
+
+def _check_epoch(report, seen, manifest, split, paths, num_shards, classes):
+    expected = (manifest or {}).get("splits", {}).get(split, {}).get("records")
+    total = len(seen)
+    sources = Counter((file, offset) for _, file, offset, _, _ in seen)
+    names = Counter(name for _, _, _, name, _ in seen)
+    twice = [s for s, n in sources.items() if n > 1]
+    same_image = [n for n, c in names.items() if c > 1]
+    real = _record_count(paths)
+    problems = []
+    if expected is not None and total != expected:
+        problems.append(f"epoch has {total} records, manifest.json says {expected}")
+    if total != real:
+        problems.append(f"DALI delivered {total} records, the shards hold {real} (an index drops or repeats some)")
+    if twice:
+        problems.append(f"{len(twice)} record(s) read more than once, e.g. {twice[0][0]} at byte {twice[0][1]}")
+    if same_image:
+        problems.append(f"{len(same_image)} image(s) present more than once (a shard under two names?), "
+                        f"e.g. {same_image[0]}")
+    detail = f"{total} records over {num_shards} rank(s)" + (f"; manifest: {expected}" if expected is not None else "")
+    report.add("epoch", not problems, "; ".join(problems) or detail)
+
+    by_rank = {}
+    for rank, file, offset, name, _ in seen:
+        by_rank.setdefault((file, offset), set()).add(rank)
+        by_rank.setdefault(name, set()).add(rank)
+    shared = [k for k, ranks in by_rank.items() if len(ranks) > 1]
+    report.add("ranks", not shared, f"{len(shared)} record(s) reach more than one rank" if shared
+               else f"{num_shards} rank(s), disjoint")
+
+    labels = Counter(label - 1 for _, _, _, _, label in seen)
+    outside = sorted(k for k in labels if not 0 <= k < classes)
+    detail = f"labels - 1 in [{min(labels)}, {max(labels)}], {classes} classes"
+    problems = []
+    if outside:
+        problems.append(f"{sum(labels[k] for k in outside)} label(s) outside [0, {classes}) after the shift "
+                        f"(e.g. {outside[0]}): records 0-based, or a wrong class count")
+    wanted = (manifest or {}).get("splits", {}).get(split, {}).get("label_counts")
+    if wanted is not None and {str(k + 1): v for k, v in sorted(labels.items())} != wanted:
+        problems.append("class histogram differs from manifest.json")
+    report.add("labels", not problems, "; ".join(problems) or detail)
+
+
+def _record_count(paths):
+    from imagenet_build.dali_index import record_entries
+    from imagenet_build.tfrecord import FramingError
+
+    total = 0
+    for path in paths:
+        try:
+            total += len(record_entries(path))
+        except FramingError as e:
+            raise BuildError(f"{path}: {e}; run imagenet-build verify") from None
+    return total
+
+
+def _check_batches(report, batches, mean_tolerance=1.0, std_range=(0.25, 4.0)):
+    import numpy as np
+
+    identical = sum(1 for images in batches if len(images) > 1 and float(np.ptp(images, axis=0).max()) == 0.0)
+    report.add("batches", not identical, f"{identical} of {len(batches)} batch(es) hold one image repeated"
+               if identical else f"{len(batches)} batches, images differ within each")
+    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
+    mean, std = pixels.mean(axis=0), pixels.std(axis=0)
+    ok = bool(np.all(np.abs(mean) < mean_tolerance) and np.all((std > std_range[0]) & (std < std_range[1])))
+    detail = (f"per-channel mean {', '.join(f'{m:.2f}' for m in mean)}, std {', '.join(f'{s:.2f}' for s in std)}")
+    if not ok:
+        detail += " (expected mean ~0, std ~1: raw 0-255 pixels, or normalised twice?)"
+    report.add("normalisation", ok, detail)
+    return [round(float(m), 3) for m in mean], [round(float(s), 3) for s in std]
+
+
+def _train(batches, model, losses):
+    """Train on batches(), appending each loss; returns why training stopped early, or ""."""
+    import tensorflow as tf
+
+    try:
+        for images, labels in batches():
+            losses.append(float(model.train_on_batch(images, labels)))
+    except tf.errors.OpError as e:  # e.g. a label outside [0, classes) on the CPU
+        return f"training failed after {len(losses)} steps: {e.message.splitlines()[0][:200]}"
+    return ""
+
+
+def _dali_dataset(pipe, device, batch_size):
+    import tensorflow as tf
+    from nvidia.dali.plugin import tf as dali_tf
+
+    with tf.device("/gpu:0" if device == "gpu" else "/cpu:0"):
+        return dali_tf.DALIDataset(
+            pipeline=pipe, batch_size=batch_size, device_id=0 if device == "gpu" else None,
+            output_shapes=((batch_size, IMAGE_SIZE, IMAGE_SIZE, 3), (batch_size, 1)),
+            output_dtypes=(tf.float32, tf.int32),
+        )
+
+
+def trainer_check(folder, split="train", device="auto", steps=None, batch_size=None, model=None, num_shards=1,
+                  mean=DLE_MEAN, std=DLE_STD, compare_tf=False, progress=True):
+    """Run every check; returns the report dict (ok, checks, images_per_second, loss, ...)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    started = time.monotonic()
+    manifest, paths, indexes = split_files(folder, split)
+    missing = [i for i in indexes if not os.path.exists(i)]
+    if missing:
+        raise BuildError(f"{missing[0]}: DALI index missing ({len(missing)} missing); run imagenet-build index")
+    device = resolve_device(device)
+    steps = steps or (200 if device == "gpu" else 30)
+    batch_size = batch_size or (64 if device == "gpu" else 16)
+    model = model or ("resnet50" if device == "gpu" else "small")
+    classes = (manifest or {}).get("num_classes")
+    report = Report()
+
+    seen = read_epoch(paths, indexes, num_shards)
+    if not seen:
+        raise BuildError(f"{folder}: DALI read no {split} records at all")
+    classes = classes or max(label for *_, label in seen)
+    _check_epoch(report, seen, manifest, split, paths, num_shards, classes)
+
+    # the read-and-decode pipeline alone: its speed, and batches to look at
+    import numpy as np
+
+    pipe = training_pipeline(paths, indexes, device, batch_size, mean, std)
+    pipe.build()
+    batches, timed_images, t0 = [], 0, time.perf_counter()
+    for _ in range(max(4, min(20, len(seen) // batch_size))):
+        images, _ = pipe.run()
+        batches.append(np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor()))
+        timed_images += batch_size
+    pipeline_rate = timed_images / (time.perf_counter() - t0)
+    del pipe
+    channel_mean, channel_std = _check_batches(report, batches)
+
+    # training through DALI's TensorFlow plugin
+    import tensorflow as tf
+
+    train_model = build_model(model, classes)
+    dataset = _dali_dataset(training_pipeline(paths, indexes, device, batch_size, mean, std), device, batch_size)
+    losses, t0 = [], time.perf_counter()
+    failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(steps)),
+                     train_model, losses)
+    train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
+    finite = bool(losses) and all(math.isfinite(v) for v in losses) and not failure
+    report.add("loss", finite,
+               f"{len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if finite
+               else failure or "loss is not finite (NaN/inf): labels out of range or pixels not normalised?")
+
+    # overfit a small fixed subset: eval-style images held in memory, trained on repeatedly
+    subset = training_pipeline(paths, indexes, device, batch_size, mean, std, training=False)
+    subset.build()
+    images, labels = subset.run()
+    images = np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor())
+    labels = np.array(labels.as_cpu().as_tensor() if device == "gpu" else labels.as_tensor()).reshape(-1)
+    del subset
+    fixed = []
+    failure = _train(lambda: ((images, labels) for _ in range(max(steps, 30))), build_model(model, classes), fixed)
+    falls = not failure and all(math.isfinite(v) for v in fixed) and fixed[-1] < 0.5 * fixed[0]
+    report.add("overfit", falls, failure or (
+        f"loss on {len(labels)} fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f}"
+        + ("" if falls else " (did not halve: labels do not match the images?)")))
+
+    result = {
+        "ok": report.ok,
+        "checks": report.checks,
+        "split": split,
+        "device": device,
+        "model": model,
+        "batch_size": batch_size,
+        "steps": steps,
+        "ranks": num_shards,
+        "records": len(seen),
+        "images_per_second": round(pipeline_rate, 1),
+        "training_images_per_second": round(train_rate, 1),
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
+        "overfit_loss": {"first": fixed[0] if fixed else None, "last": fixed[-1] if fixed else None},
+        "channel_mean": channel_mean,
+        "channel_std": channel_std,
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    if compare_tf:
+        result["tf_data"] = compare_with_tf_data(paths, batch_size, mean, std, len(batches))
+    return result
+
+
+def compare_with_tf_data(paths, batch_size, mean, std, num_batches):
+    """The same augmentation through tf.data (imagenet_build.tfdata): images/s and channel statistics."""
+    import numpy as np
+
+    from imagenet_build.tfdata import make_dataset
+
+    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
+    batches, t0 = [], time.perf_counter()
+    for images, _ in dataset.take(num_batches):
+        batches.append(images.numpy())
+    rate = num_batches * batch_size / (time.perf_counter() - t0)
+    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
+    return {"images_per_second": round(rate, 1),
+            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
+            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
+
+
+def format_report(result):
+    lines = [f"trainer-check {result['split']} on {result['device']} ({result['model']}, batch {result['batch_size']}, "
+             f"{result['steps']} steps, {result['ranks']} rank(s)): {result['records']} records"]
+    for check in result["checks"]:
+        lines.append(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:14s} {check['detail']}")
+    lines.append(f"  DALI read+decode+augment: {result['images_per_second']:.0f} images/s; "
+                 f"training: {result['training_images_per_second']:.0f} images/s")
+    if "tf_data" in result:
+        t = result["tf_data"]
+        lines.append(f"  tf.data same augmentation: {t['images_per_second']:.0f} images/s; "
+                     f"channel mean {t['channel_mean']} std {t['channel_std']} "
+                     f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
+    lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
+        c["name"] for c in result["checks"] if not c["ok"]))
+    return lines
+
