@@ -23,6 +23,7 @@ from pathlib import Path
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX
 from imagenet_build.errors import BuildError
 from imagenet_build.manifest import read_manifest
+from imagenet_build.workers import progress_bar
 
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
@@ -133,6 +134,7 @@ def _rank_size(epoch_size, shard_id, num_shards):
 def read_epoch(paths, indexes, num_shards, batch_size=64):
     """[(rank, source file, offset, filename, label)] for one epoch of every simulated rank."""
     seen = []
+    bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         pipe = reading_pipeline(paths, indexes, rank, num_shards, batch_size)
         pipe.build()
@@ -140,6 +142,7 @@ def read_epoch(paths, indexes, num_shards, batch_size=64):
         got = 0
         while got < size:
             info, names, labels = pipe.run()
+            before = got
             for i in range(len(names)):
                 if got == size:  # the rest is padding (pad_last_batch repeats the last record)
                     break
@@ -147,7 +150,9 @@ def read_epoch(paths, indexes, num_shards, batch_size=64):
                 source = (match["file"], int(match["offset"])) if match else (None, None)
                 seen.append((rank, *source, names.at(i).tobytes().decode(errors="replace"), int(labels.at(i)[0])))
                 got += 1
+            bar.update(got - before)
         del pipe
+    bar.close()
     return seen
 
 
@@ -282,11 +287,15 @@ def _train(batches, model, losses):
     """Train on batches(), appending each loss; returns why training stopped early, or ""."""
     import tensorflow as tf
 
+    bar = progress_bar(None, 0, "train", "step")
     try:
         for images, labels in batches():
             losses.append(float(model.train_on_batch(images, labels)))
+            bar.update(1)
     except tf.errors.OpError as e:  # e.g. a label outside [0, classes) on the CPU
         return f"training failed after {len(losses)} steps: {e.message.splitlines()[0][:200]}"
+    finally:
+        bar.close()
     return ""
 
 
