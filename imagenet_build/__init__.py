@@ -5,3 +5,11 @@ Importing the package is cheap; nothing here imports TensorFlow.
 """
 
 __version__ = "0.1.0"
+
+
+def write_arrays(*args, **kwargs):
+    """NumPy images and labels -> sharded TFRecords with indexes and manifest (see imagenet_build.arrays)."""
+    from imagenet_build.arrays import write_arrays as write
+
+    return write(*args, **kwargs)
+

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from imagenet_build import catalog as catalog_mod
 from imagenet_build.archives import read_range
-from imagenet_build.atomic import fsync_dir, temp_name
+from imagenet_build.atomic import fsync_dir, temp_name, write_atomic
 from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources
 from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
@@ -29,6 +29,7 @@ from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
 SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
+LABELS_NAME = "labels.txt"  # written with --classes-from-folders: the class of each label
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
@@ -53,6 +54,7 @@ class ConvertOptions:
     index_dir: str = None
     on_error: str = "fail"
     overwrite: bool = False
+    classes_from_folders: bool = False
 
 
 # ---------------------------------------------------------------- the worker
@@ -143,57 +145,38 @@ def _start_writeback(fd, offset, length):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
-def write_shard(spec, output_dir, index_dir, on_error):
-    """Write one shard and its DALI index; return its manifest entry."""
-    name = spec.name
+def write_records(name, output_dir, index_dir, payloads):
+    """Write one shard and its DALI index from serialized Examples, atomically.
+
+    `payloads` yields each record's payload as parts (written without joining).
+    Returns (records, bytes, sha256, index bytes, index sha256). The shard and the
+    index appear under their names only when both are complete.
+    """
     shard_path = Path(output_dir) / name
     index_path = Path(index_dir) / f"{name}.idx"
     shard_tmp = temp_name(shard_path)
     index_tmp = temp_name(index_path)
     digest = hashlib.sha256()
-    offsets, skipped, reencoded = [], [], []
+    offsets = []
     offset = flushed = 0
     try:
-        with _ShardInputs(spec) as inputs:
-            fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-            try:
-                for number, entry in enumerate(spec.entries):
-                    exit_if_orphaned()
-                    try:
-                        stored = images.prepare(*inputs.read(number))
-                    except InputError as e:
-                        if on_error == "fail":
-                            raise
-                        skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
-                        continue
-                    note = images.name_disagreement(entry.filename, stored)
-                    if stored.reencoded or note:
-                        reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
-                    synset, text = spec.classes[entry.label]
-                    payload = encode_example_parts(
-                        encoded=stored.data,
-                        filename=entry.filename,
-                        height=stored.height,
-                        width=stored.width,
-                        label=entry.label,
-                        synset=synset,
-                        text=text,
-                        boxes=entry.boxes,
-                    )
-                    head, foot = frame(*payload)
-                    record = (head, *payload, foot)
-                    _write_all(fd, record)
-                    for part in record:
-                        digest.update(part)
-                    size = sum(len(part) for part in record)
-                    offsets.append((offset, size))
-                    offset += size
-                    if offset - flushed >= WRITEBACK_EVERY:
-                        _start_writeback(fd, flushed, offset - flushed)
-                        flushed = offset
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            for payload in payloads:
+                head, foot = frame(*payload)
+                record = (head, *payload, foot)
+                _write_all(fd, record)
+                for part in record:
+                    digest.update(part)
+                size = sum(len(part) for part in record)
+                offsets.append((offset, size))
+                offset += size
+                if offset - flushed >= WRITEBACK_EVERY:
+                    _start_writeback(fd, flushed, offset - flushed)
+                    flushed = offset
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         index_bytes = index_text(offsets).encode()
         with open(index_tmp, "wb") as f:
             f.write(index_bytes)
@@ -208,14 +191,48 @@ def write_shard(spec, output_dir, index_dir, on_error):
         for tmp in (shard_tmp, index_tmp):
             if tmp.exists():
                 tmp.unlink()
+    return len(offsets), offset, digest.hexdigest(), len(index_bytes), hashlib.sha256(index_bytes).hexdigest()
+
+
+def write_shard(spec, output_dir, index_dir, on_error):
+    """Write one planned shard from its input images; return its manifest entry."""
+    skipped, reencoded = [], []
+
+    def payloads(inputs):
+        for number, entry in enumerate(spec.entries):
+            exit_if_orphaned()
+            try:
+                stored = images.prepare(*inputs.read(number))
+            except InputError as e:
+                if on_error == "fail":
+                    raise
+                skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
+                continue
+            note = images.name_disagreement(entry.filename, stored)
+            if stored.reencoded or note:
+                reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+            synset, text = spec.classes[entry.label]
+            yield encode_example_parts(
+                encoded=stored.data,
+                filename=entry.filename,
+                height=stored.height,
+                width=stored.width,
+                label=entry.label,
+                synset=synset,
+                text=text,
+                boxes=entry.boxes,
+            )
+
+    with _ShardInputs(spec) as inputs:
+        records, size, sha, index_size, index_sha = write_records(spec.name, output_dir, index_dir, payloads(inputs))
     return {
         "split": spec.split,
-        "name": name,
-        "records": len(offsets),
-        "bytes": offset,
-        "sha256": digest.hexdigest(),
-        "index_bytes": len(index_bytes),
-        "index_sha256": hashlib.sha256(index_bytes).hexdigest(),
+        "name": spec.name,
+        "records": records,
+        "bytes": size,
+        "sha256": sha,
+        "index_bytes": index_size,
+        "index_sha256": index_sha,
         "skipped": skipped,
         "reencoded": reencoded,
     }
@@ -251,6 +268,7 @@ def _layout_options(opts, index_dir_label, splits):
         "validation_shards": opts.validation_shards if "validation" in splits else None,
         "layout_threads": opts.layout_threads,
         "index_dir": index_dir_label,
+        "classes_from_folders": opts.classes_from_folders,
     }
 
 
@@ -264,7 +282,7 @@ def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
     strangers, ours = [], []
     for entry in sorted(os.listdir(output_dir)):
         path = output_dir / entry
-        if entry == manifest_mod.MANIFEST_NAME or TEMP_NAME.match(entry):
+        if entry in (manifest_mod.MANIFEST_NAME, LABELS_NAME) or TEMP_NAME.match(entry):
             ours.append(path)
         elif SHARD_NAME.match(entry) and path.is_file():
             ours.append(path)
@@ -306,6 +324,11 @@ def _scan_inputs(opts, cat, val_labels_file, pool):
         return catalog_mod.read_validation_labels(val_labels_file)
 
     split_inputs = []
+    if opts.classes_from_folders:  # any dataset of class folders: both splits in folders
+        for split, root in (("train", opts.train_dir), ("validation", opts.validation_dir)):
+            if root:
+                split_inputs.append(sources.scan_class_folders(split, root, cat, opts.on_error, any_image=True))
+        return split_inputs
     if opts.train_dir:
         split_inputs.append(sources.scan_class_folders("train", opts.train_dir, cat, opts.on_error))
     elif opts.train_tar:
@@ -319,6 +342,15 @@ def _scan_inputs(opts, cat, val_labels_file, pool):
             sources.scan_validation_tar(opts.validation_tar, cat, val_labels, val_labels_file, opts.on_error)
         )
     return split_inputs
+
+
+def _load_catalog(opts):
+    if not opts.classes_from_folders:
+        return catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
+    if opts.labels_file or opts.train_tar or opts.validation_tar:
+        raise BuildError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
+                         "not with --labels-file or the ImageNet archives")
+    return catalog_mod.catalog_from_folders(opts.train_dir or opts.validation_dir, opts.metadata_file)
 
 
 def _read_boxes(opts, cat):
@@ -367,7 +399,7 @@ def convert(opts: ConvertOptions):
 
 
 def _convert(opts, pool, output_dir, index_dir, started):
-    cat = catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
+    cat = _load_catalog(opts)
     boxes = _read_boxes(opts, cat)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
     split_inputs = _scan_inputs(opts, cat, val_labels_file, pool)
@@ -381,6 +413,8 @@ def _convert(opts, pool, output_dir, index_dir, started):
     _check_output_dir(output_dir, index_dir, {n for p in plans for n in p.names}, opts.overwrite)
     output_dir.mkdir(parents=True, exist_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
+    if opts.classes_from_folders:
+        write_atomic(output_dir / LABELS_NAME, "".join(f"{name}\n" for name in cat.synsets).encode())
 
     done = _shards_to_keep(previous, plans, output_dir, index_dir, opts.on_error, pool)
     header = {

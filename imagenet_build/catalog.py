@@ -6,6 +6,7 @@ labels file holding a subset of the 1000 synsets gives a smaller, consistent bui
 """
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -121,6 +122,30 @@ def load_catalog(labels_file=None, metadata_file=None):
         label_of={s: i for i, s in enumerate(synsets, start=1)},
         labels_file=str(labels_file),
         metadata_file=str(metadata_file),
+    )
+
+
+def catalog_from_folders(root, metadata_file=None):
+    """Classes of any folder-per-class dataset: label = position in sorted folder order (1-based).
+
+    The text of a class is the folder name, unless the metadata file names it.
+    """
+    root = Path(root)
+    try:
+        names = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
+    except FileNotFoundError:
+        raise InputError(root, "folder not found") from None
+    except NotADirectoryError:
+        raise InputError(root, "is a file, expected a folder of class folders") from None
+    if not names:
+        raise InputError(root, "holds no class folders")
+    known = read_metadata_file(metadata_file) if metadata_file else {}
+    return Catalog(
+        synsets=tuple(names),
+        texts={name: known.get(name, name) for name in names},
+        label_of={name: i for i, name in enumerate(names, start=1)},
+        labels_file=f"{root} (class folders)",
+        metadata_file=str(metadata_file) if metadata_file else "",
     )
 
 

@@ -101,6 +101,12 @@ existing_file = click.Path(dir_okay=False)
     help="fail: stop at the first bad input; skip: leave it out and list it in the manifest.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a previous build in OUTPUT_DIR instead of resuming it.")
+@click.option(
+    "--classes-from-folders",
+    is_flag=True,
+    help="Any dataset of class folders (not ImageNet): classes are the sub-folders of --train-dir in sorted "
+    "order (label 1 first, written to OUTPUT_DIR/labels.txt), images *.jpg/*.jpeg/*.png in any case.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_reports_errors
 def convert(as_json, **options):

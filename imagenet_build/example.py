@@ -158,7 +158,7 @@ def _box_entries(label, boxes):
     return b"".join(_entry(k, v) for k, v in zip(_BOX_KEYS, columns))
 
 
-def encode_example_parts(*, encoded, filename, height, width, label, synset, text, boxes=()):
+def encode_example_parts(*, encoded, filename, height, width, label, synset, text, boxes=(), image_format=b"JPEG"):
     """slim's Example for one image, serialized, as (head, encoded, tail) to write without a copy.
 
     `head + encoded + tail` is byte for byte what protobuf's deterministic
@@ -172,7 +172,7 @@ def encode_example_parts(*, encoded, filename, height, width, label, synset, tex
     after = b"".join(
         (
             _entry("image/filename", (filename.encode(),)),
-            _FORMAT_ENTRY,
+            _FORMAT_ENTRY if image_format == b"JPEG" else _cached_entry("image/format", (image_format,)),
             _cached_entry("image/height", (height,)),
             _box_entries(label, boxes),
             _cached_entry("image/width", (width,)),

@@ -69,8 +69,13 @@ def _scan(root):
     return sorted(folders), sorted(files)
 
 
-def _is_image_name(name):
-    return name.endswith(IMAGE_SUFFIX) and not name.startswith(".")
+ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
+
+
+def _is_image_name(name, any_image=False):
+    if name.startswith("."):
+        return False
+    return name.lower().endswith(ANY_IMAGE_SUFFIXES) if any_image else name.endswith(IMAGE_SUFFIX)
 
 
 def _basename(name):
@@ -99,11 +104,11 @@ def _match_classes(result, root, present, catalog, on_error, kind):
     result.empty_classes.extend(missing)
 
 
-def _add_class(result, synset, label, names):
+def _add_class(result, synset, label, names, any_image=False):
     """Add one class's images (names sorted, with an optional byte range); others are ignored."""
     found = False
     for name, where in sorted(names, key=lambda item: item[0]):
-        if _is_image_name(name):
+        if _is_image_name(name, any_image):
             result.add(f"{synset}/{name}", label, where)
             found = True
         else:
@@ -120,8 +125,8 @@ def _require_images(result, root, catalog):
         )
 
 
-def scan_class_folders(split, root, catalog, on_error):
-    """`<root>/<synset>/*.JPEG` for the synsets of the catalog."""
+def scan_class_folders(split, root, catalog, on_error, any_image=False):
+    """`<root>/<synset>/*.JPEG` for the synsets of the catalog (any_image: *.jpg/jpeg/png, any case)."""
     root = Path(root)
     folders, files = _scan(root)
     result = SplitInput(split, str(root), "folders", ignored=list(files))
@@ -131,7 +136,7 @@ def scan_class_folders(split, root, catalog, on_error):
         if synset in present:
             subfolders, names = _scan(root / synset)
             result.ignored.extend(f"{synset}/{n}/" for n in subfolders)
-            _add_class(result, synset, label, [(n, None) for n in names])
+            _add_class(result, synset, label, [(n, None) for n in names], any_image)
     _require_images(result, root, catalog)
     return result
 

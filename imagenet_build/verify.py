@@ -29,6 +29,7 @@ IMAGENET_CLASSES = 1000
 _LIST_KIND = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}
 _SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", "image/class/label",
            "image/class/synset", "image/class/text", "image/format", "image/filename", "image/encoded"}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _BOX_COORDS = [f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax")]
 
 # The checks, in report order, with what each one covers.
@@ -103,15 +104,17 @@ def check_example(payload, deep=False):
         found.append(("labels", f"label {label}: labels are 1-based (0 is background)"))
     if height <= 0 or width <= 0:
         found.append(("example", f"height/width {height}x{width} not positive"))
-    for key, expected in (("image/colorspace", b"RGB"), ("image/channels", 3), ("image/format", b"JPEG")):
+    for key, expected in (("image/colorspace", b"RGB"), ("image/channels", 3)):
         if one(key) != expected:
             found.append(("example", f"{key} is {one(key)!r}, expected {expected!r}"))
+    if one("image/format") not in (b"JPEG", b"PNG"):
+        found.append(("example", f"image/format is {one('image/format')!r}, expected b'JPEG' (or b'PNG')"))
     for key in ("image/class/synset", "image/class/text", "image/filename"):
         if not one(key):
             found.append(("example", f"{key} is empty"))
     encoded = one("image/encoded")
-    if encoded[:2] != b"\xff\xd8":
-        found.append(("example", "image/encoded is not a JPEG"))
+    if encoded[:2] != b"\xff\xd8" and not (one("image/format") == b"PNG" and encoded[:8] == PNG_MAGIC):
+        found.append(("example", f"image/encoded is not a {one('image/format').decode(errors='replace')} image"))
     boxes = [values[k][1] for k in _BOX_COORDS]
     box_labels = values["image/object/bbox/label"][1]
     if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
@@ -220,7 +223,7 @@ def _shard_set(root, index_dir, problems):
         match = SHARD_NAME.match(entry)
         if match and path.is_file():
             shards.setdefault(match["split"], []).append((int(match["index"]), int(match["count"]), path))
-        elif entry == MANIFEST_NAME or (path.is_dir() and path.resolve() == index_dir.resolve()):
+        elif entry in (MANIFEST_NAME, "labels.txt") or (path.is_dir() and path.resolve() == index_dir.resolve()):
             continue
         else:
             problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")

@@ -1,0 +1,119 @@
+"""Arrays in memory (CIFAR-10 and the like) -> the same sharded format, indexes and manifest.
+
+Labels come as datasets ship them, 0-based class ids; records hold them 1-based
+like every other build. Order and shard layout are slim's (seed-12345 shuffle,
+linspace), so the bytes are a function of the arrays and the options alone.
+"""
+
+import io
+import json
+from array import array
+from pathlib import Path
+
+from imagenet_build import manifest as manifest_mod
+from imagenet_build.build import write_records
+from imagenet_build.dali_index import DEFAULT_INDEX_DIR
+from imagenet_build.errors import BuildError
+from imagenet_build.example import encode_example_parts
+from imagenet_build.plan import shard_name, shard_ranges, shuffled_order
+
+
+def _encode(pixels, lossless, quality):
+    from PIL import Image
+
+    out = io.BytesIO()
+    image = Image.fromarray(pixels, "RGB")
+    if lossless:
+        image.save(out, "PNG")
+    else:
+        image.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, class_names=None, quality=95,
+                 lossless=False, layout_threads=1, index_dir=None):
+    """Write uint8 images [N, H, W, 3] with integer labels [N] (0-based) as `<split>-NNNNN-of-SSSSS` shards.
+
+    Each image is JPEG-encoded at `quality`, or PNG with lossless=True (image/format then says PNG).
+    class_names[k] is the synset and text of class k (default: the number). Returns the manifest.
+    Writing another split into the same folder adds it to the manifest.
+    """
+    import numpy as np
+
+    images = np.asarray(images)
+    labels = np.asarray(labels).reshape(-1)
+    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise BuildError(f"images must be uint8 [N, H, W, 3], got {images.dtype} {list(images.shape)}")
+    if len(labels) != len(images):
+        raise BuildError(f"{len(images)} images but {len(labels)} labels")
+    if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and labels.min() < 0):
+        raise BuildError("labels must be integers from 0 (class ids)")
+    num_classes = len(class_names) if class_names is not None else int(labels.max()) + 1
+    if len(labels) and labels.max() >= num_classes:
+        raise BuildError(f"label {int(labels.max())} but only {num_classes} class names")
+    names = [str(n) for n in class_names] if class_names is not None else [str(k) for k in range(num_classes)]
+    output_dir = Path(output_dir)
+    index_dir = Path(index_dir) if index_dir else output_dir / DEFAULT_INDEX_DIR
+    output_dir.mkdir(parents=True, exist_ok=True)
+    index_dir.mkdir(parents=True, exist_ok=True)
+    ranges = shard_ranges(len(images), num_shards, layout_threads)
+    if any(begin == end for begin, end in ranges):
+        raise BuildError(f"{len(images)} images cannot fill {num_shards} shards")
+    order = shuffled_order(len(images))
+    suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
+
+    def payloads(begin, end):
+        for i in order[begin:end]:
+            label = int(labels[i]) + 1
+            yield encode_example_parts(
+                encoded=_encode(images[i], lossless, quality),
+                filename=f"{split}_{i:08d}{suffix}",
+                height=images.shape[1],
+                width=images.shape[2],
+                label=label,
+                synset=names[label - 1],
+                text=names[label - 1],
+                image_format=image_format,
+            )
+
+    shards = []
+    for k, (begin, end) in enumerate(ranges):
+        name = shard_name(split, k, num_shards)
+        records, size, sha, index_size, index_sha = write_records(name, output_dir, index_dir, payloads(begin, end))
+        shards.append({"split": split, "name": name, "records": records, "bytes": size, "sha256": sha,
+                       "index_bytes": index_size, "index_sha256": index_sha, "skipped": [], "reencoded": []})
+    counts = array("Q", [0] * num_classes)
+    for label in labels:
+        counts[int(label)] += 1
+    try:
+        previous = manifest_mod.read_manifest(output_dir) or {}
+    except ValueError:
+        previous = {}
+    if previous.get("synsets") not in (None, names):
+        raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
+    kept = [s for s in previous.get("shards", []) if s["split"] != split]
+    all_shards = sorted(kept + shards, key=lambda s: (s["split"] != "train", s["name"]))
+    splits = {s: v for s, v in previous.get("splits", {}).items() if s != split}
+    splits[split] = {
+        "shards": num_shards, "shards_done": num_shards, "records": len(images),
+        "bytes": sum(s["bytes"] for s in shards), "left_out": [],
+        "label_counts": {str(k + 1): n for k, n in enumerate(counts) if n},
+    }
+    manifest = {
+        "format": manifest_mod.FORMAT,
+        "complete": True,
+        "options": {"source": "arrays", "layout_threads": layout_threads,
+                    "index_dir": str(index_dir.relative_to(output_dir)) if index_dir.parent == output_dir
+                    else str(index_dir.resolve()),
+                    "encoding": "PNG" if lossless else f"JPEG q{quality}"},
+        "inputs": {"arrays": {s: v["records"] for s, v in splits.items()}},
+        "num_classes": num_classes,
+        "synsets": names,
+        "splits": dict(sorted(splits.items())),
+        "shards": all_shards,
+        "totals": {"records": sum(s["records"] for s in all_shards), "bytes": sum(s["bytes"] for s in all_shards),
+                   "skipped": 0, "reencoded": 0},
+    }
+    manifest_mod.write_manifest(output_dir, manifest)
+    (output_dir / "labels.txt").write_text("".join(f"{n}\n" for n in names))
+    return json.loads(json.dumps(manifest))

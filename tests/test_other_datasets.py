@@ -1,0 +1,158 @@
+"""tf.data reading (imagenet_build.tfdata) and datasets other than ImageNet: class folders, arrays."""
+
+import io
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import run_cli
+
+tf = pytest.importorskip("tensorflow")
+
+from imagenet_build import write_arrays  # noqa: E402
+from imagenet_build.tfdata import make_dataset  # noqa: E402
+
+
+def label_histogram(dataset):
+    counts = Counter()
+    for _, labels in dataset:
+        counts.update(labels.numpy().tolist())
+    return counts
+
+
+def manifest_counts(folder, split="train"):
+    counts = json.loads((Path(folder) / "manifest.json").read_text())["splits"][split]["label_counts"]
+    return Counter({int(k) - 1: v for k, v in counts.items()})
+
+
+def test_training_batches_have_the_right_shapes_labels_and_normalisation(converted):
+    images, labels = next(iter(make_dataset(converted, training=True, batch_size=8, seed=1)))
+    assert images.shape == (8, 224, 224, 3) and images.dtype == tf.float32
+    assert labels.shape == (8,) and labels.dtype == tf.int32
+    assert set(labels.numpy().tolist()) <= {0, 1, 2, 3}  # 0-based
+    per_channel = images.numpy().reshape(-1, 3)
+    assert np.all(np.abs(per_channel.mean(axis=0)) < 1.0) and np.all(per_channel.std(axis=0) < 3.0)
+
+
+def test_evaluation_pass_reads_every_record_once(converted):
+    dataset = make_dataset(str(converted / "train-*"), training=False, batch_size=5)
+    assert label_histogram(dataset) == manifest_counts(converted)
+    val = make_dataset(converted, training=False, batch_size=7)  # a folder: validation- shards
+    assert sum(label_histogram(val).values()) == 16
+
+
+def test_workers_share_the_files_and_together_read_everything(converted):
+    parts = [label_histogram(make_dataset(str(converted / "train-*"), training=False, batch_size=4, num_workers=2,
+                                          worker_index=w)) for w in range(2)]
+    assert all(sum(p.values()) > 0 for p in parts)
+    assert parts[0] + parts[1] == manifest_counts(converted)
+    with pytest.raises(ValueError, match="4 files cannot be shared by 5 workers"):
+        make_dataset(converted, training=True, batch_size=4, num_workers=5, worker_index=0)
+
+
+# ------------------------------------------------------------------ class folders
+
+
+@pytest.fixture
+def folder_dataset(tmp_path):
+    root = tmp_path / "flowers"
+    rng = np.random.default_rng(0)
+    kinds = {"tulip": ".jpg", "rose": ".JPG", "daisy": ".jpeg", "iris": ".png"}
+    for k, (name, suffix) in enumerate(sorted(kinds.items())):
+        (root / name).mkdir(parents=True)
+        for i in range(6):
+            pixels = np.full((40 + i, 50, 3), 40 * k, np.uint8) + rng.integers(0, 30, (40 + i, 50, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / name / f"{name}{i}{suffix}", "PNG" if suffix == ".png" else "JPEG")
+        (root / name / "notes.txt").write_text("not an image")
+    return root
+
+
+def test_class_folders_convert_verify_and_read_back(folder_dataset, tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("convert", "--train-dir", folder_dataset, "--classes-from-folders", "--output-dir", out,
+                     "--train-shards", 2, "--layout-threads", 1, "--workers", 1, "--json")
+    assert result.exit_code == 0, result.output
+    assert (out / "labels.txt").read_text().split() == ["daisy", "iris", "rose", "tulip"]  # sorted, label 1 first
+    summary = json.loads(result.stdout)
+    assert summary["splits"]["train"]["records"] == 24
+    assert [r["reencoded"] for r in summary["reencoded"]] == ["PNG"] * 6  # the .png class
+    verify = run_cli("verify", out, "--deep", "--workers", 1)
+    assert verify.exit_code == 0, verify.output
+    for raw in tf.data.TFRecordDataset(sorted(str(p) for p in out.glob("train-*"))):
+        example = tf.train.Example.FromString(raw.numpy())
+        feature = example.features.feature
+        label = feature["image/class/label"].int64_list.value[0]
+        synset = feature["image/class/synset"].bytes_list.value[0].decode()
+        assert synset == ["daisy", "iris", "rose", "tulip"][label - 1]
+        assert feature["image/class/text"].bytes_list.value[0].decode() == synset
+        assert feature["image/filename"].bytes_list.value[0].decode().startswith(synset)
+    assert label_histogram(make_dataset(str(out / "train-*"), training=False, batch_size=5)) == Counter(
+        {0: 6, 1: 6, 2: 6, 3: 6})
+
+
+def test_class_folders_resume_and_metadata_texts(folder_dataset, tmp_path):
+    meta = tmp_path / "meta.txt"
+    meta.write_text("rose\tRosa, the rose\n")
+    args = ["convert", "--train-dir", folder_dataset, "--classes-from-folders", "--metadata-file", meta,
+            "--output-dir", tmp_path / "out", "--train-shards", 2, "--layout-threads", 1, "--workers", 1, "--json"]
+    assert json.loads(run_cli(*args).stdout)["shards_written"] == 2
+    assert json.loads(run_cli(*args).stdout)["shards_kept"] == 2
+    texts = set()
+    for raw in tf.data.TFRecordDataset(sorted(str(p) for p in (tmp_path / "out").glob("train-*"))):
+        texts.add(tf.train.Example.FromString(raw.numpy()).features.feature["image/class/text"].bytes_list.value[0])
+    assert texts == {b"daisy", b"iris", b"Rosa, the rose", b"tulip"}
+
+
+def test_classes_from_folders_refuses_imagenet_only_options(folder_dataset, sample_dir, tmp_path):
+    result = run_cli("convert", "--train-dir", folder_dataset, "--classes-from-folders", "--output-dir", tmp_path / "o",
+                     "--labels-file", sample_dir / "labels.txt")
+    assert result.exit_code == 1 and "--classes-from-folders" in result.stderr
+
+
+# ------------------------------------------------------------------ arrays
+
+
+@pytest.fixture(scope="module")
+def cifar_like():
+    rng = np.random.default_rng(7)
+    coarse = rng.integers(0, 256, (300, 8, 8, 3), dtype=np.uint8)  # smooth pictures, as photos are
+    return coarse.repeat(4, axis=1).repeat(4, axis=2), rng.integers(0, 10, 300)
+
+
+@pytest.mark.parametrize("lossless", [False, True], ids=["jpeg", "png"])
+def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless):
+    images, labels = cifar_like
+    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
+    out = tmp_path / "cifar"
+    write_arrays(images[:250], labels[:250], out, "train", 4, class_names=names, layout_threads=2, lossless=lossless)
+    write_arrays(images[250:], labels[250:], out, "validation", 2, class_names=names, lossless=lossless)
+    verify = run_cli("verify", out, "--deep", "--workers", 1)
+    assert verify.exit_code == 0, verify.output
+    assert label_histogram(make_dataset(str(out / "train-*"), training=False, batch_size=16, image_size=32)) == Counter(
+        labels[:250].tolist())
+    for raw in tf.data.TFRecordDataset(sorted(str(p) for p in out.glob("train-*"))):
+        feature = tf.train.Example.FromString(raw.numpy()).features.feature
+        index = int(feature["image/filename"].bytes_list.value[0].decode()[len("train_"):][:8])
+        assert feature["image/class/label"].int64_list.value[0] == labels[index] + 1
+        assert feature["image/class/synset"].bytes_list.value[0].decode() == names[labels[index]]
+        decoded = np.array(Image.open(io.BytesIO(feature["image/encoded"].bytes_list.value[0])))
+        if lossless:
+            assert feature["image/format"].bytes_list.value[0] == b"PNG"
+            assert np.array_equal(decoded, images[index])
+        else:
+            error = np.abs(decoded.astype(int) - images[index]).mean()
+            other = np.abs(decoded.astype(int) - images[(index + 1) % len(images)]).mean()
+            assert error < 20 and error < other / 3  # lossy, but this picture and not another
+
+
+def test_arrays_bad_input():
+    from imagenet_build.errors import BuildError
+
+    with pytest.raises(BuildError, match="uint8"):
+        write_arrays(np.zeros((4, 8, 8), np.uint8), [0, 1, 2, 3], "/nonexistent", "train", 1)
+    with pytest.raises(BuildError, match="4 images but 3 labels"):
+        write_arrays(np.zeros((4, 8, 8, 3), np.uint8), [0, 1, 2], "/nonexistent", "train", 1)
