@@ -38,6 +38,16 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
+def _report_and_exit(result, as_json, format_report):
+    """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
+    if as_json:
+        _print_json(result)
+    else:
+        for line in format_report(result):
+            click.echo(line)
+    sys.exit(0 if result["ok"] else 1)
+
+
 def _print_json(document):
     click.echo(json.dumps(document, indent=1, sort_keys=True))
 
@@ -165,12 +175,7 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
 
     result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
                         expect_imagenet=expect_imagenet, workers=workers)
-    if as_json:
-        _print_json(result)
-    else:
-        for line in format_report(result):
-            click.echo(line)
-    sys.exit(0 if result["ok"] else 1)
+    _report_and_exit(result, as_json, format_report)
 
 
 @cli.command()
@@ -242,12 +247,7 @@ def trainer_check(folder, split, device, steps, batch_size, model, num_shards, m
 
     result = run(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
                  num_shards=num_shards, mean=mean or DLE_MEAN, std=std or DLE_STD, compare_tf=compare_tf)
-    if as_json:
-        _print_json(result)
-    else:
-        for line in format_report(result):
-            click.echo(line)
-    sys.exit(0 if result["ok"] else 1)
+    _report_and_exit(result, as_json, format_report)
 
 
 @cli.command()

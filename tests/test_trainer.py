@@ -6,16 +6,9 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from test_verify import SHARD, edit_record, index_lines, records_of, set_index
+from test_verify import SHARD, build, edit_record, index_lines, records_of, set_index  # noqa: F401 (build: fixture)
 
 pytest.importorskip("nvidia.dali.plugin.tf")
-
-
-@pytest.fixture
-def build(converted, tmp_path):
-    out = tmp_path / "build"
-    shutil.copytree(converted, out)
-    return out
 
 
 def check(folder, *extra):
