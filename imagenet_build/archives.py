@@ -10,8 +10,8 @@ image with one pread().
 
 import os
 import tarfile
-from pathlib import Path
 
+from imagenet_build import storage
 from imagenet_build.errors import InputError
 
 BLOCK = tarfile.BLOCKSIZE
@@ -65,11 +65,11 @@ def list_members(f, size, where):
 
 
 def outer_members(archive):
-    """Members of an archive file on disk."""
-    archive = Path(archive)
+    """Members of an archive file on disk or in an object store."""
+    archive = str(archive)
     try:
-        size = archive.stat().st_size
-        with open(archive, "rb") as f:
+        size = storage.size(archive)
+        with storage.open_read(archive, random_access=True) as f:
             return list_members(f, size, archive)
     except FileNotFoundError:
         raise InputError(archive, "archive not found") from None
@@ -79,13 +79,17 @@ def outer_members(archive):
 
 def inner_members(archive, offset, size, inner_name):
     """A worker task: the members of the inner tar at [offset, offset + size) of the archive."""
-    with open(archive, "rb") as f:
+    with storage.open_read(archive, random_access=True) as f:
         members = list_members(RangeFile(f, offset, size), size, f"{archive}:{inner_name}")
     return [(name, offset + data_offset, data_size, is_file) for name, data_offset, data_size, is_file in members]
 
 
-def read_range(fd, offset, size):
-    """size bytes at offset of an open file, in as few preads as it takes."""
+def read_range(source, offset, size):
+    """size bytes at offset: of an open fd (pread), or of a file object (seek + read: object stores)."""
+    if not isinstance(source, int):
+        source.seek(offset)
+        return source.read(size)
+    fd = source
     data = os.pread(fd, size, offset)
     while len(data) < size:
         more = os.pread(fd, size - len(data), offset + len(data))

@@ -122,6 +122,18 @@ def iter_xml_files(source):
     import tarfile
     from pathlib import Path
 
+    from imagenet_build import storage
+
+    if storage.is_url(source):
+        try:
+            with storage.open_read(source) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
+                for member in tar:
+                    parts = member.name.split("/")
+                    if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
+                        yield parts[-2], parts[-1][: -len(".xml")], tar.extractfile(member).read()
+        except (tarfile.TarError, EOFError, OSError) as e:
+            raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
+        return
     source = Path(source)
     if source.is_dir():
         for path in sorted(source.glob("*/*.xml")):

@@ -11,6 +11,7 @@ redoes the rest.
 import hashlib
 import os
 import re
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -18,8 +19,8 @@ from pathlib import Path
 
 from imagenet_build import catalog as catalog_mod
 from imagenet_build.archives import read_range
-from imagenet_build.atomic import fsync_dir, temp_name, write_atomic
-from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources
+from imagenet_build.atomic import fsync_dir, temp_name
+from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources, storage
 from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
 from imagenet_build.errors import BuildError, InputError
@@ -55,6 +56,8 @@ class ConvertOptions:
     on_error: str = "fail"
     overwrite: bool = False
     classes_from_folders: bool = False
+    runner: str = "local"  # or "beam": one Beam task per shard
+    beam_options: str = ""
 
 
 # ---------------------------------------------------------------- the worker
@@ -70,7 +73,10 @@ class _ShardInputs:
 
     def __init__(self, spec):
         self._spec = spec
-        self._archive_fd = os.open(spec.source_root, os.O_RDONLY) if spec.source_is_archive else None
+        self._archive_fd = None  # an fd (pread) for a local archive, a file object for an object store
+        if spec.source_is_archive:
+            self._archive_fd = (storage.open_read(spec.source_root, random_access=True)
+                                if storage.is_url(spec.source_root) else os.open(spec.source_root, os.O_RDONLY))
         self._opened = {}  # entry number -> fd opened ahead
         self._hinted = 0  # entries [0, _hinted) announced
 
@@ -80,8 +86,10 @@ class _ShardInputs:
     def __exit__(self, *exc):
         for fd in self._opened.values():
             os.close(fd)
-        if self._archive_fd is not None:
+        if isinstance(self._archive_fd, int):
             os.close(self._archive_fd)
+        elif self._archive_fd is not None:
+            self._archive_fd.close()
 
     def _path(self, entry):
         return os.path.join(self._spec.source_root, entry.relpath)
@@ -91,8 +99,10 @@ class _ShardInputs:
         while self._hinted < min(upto, len(entries)):
             entry = entries[self._hinted]
             try:
-                if self._archive_fd is not None:
+                if isinstance(self._archive_fd, int):
                     _will_need(self._archive_fd, entry.offset, entry.size)
+                elif self._archive_fd is not None:
+                    pass  # an object store: each image is one ranged read
                 else:
                     fd = os.open(self._path(entry), os.O_RDONLY)
                     self._opened[self._hinted] = fd
@@ -194,8 +204,8 @@ def write_records(name, output_dir, index_dir, payloads):
     return len(offsets), offset, digest.hexdigest(), len(index_bytes), hashlib.sha256(index_bytes).hexdigest()
 
 
-def write_shard(spec, output_dir, index_dir, on_error):
-    """Write one planned shard from its input images; return its manifest entry."""
+def write_shard(spec, dest, on_error):
+    """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
     skipped, reencoded = [], []
 
     def payloads(inputs):
@@ -224,7 +234,15 @@ def write_shard(spec, output_dir, index_dir, on_error):
             )
 
     with _ShardInputs(spec) as inputs:
-        records, size, sha, index_size, index_sha = write_records(spec.name, output_dir, index_dir, payloads(inputs))
+        if not dest.remote:
+            figures = write_records(spec.name, dest.output, dest.index, payloads(inputs))
+        else:
+            with tempfile.TemporaryDirectory(prefix="imagenet-build-") as staging:
+                figures = write_records(spec.name, staging, staging, payloads(inputs))
+                # shard first, then its index: a listed index always has its shard
+                storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
+                storage.upload(Path(staging, spec.name + ".idx"), storage.join(dest.index, spec.name + ".idx"))
+    records, size, sha, index_size, index_sha = figures
     return {
         "split": spec.split,
         "name": spec.name,
@@ -238,26 +256,43 @@ def write_shard(spec, output_dir, index_dir, on_error):
     }
 
 
-def _file_sha256_or_none(path):
-    try:
-        return catalog_mod.file_sha256(path)
-    except OSError:
-        return None
-
-
 # ---------------------------------------------------------------- the driver
 
 
-def _resolve_index_dir(output_dir, index_dir):
-    return Path(index_dir) if index_dir else Path(output_dir) / DEFAULT_INDEX_DIR
+@dataclass(frozen=True)
+class Destination:
+    """Where shards go: a local folder, or a URL prefix of an object store.
+
+    Local output is written in place (temp name, fsync, rename). For a URL each
+    shard is written to a local temporary folder of the process writing it and
+    uploaded whole when complete (an object appears only when its upload finishes),
+    which also holds on a remote worker of a Beam runner.
+    """
+
+    output: str
+    index: str
+
+    @property
+    def remote(self):
+        return storage.is_url(self.output)
+
+    def label_for_manifest(self):
+        """The index folder as the manifest records it: relative to the output when inside it."""
+        if self.remote:
+            prefix = self.output + "/"
+            return self.index[len(prefix):] if self.index.startswith(prefix) else self.index
+        try:
+            return str(Path(self.index).resolve().relative_to(Path(self.output).resolve()))
+        except ValueError:
+            return str(Path(self.index).resolve())
 
 
-def _manifest_index_dir(output_dir, index_dir):
-    """The index folder as the manifest records it: relative to the output when inside it."""
-    try:
-        return str(index_dir.resolve().relative_to(Path(output_dir).resolve()))
-    except ValueError:
-        return str(index_dir.resolve())
+def _destination(output_dir, index_dir):
+    output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else str(output_dir)
+    index_dir = str(index_dir).rstrip("/") if index_dir else storage.join(output_dir, DEFAULT_INDEX_DIR)
+    if storage.is_url(output_dir) != storage.is_url(index_dir):
+        raise BuildError("--output-dir and --index-dir must both be local or both be URLs")
+    return Destination(output_dir, index_dir)
 
 
 def _layout_options(opts, index_dir_label, splits):
@@ -272,51 +307,48 @@ def _layout_options(opts, index_dir_label, splits):
     }
 
 
-def _check_output_dir(output_dir, index_dir, planned_names, overwrite):
-    """Refuse a folder holding anything but our own files; with --overwrite clear ours."""
-    if output_dir.exists() and not output_dir.is_dir():
-        raise BuildError(f"{output_dir}: exists and is not a folder; choose another --output-dir")
-    if not output_dir.exists():
-        return
-    index_inside = index_dir.resolve().parent == output_dir.resolve()
+def _check_output_dir(dest, planned_names, overwrite):
+    """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
+    output = dest.output
+    if not storage.is_url(output) and os.path.exists(output) and not os.path.isdir(output):
+        raise BuildError(f"{output}: exists and is not a folder; choose another --output-dir")
+    index_name = storage.basename(dest.index)
+    index_inside = storage.join(output, index_name) == dest.index
     strangers, ours = [], []
-    for entry in sorted(os.listdir(output_dir)):
-        path = output_dir / entry
+    for entry, is_dir in sorted(storage.listdir(output).items()):
         if entry in (manifest_mod.MANIFEST_NAME, LABELS_NAME) or TEMP_NAME.match(entry):
-            ours.append(path)
-        elif SHARD_NAME.match(entry) and path.is_file():
-            ours.append(path)
-        elif index_inside and entry == index_dir.name and path.is_dir():
-            continue
-        else:
+            ours.append(storage.join(output, entry))
+        elif SHARD_NAME.match(entry) and not is_dir:
+            ours.append(storage.join(output, entry))
+        elif not (index_inside and entry == index_name and is_dir):
             strangers.append(entry)
-    if index_dir.is_dir():
-        for entry in sorted(os.listdir(index_dir)):
-            if TEMP_NAME.match(entry) or (entry.endswith(".idx") and SHARD_NAME.match(entry[:-4])):
-                ours.append(index_dir / entry)
-            else:
-                strangers.append(f"{index_dir.name}/{entry}")
+    for entry in sorted(storage.listdir(dest.index)):
+        if TEMP_NAME.match(entry) or (entry.endswith(".idx") and SHARD_NAME.match(entry[:-4])):
+            ours.append(storage.join(dest.index, entry))
+        else:
+            strangers.append(f"{index_name}/{entry}")
     if strangers:
         raise BuildError(
-            f"{output_dir}: holds files that are not from imagenet-build "
+            f"{output}: holds files that are not from imagenet-build "
             f"({', '.join(strangers[:3])}{' ...' if len(strangers) > 3 else ''}); "
             "choose an empty or new --output-dir"
         )
     foreign_shards = sorted(
-        p.name for p in ours if SHARD_NAME.match(p.name) and p.name not in planned_names
+        storage.basename(p) for p in ours if SHARD_NAME.match(storage.basename(p))
+        and storage.basename(p) not in planned_names
     )
     if overwrite:
         for path in ours:
-            path.unlink()
+            storage.remove(path)
     elif foreign_shards:
         raise BuildError(
-            f"{output_dir}: holds shards of another layout ({foreign_shards[0]} ...); "
+            f"{output}: holds shards of another layout ({foreign_shards[0]} ...); "
             "use --overwrite to replace that build, or another --output-dir"
         )
     else:
         for path in ours:
-            if TEMP_NAME.match(path.name):
-                path.unlink()  # left by an interrupted run
+            if TEMP_NAME.match(storage.basename(path)):
+                storage.remove(path)  # left by an interrupted run
 
 
 def _scan_inputs(opts, cat, val_labels_file, pool):
@@ -363,17 +395,17 @@ def _read_boxes(opts, cat):
     return {}
 
 
-def _read_previous(output_dir, overwrite, options):
-    """The manifest of an earlier run in output_dir that this run may resume, or None."""
-    if overwrite or not output_dir.is_dir():
+def _read_previous(output, overwrite, options):
+    """The manifest of an earlier run in the output that this run may resume, or None."""
+    if overwrite:
         return None
     try:
-        previous = manifest_mod.read_manifest(output_dir)
+        previous = manifest_mod.read_manifest(output)
     except ValueError as e:
         raise BuildError(f"{e}; use --overwrite to start over") from None
     if previous and previous.get("options") != options:
         raise BuildError(
-            f"{output_dir}: holds a build made with other options ({previous.get('options')}); "
+            f"{output}: holds a build made with other options ({previous.get('options')}); "
             "use --overwrite to replace it, or another --output-dir"
         )
     return previous
@@ -390,15 +422,15 @@ def convert(opts: ConvertOptions):
         raise BuildError("nothing to convert: give --train-dir/--train-tar and/or --validation-dir/--validation-tar")
     if opts.on_error not in ("fail", "skip"):
         raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
-    output_dir = Path(opts.output_dir)
-    index_dir = _resolve_index_dir(output_dir, opts.index_dir)
     workers = opts.workers or os.cpu_count() or 1
-
+    if opts.runner not in ("local", "beam"):
+        raise BuildError(f"--runner must be local or beam, not {opts.runner!r}")
+    dest = _destination(opts.output_dir, opts.index_dir)
     with Workers(workers) as pool:
-        return _convert(opts, pool, output_dir, index_dir, started)
+        return _convert(opts, pool, dest, started)
 
 
-def _convert(opts, pool, output_dir, index_dir, started):
+def _convert(opts, pool, dest, started):
     cat = _load_catalog(opts)
     boxes = _read_boxes(opts, cat)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
@@ -407,16 +439,18 @@ def _convert(opts, pool, output_dir, index_dir, started):
     plans = [
         plan_mod.SplitPlan(si, cat, boxes, shard_counts[si.split], opts.layout_threads) for si in split_inputs
     ]
-    options = _layout_options(opts, _manifest_index_dir(output_dir, index_dir), [p.split for p in plans])
+    options = _layout_options(opts, dest.label_for_manifest(), [p.split for p in plans])
 
-    previous = _read_previous(output_dir, opts.overwrite, options)
-    _check_output_dir(output_dir, index_dir, {n for p in plans for n in p.names}, opts.overwrite)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    index_dir.mkdir(parents=True, exist_ok=True)
+    previous = _read_previous(dest.output, opts.overwrite, options)
+    _check_output_dir(dest, {n for p in plans for n in p.names}, opts.overwrite)
+    if not dest.remote:
+        for folder in (dest.output, dest.index):
+            os.makedirs(folder, exist_ok=True)
     if opts.classes_from_folders:
-        write_atomic(output_dir / LABELS_NAME, "".join(f"{name}\n" for name in cat.synsets).encode())
+        labels = "".join(f"{name}\n" for name in cat.synsets).encode()
+        storage.write_bytes(storage.join(dest.output, LABELS_NAME), labels)
 
-    done = _shards_to_keep(previous, plans, output_dir, index_dir, opts.on_error, pool)
+    done = _shards_to_keep(previous, plans, dest, opts.on_error, pool)
     header = {
         "format": manifest_mod.FORMAT,
         "options": options,
@@ -427,7 +461,7 @@ def _convert(opts, pool, output_dir, index_dir, started):
     last_write = [time.monotonic()]
 
     def save(complete):
-        manifest_mod.write_manifest(output_dir, _manifest(header, plans, done, complete))
+        manifest_mod.write_manifest(dest.output, _manifest(header, plans, done, complete))
         last_write[0] = time.monotonic()
 
     sizes = {name: p.size(k) for p in plans for k, name in enumerate(p.names)}
@@ -444,9 +478,14 @@ def _convert(opts, pool, output_dir, index_dir, started):
             save(False)
 
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if name not in done]
-    tasks = ((p.spec(k), str(output_dir), str(index_dir), opts.on_error) for p, k in todo)
+    tasks = ((p.spec(k), dest, opts.on_error) for p, k in todo)
     try:
-        pool.run(write_shard, tasks, finished)
+        if opts.runner == "beam":
+            from imagenet_build.beam_runner import run_on_beam
+
+            run_on_beam(write_shard, tasks, finished, opts.beam_options)
+        else:
+            pool.run(write_shard, tasks, finished)
     except KeyboardInterrupt:
         save(False)
         raise BuildError("interrupted; run the same command again to resume") from None
@@ -457,10 +496,10 @@ def _convert(opts, pool, output_dir, index_dir, started):
         bar.close()
     save(True)
     seconds = time.monotonic() - started
-    return _summary(output_dir, plans, done, len(todo), seconds, total_images - kept_images)
+    return _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
 
 
-def _shards_to_keep(previous, plans, output_dir, index_dir, on_error, pool):
+def _shards_to_keep(previous, plans, dest, on_error, pool):
     """{name: manifest entry} of the previous run's shards that this plan would write identically."""
     listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
     if not listed:
@@ -474,11 +513,12 @@ def _shards_to_keep(previous, plans, output_dir, index_dir, on_error, pool):
 
     def keep(task, still_good):
         if still_good:
-            name = Path(task[0]).name
+            name = storage.basename(task[0])
             kept[name] = candidates[name]
 
     checks = [
-        (str(output_dir / name), str(index_dir / f"{name}.idx"), entry["sha256"], entry["index_sha256"])
+        (storage.join(dest.output, name), storage.join(dest.index, f"{name}.idx"), entry["sha256"],
+         entry["index_sha256"])
         for name, entry in candidates.items()
     ]
     pool.run(_still_matches, checks, keep)
@@ -486,17 +526,18 @@ def _shards_to_keep(previous, plans, output_dir, index_dir, on_error, pool):
 
 
 def _still_matches(shard_path, index_path, sha256, index_sha256):
-    return _file_sha256_or_none(shard_path) == sha256 and _file_sha256_or_none(index_path) == index_sha256
+    return storage.sha256(shard_path) == sha256 and storage.sha256(index_path) == index_sha256
 
 
 def _describe_inputs(opts, split_inputs, val_labels_file):
     def sha(path):
         return catalog_mod.file_sha256(path) if path else None
 
+    box_source = opts.bounding_box_file or opts.bbox_tar
     described = {
         "labels_file_sha256": sha(opts.labels_file or catalog_mod.DEFAULT_LABELS_FILE),
         "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
-        "bounding_box_file_sha256": sha(opts.bounding_box_file or opts.bbox_tar),
+        "bounding_box_file_sha256": storage.sha256(box_source) if box_source else None,
     }
     for s in split_inputs:
         described[s.split] = {"layout": s.layout, "images": len(s)}
@@ -541,7 +582,7 @@ def _summary(output_dir, plans, done, written, seconds, images_processed):
     summary = {
         "ok": True,
         "output_dir": str(output_dir),
-        "manifest": str(output_dir / manifest_mod.MANIFEST_NAME),
+        "manifest": storage.join(output_dir, manifest_mod.MANIFEST_NAME),
         "shards_written": written,
         "shards_kept": len(shards) - written,
         "records": sum(e["records"] for e in shards),

@@ -117,6 +117,10 @@ existing_file = click.Path(dir_okay=False)
     help="Any dataset of class folders (not ImageNet): classes are the sub-folders of --train-dir in sorted "
     "order (label 1 first, written to OUTPUT_DIR/labels.txt), images *.jpg/*.jpeg/*.png in any case.",
 )
+@click.option("--runner", type=click.Choice(["local", "beam"]), default="local", show_default=True,
+              help="local: worker processes here; beam: one Apache Beam task per shard (extra [beam]).")
+@click.option("--beam-options", default="", help="Beam pipeline options, e.g. '--runner DataflowRunner --project P "
+              "--region R --temp_location gs://B/tmp' [default: the DirectRunner].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 @_reports_errors
 def convert(as_json, **options):

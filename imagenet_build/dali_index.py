@@ -11,7 +11,7 @@ import re
 import time
 from pathlib import Path
 
-from imagenet_build.atomic import write_atomic
+from imagenet_build import storage
 from imagenet_build.errors import BuildError
 from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.workers import Workers, progress_bar
@@ -31,21 +31,22 @@ def index_text(entries):
 
 
 def index_path_for(shard_path, index_dir):
-    return Path(index_dir) / (Path(shard_path).name + INDEX_SUFFIX)
+    return storage.join(index_dir, storage.basename(shard_path) + INDEX_SUFFIX)
 
 
 def record_entries(shard_path):
-    """[(offset, size)] of a TFRecord file from its headers alone; FramingError where it breaks."""
-    size = os.path.getsize(shard_path)
-    with open(shard_path, "rb") as f:
+    """[(offset, size)] of a TFRecord file (or object) from its headers alone; FramingError where it breaks."""
+    size = storage.size(shard_path)
+    with storage.open_read(shard_path, random_access=True) as f:
         return [(offset, OVERHEAD + length) for offset, length in scan_lengths(f, size)]
 
 
 def write_index(shard_path, index_path):
     """Index one TFRecord file, atomically. Returns the record count; FramingError leaves no file."""
     entries = record_entries(shard_path)
-    Path(index_path).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(index_path, index_text(entries).encode())
+    if not storage.is_url(index_path):
+        Path(index_path).parent.mkdir(parents=True, exist_ok=True)
+    storage.write_bytes(index_path, index_text(entries).encode())
     return len(entries)
 
 
@@ -55,7 +56,7 @@ def check_index(index_path, entries, file_size):
     `entries` are the shard's [(offset, size)] as read from its own framing.
     """
     try:
-        raw = Path(index_path).read_bytes()
+        raw = storage.read_bytes(index_path)
     except FileNotFoundError:
         return [(None, None, "index file missing: DALI refuses to start without it")]
     except OSError as e:
@@ -145,15 +146,17 @@ def _index_one(shard_path, index_path):
 def find_tfrecords(inputs):
     """Files named on the command line, and in folders the files named like shards or *.tfrecord."""
     found = []
-    for item in inputs:
-        item = Path(item)
-        if item.is_dir():
-            names = sorted(e for e in os.listdir(item) if TFRECORD_NAME.search(e) and (item / e).is_file())
+    for item in map(str, inputs):
+        listed = storage.listdir(item)
+        if listed:
+            names = sorted(name for name, is_dir in listed.items() if TFRECORD_NAME.search(name) and not is_dir)
             if not names:
                 raise BuildError(f"{item}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)")
-            found.extend(item / n for n in names)
-        elif item.is_file():
+            found.extend(storage.join(item, n) for n in names)
+        elif storage.exists(item) and not os.path.isdir(item):
             found.append(item)
+        elif os.path.isdir(item):
+            raise BuildError(f"{item}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)")
         else:
             raise BuildError(f"{item}: no such file or folder")
     return found
@@ -163,7 +166,9 @@ def index_shards(inputs, index_dir=None, workers=0):
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
     shards = find_tfrecords(inputs)
-    tasks = [(str(p), str(index_path_for(p, index_dir or p.parent / DEFAULT_INDEX_DIR))) for p in shards]
+    tasks = [(p, index_path_for(p, index_dir or storage.join(p.rsplit("/", 1)[0] if storage.is_url(p)
+                                                               else os.path.dirname(p), DEFAULT_INDEX_DIR)))
+             for p in shards]
     indexed, refused = [], []
     bar = progress_bar(len(tasks), 0, "index", "file")
 

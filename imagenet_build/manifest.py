@@ -8,9 +8,8 @@ an uninterrupted one.
 """
 
 import json
-from pathlib import Path
 
-from imagenet_build.atomic import write_atomic
+from imagenet_build import storage
 
 MANIFEST_NAME = "manifest.json"
 FORMAT = "imagenet-build/1"
@@ -21,16 +20,19 @@ def dumps(manifest):
 
 
 def write_manifest(output_dir, manifest):
-    write_atomic(Path(output_dir) / MANIFEST_NAME, dumps(manifest))
+    """Atomically: a temp file renamed, or one upload for an object store."""
+    storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(manifest))
 
 
 def read_manifest(output_dir):
     """The manifest dict, or None when there is none. ValueError when it is not ours or unreadable."""
-    path = Path(output_dir) / MANIFEST_NAME
+    path = storage.join(output_dir, MANIFEST_NAME)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = storage.read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         return None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
     try:
         manifest = json.loads(text)
     except ValueError as e:

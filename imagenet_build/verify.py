@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from imagenet_build import storage
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX, check_index
 from imagenet_build.errors import BuildError
 from imagenet_build.example import SCHEMA, example_message_class
@@ -156,13 +157,13 @@ class _HashingReader:
 
 def check_shard(shard_path, index_path, quick, deep):
     """All per-shard checks; returns a dict of figures and problems (picklable)."""
-    name = Path(shard_path).name
+    name = storage.basename(shard_path)
     problems = Problems()
-    size = os.path.getsize(shard_path)
+    size = storage.size(shard_path)
     entries = []
     digest = None if quick else hashlib.sha256()
     label_synsets, label_counts = {}, Counter()
-    with open(shard_path, "rb", buffering=1 << 20) as f:
+    with storage.open_read(shard_path, random_access=quick) as raw, io.BufferedReader(raw, 1 << 20) as f:
         try:
             if quick:
                 for offset, length in scan_lengths(f, size):
@@ -187,10 +188,10 @@ def check_shard(shard_path, index_path, quick, deep):
         problems.add("framing", name, None, 0, "shard holds no records")
     if "framing" not in problems.counts:  # an index can only be judged against sound framing
         for line, offset, message in check_index(index_path, entries, size):
-            problems.add("index", Path(index_path).name, line, offset, message)
+            problems.add("index", storage.basename(index_path), line, offset, message)
     index_sha = None
-    if not quick and os.path.exists(index_path):
-        index_sha = hashlib.sha256(Path(index_path).read_bytes()).hexdigest()
+    if not quick and storage.exists(index_path):
+        index_sha = hashlib.sha256(storage.read_bytes(index_path)).hexdigest()
     return {
         "name": name,
         "records": len(entries),
@@ -209,21 +210,23 @@ def check_shard(shard_path, index_path, quick, deep):
 
 def _index_dir(root, index_dir, manifest):
     if index_dir:
-        return Path(index_dir)
-    if manifest and manifest.get("options", {}).get("index_dir"):
-        return root / manifest["options"]["index_dir"]  # absolute paths stay absolute
-    return root / DEFAULT_INDEX_DIR
+        return str(index_dir)
+    label = (manifest or {}).get("options", {}).get("index_dir")
+    if label and (storage.is_url(label) or os.path.isabs(label)):
+        return label
+    return storage.join(root, label or DEFAULT_INDEX_DIR)
 
 
 def _shard_set(root, index_dir, problems):
     """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
     shards = {}
-    for entry in sorted(os.listdir(root)):
-        path = root / entry
+    index_inside = storage.join(root, storage.basename(index_dir)) == index_dir
+    for entry, is_dir in sorted(storage.listdir(root).items()):
         match = SHARD_NAME.match(entry)
-        if match and path.is_file():
-            shards.setdefault(match["split"], []).append((int(match["index"]), int(match["count"]), path))
-        elif entry in (MANIFEST_NAME, "labels.txt") or (path.is_dir() and path.resolve() == index_dir.resolve()):
+        if match and not is_dir:
+            shards.setdefault(match["split"], []).append(
+                (int(match["index"]), int(match["count"]), storage.join(root, entry)))
+        elif entry in (MANIFEST_NAME, "labels.txt") or (is_dir and index_inside and entry == storage.basename(index_dir)):
             continue
         else:
             problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")
@@ -239,20 +242,19 @@ def _shard_set(root, index_dir, problems):
             problems.add("shard-set", f"{split}-{k:05d}-of-{count:05d}", None, None, "shard missing")
         for index, _, path in items:
             if index >= count:
-                problems.add("shard-set", path.name, None, None, f"shard number beyond -of-{count:05d}")
+                problems.add("shard-set", storage.basename(path), None, None, f"shard number beyond -of-{count:05d}")
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
 
 
 def _orphan_indexes(index_dir, shard_names, problems):
-    if not index_dir.is_dir():
-        return
-    for entry in sorted(os.listdir(index_dir)):
+    folder = storage.basename(index_dir)
+    for entry in sorted(storage.listdir(index_dir)):
         if entry.startswith("."):
             continue
         if not entry.endswith(INDEX_SUFFIX):
-            problems.add("shard-set", f"{index_dir.name}/{entry}", None, None, "stray file in the index folder")
+            problems.add("shard-set", f"{folder}/{entry}", None, None, "stray file in the index folder")
         elif entry[: -len(INDEX_SUFFIX)] not in shard_names:
-            problems.add("index", f"{index_dir.name}/{entry}", None, None, "index file with no shard")
+            problems.add("index", f"{folder}/{entry}", None, None, "index file with no shard")
 
 
 def _check_manifest(manifest, results, quick, problems, notes):
@@ -316,8 +318,8 @@ def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes
 def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False, workers=0):
     """Check a build folder; returns {"ok", "problems", "summary"} (never raises for a bad shard)."""
     started = time.monotonic()
-    root = Path(root)
-    if not root.is_dir():
+    root = str(root).rstrip("/") if storage.is_url(root) else str(root)
+    if not storage.is_url(root) and not os.path.isdir(root):
         raise BuildError(f"{root}: not a folder")
     if quick and deep:
         raise BuildError("--quick and --deep exclude each other")
@@ -334,7 +336,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:
         raise BuildError(f"{root}: holds no shards named <split>-NNNNN-of-NNNNN")
-    _orphan_indexes(index_dir, {p.name for p in paths}, problems)
+    _orphan_indexes(index_dir, {storage.basename(p) for p in paths}, problems)
 
     results, seen, split_counts = {}, {}, {}
     bar = progress_bar(len(paths), 0, "verify", "shard")
@@ -348,7 +350,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         results[result["name"]] = result
         bar.update(1)
 
-    tasks = [(str(p), str(index_dir / (p.name + INDEX_SUFFIX)), quick, deep) for p in paths]
+    tasks = [(p, storage.join(index_dir, storage.basename(p) + INDEX_SUFFIX), quick, deep) for p in paths]
     try:
         with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
             pool.run(check_shard, tasks, done)
@@ -359,7 +361,8 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         _check_manifest(manifest, results, quick, problems, notes)
     if not quick:
         _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes)
-    split_records = {split: sum(results[p.name]["records"] for _, p in shards) for split, shards in by_split.items()}
+    split_records = {split: sum(results[storage.basename(p)]["records"] for _, p in shards)
+                     for split, shards in by_split.items()}
     if expect_imagenet:
         for split, total in IMAGENET_TOTALS.items():
             if split_records.get(split) != total:

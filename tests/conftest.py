@@ -69,3 +69,59 @@ def converted(sample_dir, tmp_path_factory):
     result = run_process(*sample_args(sample_dir, out, "--workers", 2, "--json"))
     assert result.returncode == 0, result.stderr
     return out
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 protocol server (moto's server mode) on loopback for the session; yields its endpoint.
+
+    The tests and the processes they start reach it through the standard AWS_* variables.
+    """
+    import socket
+    import time
+    import urllib.request
+
+    pytest.importorskip("s3fs")
+    moto_server = Path(sys.executable).parent / "moto_server"
+    if not moto_server.exists():
+        pytest.skip("moto[server] is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(endpoint, timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            pytest.fail("moto_server did not start")
+        saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
+                                                 "AWS_DEFAULT_REGION")}
+        os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
+                          AWS_DEFAULT_REGION="us-east-1")
+        yield endpoint
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def bucket(s3_server, request):
+    """A new, empty bucket for one test: s3://<name>."""
+    import re
+
+    import boto3
+
+    name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
+    boto3.client("s3").create_bucket(Bucket=name)
+    return f"s3://{name}"

@@ -1,0 +1,53 @@
+"""Run the shard tasks on Apache Beam: one task per ShardSpec, the manifest written by the driver.
+
+The plan is made on the driver as for the local runner; Beam runs `write_shard`
+for each spec (DirectRunner by default; Dataflow, Flink or Spark through Beam's
+own options) and the driver collects each shard's manifest entry afterwards.
+Shard writes are idempotent (the same spec always gives the same bytes, written
+atomically), so a runner may retry a task freely. apache-beam is the `[beam]`
+extra, imported only here.
+"""
+
+import json
+import shlex
+import tempfile
+
+from imagenet_build import storage
+from imagenet_build.errors import BuildError
+
+
+def _task(task, fn):
+    """One shard on a Beam worker; its manifest entry as a JSON line, with the task's place in the plan."""
+    number, args = task
+    return json.dumps({"number": number, "entry": fn(*args)}, sort_keys=True)
+
+
+def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
+    """fn(*task) for each task on Beam; on_result(task, result) on the driver once the pipeline is done."""
+    try:
+        import apache_beam as beam
+        from apache_beam.options.pipeline_options import PipelineOptions
+    except ImportError:
+        raise BuildError("--runner beam needs Apache Beam: pip install 'imagenet-build[beam]'") from None
+    tasks = list(tasks)
+    if not tasks:
+        return
+    options = PipelineOptions(shlex.split(beam_options or ""))
+    with tempfile.TemporaryDirectory(prefix="imagenet-build-beam-") as local:
+        # the entries travel back through files: on a remote runner, give a --temp_location-like
+        # shared folder with results_dir (a URL); the DirectRunner shares this machine's disk
+        prefix = storage.join(results_dir or local, "entries")
+        with beam.Pipeline(options=options) as pipeline:
+            (
+                pipeline
+                | "shards" >> beam.Create(list(enumerate(tasks)), reshuffle=True)
+                | "write" >> beam.Map(_task, fn)
+                | "entries" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl")
+            )
+        import fsspec
+
+        fs, root = fsspec.core.url_to_fs(prefix)
+        for path in sorted(fs.glob(root + "*.jsonl")):
+            for line in fs.cat_file(path).decode().splitlines():
+                result = json.loads(line)
+                on_result(tasks[result["number"]], result["entry"])

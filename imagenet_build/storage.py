@@ -1,0 +1,101 @@
+"""Object storage (gs://, s3://, any fsspec URL) beside plain local paths.
+
+Local paths stay plain files (os calls, atomic renames). A URL goes through
+fsspec (extras `[s3]`, `[gcs]`), imported only then. Object stores have no
+rename: an object is written under its final name in one upload and appears only
+when complete, so shards are staged locally and uploaded whole, and
+manifest.json is the last object written.
+"""
+
+import hashlib
+import os
+from pathlib import Path
+
+
+def is_url(path):
+    return "://" in str(path)
+
+
+def join(base, *names):
+    """A path or URL below `base`."""
+    if is_url(base):
+        return "/".join([str(base).rstrip("/"), *names])
+    return str(Path(base, *names))
+
+
+def basename(path):
+    return str(path).rstrip("/").rsplit("/", 1)[-1]
+
+
+def _fs(url):
+    import fsspec
+
+    fs, _ = fsspec.core.url_to_fs(str(url))
+    return fs
+
+
+def open_read(path, random_access=False):
+    """A binary file object; for URLs, random_access reads exactly the bytes asked (no read-ahead)."""
+    if not is_url(path):
+        return open(path, "rb")
+    return _fs(path).open(str(path), "rb", **({"cache_type": "none"} if random_access else {}))
+
+
+def size(path):
+    return _fs(path).size(str(path)) if is_url(path) else os.path.getsize(path)
+
+
+def exists(path):
+    return _fs(path).exists(str(path)) if is_url(path) else os.path.exists(path)
+
+
+def read_bytes(path):
+    if is_url(path):
+        return _fs(path).cat_file(str(path))
+    return Path(path).read_bytes()
+
+
+def write_bytes(path, data):
+    """Atomic either way: one PUT for an object, temp name + rename for a file."""
+    if is_url(path):
+        _fs(path).pipe_file(str(path), data)
+    else:
+        from imagenet_build.atomic import write_atomic
+
+        write_atomic(path, data)
+
+
+def upload(local, url):
+    """Copy a finished local file to its final object name, in one upload."""
+    _fs(url).put_file(str(local), str(url))
+
+
+def listdir(path):
+    """{name: is a folder} directly below a folder or URL prefix ({} when there is none)."""
+    if not is_url(path):
+        if not os.path.isdir(path):
+            return {}
+        return {e.name: e.is_dir() for e in os.scandir(path)}
+    fs = _fs(path)
+    if not fs.isdir(str(path)):
+        return {}
+    return {basename(info["name"]): info["type"] == "directory" for info in fs.ls(str(path), detail=True)}
+
+
+def remove(path):
+    if is_url(path):
+        _fs(path).rm(str(path))
+    else:
+        os.unlink(path)
+
+
+def sha256(path):
+    """sha256 of a file or object, or None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open_read(path) as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    except (OSError, FileNotFoundError):
+        return None
+    return digest.hexdigest()
