@@ -23,7 +23,12 @@ def _task(task, fn):
 
 
 def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
-    """fn(*task) for each task on Beam; on_result(task, result) on the driver once the pipeline is done."""
+    """fn(*task) for each task on Beam; on_result(task, result) on the driver once the pipeline is done.
+
+    The figures travel back through files under results_dir, which remote workers must reach (the
+    output's bucket, when the output is a URL); by default a local temporary folder, enough for
+    the DirectRunner.
+    """
     try:
         import apache_beam as beam
         from apache_beam.options.pipeline_options import PipelineOptions
@@ -34,9 +39,9 @@ def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
         return
     options = PipelineOptions(shlex.split(beam_options or ""))
     with tempfile.TemporaryDirectory(prefix="imagenet-build-beam-") as local:
-        # the entries travel back through files: on a remote runner, give a --temp_location-like
-        # shared folder with results_dir (a URL); the DirectRunner shares this machine's disk
         prefix = storage.join(results_dir or local, "entries")
+        if results_dir and storage.listdir(results_dir):
+            storage.remove_tree(results_dir)  # left by an interrupted run
         with beam.Pipeline(options=options) as pipeline:
             (
                 pipeline
@@ -51,3 +56,5 @@ def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
             for line in fs.cat_file(path).decode().splitlines():
                 result = json.loads(line)
                 on_result(tasks[result["number"]], result["entry"])
+        if results_dir:
+            storage.remove_tree(results_dir)

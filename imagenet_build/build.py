@@ -30,6 +30,7 @@ from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
 SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
+BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
 LABELS_NAME = "labels.txt"  # written with --classes-from-folders: the class of each label
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
@@ -320,6 +321,8 @@ def _check_output_dir(dest, planned_names, overwrite):
             ours.append(storage.join(output, entry))
         elif SHARD_NAME.match(entry) and not is_dir:
             ours.append(storage.join(output, entry))
+        elif entry == BEAM_RESULTS and is_dir:
+            continue  # an interrupted Beam run's figures: the next run replaces them
         elif not (index_inside and entry == index_name and is_dir):
             strangers.append(entry)
     for entry in sorted(storage.listdir(dest.index)):
@@ -483,7 +486,8 @@ def _convert(opts, pool, dest, started):
         if opts.runner == "beam":
             from imagenet_build.beam_runner import run_on_beam
 
-            run_on_beam(write_shard, tasks, finished, opts.beam_options)
+            results = storage.join(dest.output, BEAM_RESULTS) if dest.remote else None
+            run_on_beam(write_shard, tasks, finished, opts.beam_options, results)
         else:
             pool.run(write_shard, tasks, finished)
     except KeyboardInterrupt:

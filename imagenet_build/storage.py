@@ -89,6 +89,15 @@ def remove(path):
         os.unlink(path)
 
 
+def remove_tree(path):
+    if is_url(path):
+        _fs(path).rm(str(path), recursive=True)
+    else:
+        import shutil
+
+        shutil.rmtree(path)
+
+
 def sha256(path):
     """sha256 of a file or object, or None when it cannot be read."""
     digest = hashlib.sha256()
