@@ -118,31 +118,21 @@ def xml_boxes(data):
 
 
 def iter_xml_files(source):
-    """Yield (synset folder, xml stem, bytes) from `<synset>/<stem>.xml` in a folder or a .tar.gz."""
+    """Yield (synset folder, xml stem, bytes) from `<synset>/<stem>.xml` in a folder or a .tar.gz (file or URL)."""
     import tarfile
     from pathlib import Path
 
     from imagenet_build import storage
 
-    if storage.is_url(source):
-        try:
-            with storage.open_read(source) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
-                for member in tar:
-                    parts = member.name.split("/")
-                    if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
-                        yield parts[-2], parts[-1][: -len(".xml")], tar.extractfile(member).read()
-        except (tarfile.TarError, EOFError, OSError) as e:
-            raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
-        return
-    source = Path(source)
-    if source.is_dir():
-        for path in sorted(source.glob("*/*.xml")):
-            yield path.parent.name, path.stem, path.read_bytes()
-        return
-    if not source.is_file():
-        raise InputError(source, "neither a folder nor a file")
-    try:
-        with tarfile.open(source, mode="r:*") as tar:
+    if not storage.is_url(source):
+        if Path(source).is_dir():
+            for path in sorted(Path(source).glob("*/*.xml")):
+                yield path.parent.name, path.stem, path.read_bytes()
+            return
+        if not Path(source).is_file():
+            raise InputError(source, "neither a folder nor a file")
+    try:  # read as a stream: one pass, no seeks, from disk or from an object store alike
+        with storage.open_read(source) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
             for member in tar:
                 parts = member.name.split("/")
                 if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
