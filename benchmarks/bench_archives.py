@@ -11,6 +11,7 @@ Usage: python benchmarks/bench_archives.py [--images 10000] [--repeats 3]
 """
 
 import argparse
+import math
 import os
 import shutil
 import statistics
@@ -18,13 +19,12 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_convert import make_inputs  # noqa: E402
+from common import make_inputs, timed  # noqa: E402
 
 EXTRACT = (
     'set -e; mkdir -p "$2"; cd "$2"; tar xf "$1"; '
@@ -43,17 +43,6 @@ def pack(inputs, archive):
             inner.unlink()
 
 
-def timed(cmd, clear):
-    for path in clear:
-        shutil.rmtree(path, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
-    started = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    if result.returncode:
-        raise SystemExit(f"failed: {cmd}\n{result.stderr[-2000:]}")
-    return time.perf_counter() - started
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=10000)
@@ -70,7 +59,7 @@ def main():
     if not archive.exists():
         pack(inputs, archive)
     ib = [sys.executable, "-m", "imagenet_build", "convert", "--labels-file", str(inputs / "labels.txt"),
-          "--train-shards", str(args.shards)]
+          "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards))]
     extracted, out = work / "extracted", work / "out"
     convert_extracted = " ".join(f"'{a}'" for a in ib + ["--train-dir", str(extracted), "--output-dir", str(out)])
     commands = {
@@ -83,7 +72,7 @@ def main():
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, (cmd, clear) in commands.items():
-            runs[name].append(timed(cmd, clear))
+            runs[name].append(timed(cmd, clear or ())[0])
     med = {name: statistics.median(r) for name, r in runs.items()}
     images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))
     print(f"{images} images, archive {archive.stat().st_size / 1e6:.0f} MB, {os.cpu_count()} cores, "

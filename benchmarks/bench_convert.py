@@ -11,10 +11,8 @@ Usage: python benchmarks/bench_convert.py [--images 10000] [--repeats 3] [--work
 """
 
 import argparse
-import io
+import math
 import os
-import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -24,55 +22,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
 
-
-def make_inputs(root, images, classes):
-    """`images` JPEGs in `classes` folders; 64 distinct pictures reused (convert never decodes them)."""
-    from PIL import Image
-
-    from imagenet_build.catalog import read_labels_file, DEFAULT_LABELS_FILE
-
-    rng = random.Random(0)
-    pictures = []
-    for _ in range(64):
-        w, h = rng.choice([(500, 375), (500, 333), (375, 500), (500, 400), (640, 480)])
-        noise = Image.frombytes("RGB", (w // 4, h // 4), rng.randbytes(w * h * 3 // 16)).resize((w, h))
-        out = io.BytesIO()
-        noise.save(out, "JPEG", quality=90)
-        pictures.append(out.getvalue())
-    synsets = read_labels_file(DEFAULT_LABELS_FILE)[:classes]
-    for c, synset in enumerate(synsets):
-        folder = root / "train" / synset
-        folder.mkdir(parents=True)
-        for k in range(images // classes):
-            (folder / f"{synset}_{k}.JPEG").write_bytes(pictures[(c * 7 + k) % len(pictures)])
-    (root / "labels.txt").write_text("".join(s + "\n" for s in synsets))
-    total = sum(p.stat().st_size for p in (root / "train").rglob("*.JPEG"))
-    return total
-
-
-def timed(cmd, out, cold=False):
-    """Wall seconds and peak RSS (MB, largest process) of `cmd`, after sync and with `out` cleared.
-
-    cold: also drop the page cache first (root only), so the inputs come from the disk.
-    """
-    if os.path.isdir(out):
-        shutil.rmtree(out)
-    elif os.path.exists(out):
-        os.unlink(out)
-    subprocess.run(["sync"], check=True)
-    if cold:
-        Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    probe = (
-        "import resource, subprocess, sys, time; t = time.perf_counter(); "
-        "r = subprocess.run(sys.argv[1:]); s = time.perf_counter() - t; "
-        "print(s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); sys.exit(r.returncode)"
-    )
-    result = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True)
-    if result.returncode:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    seconds, rss = result.stdout.split()[-2:]
-    return float(seconds), float(rss)
+from common import make_inputs, timed  # noqa: E402
 
 
 def bench_plan():
@@ -118,7 +70,7 @@ def main():
         "copy+sync": (["sh", "-c", f'xargs -0 cat < "{list_file}" > "{work / "copy.bin"}" && sync "{work / "copy.bin"}"'],
                       work / "copy.bin"),
         "convert": (ib + ["convert", "--train-dir", str(inputs / "train"), "--labels-file", str(inputs / "labels.txt"),
-                          "--output-dir", str(work / "out-convert"), "--train-shards", str(args.shards),
+                          "--output-dir", str(work / "out-convert"), "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards)),
                           "--workers", str(cores)], work / "out-convert"),
     }
     if not args.skip_slim:

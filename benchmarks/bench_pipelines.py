@@ -13,12 +13,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+
+from common import images_per_second, make_inputs  # noqa: E402
 
 
 def dali_rate(paths, indexes, batch_size, batches):
@@ -26,11 +27,7 @@ def dali_rate(paths, indexes, batch_size, batches):
 
     pipe = training_pipeline(paths, indexes, "cpu", batch_size, DLE_MEAN, DLE_STD)
     pipe.build()
-    pipe.run()
-    started = time.perf_counter()
-    for _ in range(batches):
-        pipe.run()
-    rate = batches * batch_size / (time.perf_counter() - started)
+    rate = images_per_second(pipe.run, batch_size, batches)
     del pipe
     return rate
 
@@ -39,11 +36,7 @@ def tfdata_rate(paths, batch_size, batches):
     from imagenet_build.tfdata import make_dataset
 
     iterator = iter(make_dataset(paths, training=True, batch_size=batch_size))
-    next(iterator)
-    started = time.perf_counter()
-    for _ in range(batches):
-        next(iterator)
-    return batches * batch_size / (time.perf_counter() - started)
+    return images_per_second(lambda: next(iterator), batch_size, batches)
 
 
 def main():
@@ -55,8 +48,6 @@ def main():
     args = parser.parse_args()
     build = Path(args.build) if args.build else None
     if build is None:
-        from bench_convert import make_inputs
-
         work = Path(tempfile.mkdtemp(prefix="ib-bench-pipe-"))
         make_inputs(work / "inputs", 2000, 20)
         build = work / "build"

@@ -8,42 +8,17 @@ Usage: python benchmarks/bench_scale.py [--images 2000] [--repeats 3]
 """
 
 import argparse
+import math
 import os
-import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_convert import make_inputs  # noqa: E402
-
-
-def start_s3():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(endpoint, timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
-                      AWS_DEFAULT_REGION="us-east-1")
-    import boto3
-
-    boto3.client("s3").create_bucket(Bucket="bench")
-    return server
+from common import make_inputs, start_s3, timed  # noqa: E402
 
 
 def main():
@@ -60,7 +35,7 @@ def main():
     server = start_s3()
     try:
         base = [sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(inputs / "train"),
-                "--labels-file", str(inputs / "labels.txt"), "--train-shards", str(args.shards), "--overwrite"]
+                "--labels-file", str(inputs / "labels.txt"), "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards)), "--overwrite"]
         commands = {
             "local": base + ["--output-dir", str(work / "scale-out")],
             "beam-direct": base + ["--output-dir", str(work / "scale-out"), "--runner", "beam"],
@@ -69,13 +44,7 @@ def main():
         runs = {name: [] for name in commands}
         for _ in range(args.repeats):
             for name, cmd in commands.items():
-                shutil.rmtree(work / "scale-out", ignore_errors=True)
-                subprocess.run(["sync"], check=True)
-                started = time.perf_counter()
-                result = subprocess.run(cmd, capture_output=True, text=True)
-                if result.returncode:
-                    raise SystemExit(result.stderr[-2000:])
-                runs[name].append(time.perf_counter() - started)
+                runs[name].append(timed(cmd, [work / "scale-out"])[0])
     finally:
         server.terminate()
     images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))

@@ -11,9 +11,12 @@ import argparse
 import glob
 import os
 import statistics
-import time
+import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import images_per_second  # noqa: E402
 
 
 def naive_dataset(files, batch_size, image_size=224):
@@ -44,11 +47,7 @@ def naive_dataset(files, batch_size, image_size=224):
 
 def rate(dataset, batch_size, batches):
     iterator = iter(dataset)
-    next(iterator)
-    started = time.perf_counter()
-    for _ in range(batches):
-        next(iterator)
-    return batches * batch_size / (time.perf_counter() - started)
+    return images_per_second(lambda: next(iterator), batch_size, batches)
 
 
 def main():

@@ -12,19 +12,19 @@ Usage: python benchmarks/bench_verify_index.py [--images 10000] [--shards 32] [-
 """
 
 import argparse
+import math
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from bench_convert import make_inputs  # noqa: E402
+from common import make_inputs, timed  # noqa: E402
 
 TF_PASS = (
     "import glob, os, sys; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
@@ -44,18 +44,6 @@ def per_shard(script, build, out, hide_tf):
     return ["sh", "-c", f'mkdir -p "{out}"; for f in "{build}"/*-of-*; do {call} "$f" "{out}/$(basename "$f").idx"; done']
 
 
-def timed(cmd, clear=None):
-    if clear:
-        shutil.rmtree(clear, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
-    started = time.perf_counter()
-    result = subprocess.run(cmd, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if result.returncode:
-        raise SystemExit(f"failed: {cmd}\n{result.stderr[-2000:]}")
-    return seconds
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=10000)
@@ -72,7 +60,7 @@ def main():
             make_inputs(inputs, args.images, 100)
         subprocess.run(ib + ["convert", "--train-dir", str(inputs / "train"), "--labels-file",
                              str(inputs / "labels.txt"), "--output-dir", str(build),
-                             "--train-shards", str(args.shards)], check=True, capture_output=True)
+                             "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards))], check=True, capture_output=True)
     shards = sorted(build.glob("*-of-*"))
     total = sum(p.stat().st_size for p in shards)
     script = shutil.which("tfrecord2idx", path=os.path.dirname(sys.executable))
@@ -89,7 +77,7 @@ def main():
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, (cmd, clear) in commands.items():
-            runs[name].append(timed(cmd, clear))
+            runs[name].append(timed(cmd, clear or ())[0])
     same = all((copy / f"{p.name}.idx").read_bytes() == (work / "idx-t2i" / f"{p.name}.idx").read_bytes()
                for p in shards)
     med = {name: statistics.median(r) for name, r in runs.items()}

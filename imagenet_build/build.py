@@ -535,13 +535,12 @@ def _still_matches(shard_path, index_path, sha256, index_sha256):
 
 def _describe_inputs(opts, split_inputs, val_labels_file):
     def sha(path):
-        return catalog_mod.file_sha256(path) if path else None
+        return storage.sha256(str(path)) if path else None
 
-    box_source = opts.bounding_box_file or opts.bbox_tar
     described = {
         "labels_file_sha256": sha(opts.labels_file or catalog_mod.DEFAULT_LABELS_FILE),
         "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
-        "bounding_box_file_sha256": storage.sha256(box_source) if box_source else None,
+        "bounding_box_file_sha256": sha(opts.bounding_box_file or opts.bbox_tar),
     }
     for s in split_inputs:
         described[s.split] = {"layout": s.layout, "images": len(s)}

@@ -5,7 +5,6 @@ the labels file (slim's convention; 0 is "background" and never used), so a
 labels file holding a subset of the 1000 synsets gives a smaller, consistent build.
 """
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,14 +34,6 @@ def _read_lines(path):
     while lines and not lines[-1].strip():
         lines.pop()
     return lines
-
-
-def file_sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def read_synset_list(path, what):

@@ -50,17 +50,13 @@ def write_index(shard_path, index_path):
     return len(entries)
 
 
-def check_index(index_path, entries, file_size):
-    """Problems [(line, offset, message)] of an index against the shard's real records.
+def check_index(raw, entries, file_size):
+    """Problems [(line, offset, message)] of an index's bytes (None: no index) against the shard's records.
 
     `entries` are the shard's [(offset, size)] as read from its own framing.
     """
-    try:
-        raw = storage.read_bytes(index_path)
-    except FileNotFoundError:
+    if raw is None:
         return [(None, None, "index file missing: DALI refuses to start without it")]
-    except OSError as e:
-        return [(None, None, f"index file unreadable: {e.strerror or e}")]
     if not raw and entries:
         return [(None, None, f"index file is empty but the shard has {len(entries)} records: "
                              "DALI silently reads none of them")]
@@ -166,8 +162,7 @@ def index_shards(inputs, index_dir=None, workers=0):
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
     shards = find_tfrecords(inputs)
-    tasks = [(p, index_path_for(p, index_dir or storage.join(p.rsplit("/", 1)[0] if storage.is_url(p)
-                                                               else os.path.dirname(p), DEFAULT_INDEX_DIR)))
+    tasks = [(p, index_path_for(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
              for p in shards]
     indexed, refused = [], []
     bar = progress_bar(len(tasks), 0, "index", "file")

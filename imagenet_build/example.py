@@ -31,6 +31,9 @@ SCHEMA = {
 }
 
 
+LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}  # Feature's oneof per type
+
+
 @functools.lru_cache(maxsize=None)
 def example_message_class():
     """The `tensorflow.Example` message class, declared on first use (convert never needs it)."""

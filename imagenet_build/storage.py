@@ -27,6 +27,10 @@ def basename(path):
     return str(path).rstrip("/").rsplit("/", 1)[-1]
 
 
+def parent(path):
+    return str(path).rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(str(path))
+
+
 def _fs(url):
     import fsspec
 

@@ -20,9 +20,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX
+from imagenet_build import storage
+from imagenet_build.dali_index import INDEX_SUFFIX
 from imagenet_build.errors import BuildError
-from imagenet_build.manifest import read_manifest
+from imagenet_build.manifest import index_dir_of, read_manifest
 from imagenet_build.workers import progress_bar
 
 DLE_MEAN = (123.68, 116.28, 103.53)
@@ -41,11 +42,11 @@ def split_files(folder, split):
         manifest = read_manifest(folder)
     except ValueError as e:
         raise BuildError(str(e)) from None
-    index_dir = folder / ((manifest or {}).get("options", {}).get("index_dir") or DEFAULT_INDEX_DIR)
+    index_dir = index_dir_of(str(folder), manifest)
     paths = sorted(p for p in folder.glob(f"{split}-*-of-*") if p.is_file())
     if not paths:
         raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
-    return manifest, [str(p) for p in paths], [str(index_dir / (p.name + INDEX_SUFFIX)) for p in paths]
+    return manifest, [str(p) for p in paths], [storage.join(index_dir, p.name + INDEX_SUFFIX) for p in paths]
 
 
 def resolve_device(device):

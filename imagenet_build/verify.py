@@ -13,13 +13,12 @@ import os
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
 from imagenet_build import storage
-from imagenet_build.dali_index import DEFAULT_INDEX_DIR, INDEX_SUFFIX, check_index
+from imagenet_build.dali_index import INDEX_SUFFIX, check_index
 from imagenet_build.errors import BuildError
-from imagenet_build.example import SCHEMA, example_message_class
-from imagenet_build.manifest import MANIFEST_NAME, read_manifest
+from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
+from imagenet_build.manifest import MANIFEST_NAME, index_dir_of, read_manifest
 from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
@@ -27,7 +26,6 @@ SHARD_NAME = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 SHOWN_PER_CHECK = 20
 IMAGENET_TOTALS = {"train": 1281167, "validation": 50000}
 IMAGENET_CLASSES = 1000
-_LIST_KIND = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}
 _SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", "image/class/label",
            "image/class/synset", "image/class/text", "image/format", "image/filename", "image/encoded"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -89,8 +87,8 @@ def check_example(payload, deep=False):
     for key, kind in SCHEMA.items():
         if key not in values:
             found.append(("example", f"missing key {key}"))
-        elif values[key][0] != _LIST_KIND[kind]:
-            found.append(("example", f"{key} is {values[key][0]}, expected {_LIST_KIND[kind]}"))
+        elif values[key][0] != LIST_FIELD[kind]:
+            found.append(("example", f"{key} is {values[key][0]}, expected {LIST_FIELD[kind]}"))
         elif key in _SINGLE and len(values[key][1]) != 1:
             found.append(("example", f"{key} holds {len(values[key][1])} values, expected 1"))
     if found:
@@ -186,12 +184,14 @@ def check_shard(shard_path, index_path, quick, deep):
             problems.add("framing", name, len(entries), e.offset, e.message)
     if not entries and "framing" not in problems.counts:
         problems.add("framing", name, None, 0, "shard holds no records")
+    try:
+        index_bytes = storage.read_bytes(index_path)
+    except FileNotFoundError:
+        index_bytes = None
     if "framing" not in problems.counts:  # an index can only be judged against sound framing
-        for line, offset, message in check_index(index_path, entries, size):
+        for line, offset, message in check_index(index_bytes, entries, size):
             problems.add("index", storage.basename(index_path), line, offset, message)
-    index_sha = None
-    if not quick and storage.exists(index_path):
-        index_sha = hashlib.sha256(storage.read_bytes(index_path)).hexdigest()
+    index_sha = hashlib.sha256(index_bytes).hexdigest() if index_bytes is not None and not quick else None
     return {
         "name": name,
         "records": len(entries),
@@ -206,15 +206,6 @@ def check_shard(shard_path, index_path, quick, deep):
 
 
 # ------------------------------------------------------------------ the folder
-
-
-def _index_dir(root, index_dir, manifest):
-    if index_dir:
-        return str(index_dir)
-    label = (manifest or {}).get("options", {}).get("index_dir")
-    if label and (storage.is_url(label) or os.path.isabs(label)):
-        return label
-    return storage.join(root, label or DEFAULT_INDEX_DIR)
 
 
 def _shard_set(root, index_dir, problems):
@@ -331,7 +322,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         manifest = None
     if manifest is None:
         notes.append("no manifest.json: shards verified structurally only")
-    index_dir = _index_dir(root, index_dir, manifest)
+    index_dir = index_dir_of(root, manifest, index_dir)
     by_split = _shard_set(root, index_dir, problems)
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:

@@ -1,6 +1,5 @@
 """Straight from the ILSVRC2012 archives: bboxes, prepare-val, convert --train-tar/--validation-tar/--bbox-tar."""
 
-import gzip
 import io
 import json
 import os

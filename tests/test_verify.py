@@ -6,7 +6,6 @@ returning the wrong number of records without a word: that is why the check exis
 
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -1,0 +1,97 @@
+"""What every benchmark here shares: generated inputs, timing whole processes, images/s of a pipeline."""
+
+import io
+import random
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def make_inputs(root, images, classes):
+    """`images` JPEGs in `classes` folders; 64 distinct pictures reused (convert never decodes them)."""
+    from PIL import Image
+
+    from imagenet_build.catalog import read_labels_file, DEFAULT_LABELS_FILE
+
+    rng = random.Random(0)
+    pictures = []
+    for _ in range(64):
+        w, h = rng.choice([(500, 375), (500, 333), (375, 500), (500, 400), (640, 480)])
+        noise = Image.frombytes("RGB", (w // 4, h // 4), rng.randbytes(w * h * 3 // 16)).resize((w, h))
+        out = io.BytesIO()
+        noise.save(out, "JPEG", quality=90)
+        pictures.append(out.getvalue())
+    synsets = read_labels_file(DEFAULT_LABELS_FILE)[:classes]
+    for c, synset in enumerate(synsets):
+        folder = root / "train" / synset
+        folder.mkdir(parents=True)
+        for k in range(images // classes):
+            (folder / f"{synset}_{k}.JPEG").write_bytes(pictures[(c * 7 + k) % len(pictures)])
+    (root / "labels.txt").write_text("".join(s + "\n" for s in synsets))
+    total = sum(p.stat().st_size for p in (root / "train").rglob("*.JPEG"))
+    return total
+
+
+def timed(cmd, clear=(), cold=False):
+    """(wall seconds, peak RSS in MB of the largest process) of `cmd` as a whole process.
+
+    The paths in `clear` are removed first, then `sync` (so one run's writeback is not paid by the
+    next); cold also drops the page cache (root only), so the inputs come from the disk.
+    """
+    for path in [clear] if isinstance(clear, (str, Path)) else clear:
+        path = Path(path)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+    subprocess.run(["sync"], check=True)
+    if cold:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    probe = (
+        "import resource, subprocess, sys, time; t = time.perf_counter(); "
+        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+        "s = time.perf_counter() - t; sys.stderr.write(r.stderr.decode()[-2000:]); "
+        "print(s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); sys.exit(r.returncode)"
+    )
+    result = subprocess.run([sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr}")
+    seconds, rss = result.stdout.split()[-2:]
+    return float(seconds), float(rss)
+
+
+def images_per_second(next_batch, batch_size, batches):
+    """Images/s of a pipeline over `batches` calls of next_batch(), after one warm-up call."""
+    next_batch()
+    started = time.perf_counter()
+    for _ in range(batches):
+        next_batch()
+    return batches * batch_size / (time.perf_counter() - started)
+
+
+def start_s3():
+    """moto's S3 server on a free loopback port, the AWS_* variables pointing at it, bucket 'bench'."""
+    import os
+    import socket
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
+                      AWS_DEFAULT_REGION="us-east-1")
+    import boto3
+
+    boto3.client("s3").create_bucket(Bucket="bench")
+    return server
