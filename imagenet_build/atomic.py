@@ -26,9 +26,14 @@ def write_atomic(path, data):
     """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
     path = Path(path)
     tmp = temp_name(path)
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        # out of space, say: the old file stays whole under its name, and no temp file is left
+        tmp.unlink(missing_ok=True)
+        raise
     fsync_dir(path.parent)

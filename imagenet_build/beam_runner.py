@@ -13,7 +13,7 @@ import shlex
 import tempfile
 
 from imagenet_build import storage
-from imagenet_build.errors import BuildError
+from imagenet_build.optional import require
 
 
 def _task(task, fn):
@@ -29,11 +29,9 @@ def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
     output's bucket, when the output is a URL); by default a local temporary folder, enough for
     the DirectRunner.
     """
-    try:
-        import apache_beam as beam
-        from apache_beam.options.pipeline_options import PipelineOptions
-    except ImportError:
-        raise BuildError("--runner beam needs Apache Beam: pip install 'imagenet-build[beam]'") from None
+    beam = require("apache_beam", "--runner beam")
+    fsspec = require("fsspec", "--runner beam")
+    from apache_beam.options.pipeline_options import PipelineOptions
     tasks = list(tasks)
     if not tasks:
         return
@@ -49,8 +47,6 @@ def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
                 | "write" >> beam.Map(_task, fn)
                 | "entries" >> beam.io.WriteToText(prefix, file_name_suffix=".jsonl")
             )
-        import fsspec
-
         fs, root = fsspec.core.url_to_fs(prefix)
         for path in sorted(fs.glob(root + "*.jsonl")):
             for line in fs.cat_file(path).decode().splitlines():

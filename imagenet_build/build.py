@@ -8,6 +8,7 @@ a rerun keeps the shards it lists whose fingerprint and sha256 still match and
 redoes the rest.
 """
 
+import contextlib
 import hashlib
 import os
 import re
@@ -23,8 +24,10 @@ from imagenet_build.atomic import fsync_dir, temp_name
 from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources, storage
 from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
-from imagenet_build.errors import BuildError, InputError
+from imagenet_build.errors import BuildError, InputError, UsageError
+from imagenet_build.lock import LOCK_NAME, FolderLock
 from imagenet_build.example import encode_example_parts
+from imagenet_build.plan import entry_identity, stat_identity
 from imagenet_build.tfrecord import frame
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
@@ -32,6 +35,8 @@ SHARD_NAME = re.compile(r"^(train|validation)-\d{5}-of-\d{5}$")
 TEMP_NAME = re.compile(r"^\..+\.\d+\.tmp$")
 BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
 LABELS_NAME = "labels.txt"  # written with --classes-from-folders: the class of each label
+INPUT_STATE = "input_state"  # a worker's figure for the manifest's inputs, not for its shard entry
+SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
@@ -57,6 +62,7 @@ class ConvertOptions:
     on_error: str = "fail"
     overwrite: bool = False
     classes_from_folders: bool = False
+    verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     runner: str = "local"  # or "beam": one Beam task per shard
     beam_options: str = ""
 
@@ -80,6 +86,7 @@ class _ShardInputs:
                                 if storage.is_url(spec.source_root) else os.open(spec.source_root, os.O_RDONLY))
         self._opened = {}  # entry number -> fd opened ahead
         self._hinted = 0  # entries [0, _hinted) announced
+        self.identities = []  # entry_identity of each input read, in order: for the shard's fingerprint
 
     def __enter__(self):
         return self
@@ -93,7 +100,7 @@ class _ShardInputs:
             self._archive_fd.close()
 
     def _path(self, entry):
-        return os.path.join(self._spec.source_root, entry.relpath)
+        return self._spec.path_of(entry)
 
     def _announce(self, upto):
         entries = self._spec.entries
@@ -113,18 +120,23 @@ class _ShardInputs:
             self._hinted += 1
 
     def read(self, number):
-        """(bytes, the name to show in errors) of entry `number`."""
+        """(bytes, the name to show in errors) of entry `number`; its identity goes to `identities`."""
         entry = self._spec.entries[number]
         self._announce(number + 1 + READ_AHEAD)
         if self._archive_fd is not None:
+            self.identities.append(entry_identity(self._spec, entry))
             where = f"{self._spec.source_root}:{entry.relpath}"
             data = read_range(self._archive_fd, entry.offset, entry.size)
             if len(data) != entry.size:
                 raise InputError(where, "archive shorter than when it was indexed")
             return data, where
         path = self._path(entry)
+        fd = self._opened.pop(number, None)
+        if fd is None:
+            self.identities.append(entry_identity(self._spec, entry))
+        else:
+            self.identities.append(stat_identity(os.fstat(fd)))
         try:
-            fd = self._opened.pop(number, None)
             with open(path if fd is None else fd, "rb") as f:
                 return f.read(), path
         except FileNotFoundError:
@@ -205,44 +217,52 @@ def write_records(name, output_dir, index_dir, payloads):
     return len(offsets), offset, digest.hexdigest(), len(index_bytes), hashlib.sha256(index_bytes).hexdigest()
 
 
+def _payloads(spec, inputs, on_error, skipped, reencoded):
+    """Each record's payload parts, in order; bad inputs raise (fail) or go to `skipped` (skip)."""
+    for number, entry in enumerate(spec.entries):
+        exit_if_orphaned()
+        try:
+            stored = images.prepare(*inputs.read(number))
+        except InputError as e:
+            if on_error == "fail":
+                raise
+            skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
+            continue
+        note = images.name_disagreement(entry.filename, stored)
+        if stored.reencoded or note:
+            reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+        synset, text = spec.classes[entry.label]
+        yield encode_example_parts(
+            encoded=stored.data,
+            filename=entry.filename,
+            height=stored.height,
+            width=stored.width,
+            label=entry.label,
+            synset=synset,
+            text=text,
+            boxes=entry.boxes,
+        )
+
+
+def codec_of(reencoded):
+    """What else a shard's bytes depend on: the encoder, when it holds re-encoded images."""
+    return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
+
+
 def write_shard(spec, dest, on_error):
     """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
     skipped, reencoded = [], []
-
-    def payloads(inputs):
-        for number, entry in enumerate(spec.entries):
-            exit_if_orphaned()
-            try:
-                stored = images.prepare(*inputs.read(number))
-            except InputError as e:
-                if on_error == "fail":
-                    raise
-                skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
-                continue
-            note = images.name_disagreement(entry.filename, stored)
-            if stored.reencoded or note:
-                reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
-            synset, text = spec.classes[entry.label]
-            yield encode_example_parts(
-                encoded=stored.data,
-                filename=entry.filename,
-                height=stored.height,
-                width=stored.width,
-                label=entry.label,
-                synset=synset,
-                text=text,
-                boxes=entry.boxes,
-            )
-
     with _ShardInputs(spec) as inputs:
+        payloads = _payloads(spec, inputs, on_error, skipped, reencoded)
         if not dest.remote:
-            figures = write_records(spec.name, dest.output, dest.index, payloads(inputs))
+            figures = write_records(spec.name, dest.output, dest.index, payloads)
         else:
             with tempfile.TemporaryDirectory(prefix="imagenet-build-") as staging:
-                figures = write_records(spec.name, staging, staging, payloads(inputs))
+                figures = write_records(spec.name, staging, staging, payloads)
                 # shard first, then its index: a listed index always has its shard
                 storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
                 storage.upload(Path(staging, spec.name + ".idx"), storage.join(dest.index, spec.name + ".idx"))
+        identities = inputs.identities
     records, size, sha, index_size, index_sha = figures
     return {
         "split": spec.split,
@@ -254,7 +274,20 @@ def write_shard(spec, dest, on_error):
         "index_sha256": index_sha,
         "skipped": skipped,
         "reencoded": reencoded,
+        "fingerprint": spec.fingerprint(on_error, codec_of(reencoded)),
+        INPUT_STATE: spec.input_state(identities),  # moved to the manifest's "inputs" by the driver
     }
+
+
+def rebuilt_sha256(spec, on_error):
+    """sha256 of the shard the inputs give now, built in memory and not written (--verify-inputs)."""
+    digest = hashlib.sha256()
+    with _ShardInputs(spec) as inputs:
+        for payload in _payloads(spec, inputs, on_error, [], []):
+            head, foot = frame(*payload)
+            for part in (head, *payload, foot):
+                digest.update(part)
+    return digest.hexdigest()
 
 
 # ---------------------------------------------------------------- the driver
@@ -292,7 +325,7 @@ def _destination(output_dir, index_dir):
     output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else str(output_dir)
     index_dir = str(index_dir).rstrip("/") if index_dir else storage.join(output_dir, DEFAULT_INDEX_DIR)
     if storage.is_url(output_dir) != storage.is_url(index_dir):
-        raise BuildError("--output-dir and --index-dir must both be local or both be URLs")
+        raise UsageError("--output-dir and --index-dir must both be local or both be URLs")
     return Destination(output_dir, index_dir)
 
 
@@ -311,12 +344,12 @@ def _layout_options(opts, index_dir_label, splits):
 def _check_output_dir(dest, planned_names, overwrite):
     """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
     output = dest.output
-    if not storage.is_url(output) and os.path.exists(output) and not os.path.isdir(output):
-        raise BuildError(f"{output}: exists and is not a folder; choose another --output-dir")
     index_name = storage.basename(dest.index)
     index_inside = storage.join(output, index_name) == dest.index
     strangers, ours = [], []
     for entry, is_dir in sorted(storage.listdir(output).items()):
+        if entry == LOCK_NAME:
+            continue  # this run's own lock
         if entry in (manifest_mod.MANIFEST_NAME, LABELS_NAME) or TEMP_NAME.match(entry):
             ours.append(storage.join(output, entry))
         elif SHARD_NAME.match(entry) and not is_dir:
@@ -325,17 +358,23 @@ def _check_output_dir(dest, planned_names, overwrite):
             continue  # an interrupted Beam run's figures: the next run replaces them
         elif not (index_inside and entry == index_name and is_dir):
             strangers.append(entry)
+    index_strangers = []
     for entry in sorted(storage.listdir(dest.index)):
+        if entry == LOCK_NAME:
+            continue
         if TEMP_NAME.match(entry) or (entry.endswith(".idx") and SHARD_NAME.match(entry[:-4])):
             ours.append(storage.join(dest.index, entry))
-        else:
+        elif index_inside:
             strangers.append(f"{index_name}/{entry}")
-    if strangers:
-        raise BuildError(
-            f"{output}: holds files that are not from imagenet-build "
-            f"({', '.join(strangers[:3])}{' ...' if len(strangers) > 3 else ''}); "
-            "choose an empty or new --output-dir"
-        )
+        else:
+            index_strangers.append(entry)
+    for folder, found, option in ((output, strangers, "--output-dir"), (dest.index, index_strangers, "--index-dir")):
+        if found:
+            raise BuildError(
+                f"{folder}: holds files that are not from imagenet-build "
+                f"({', '.join(found[:3])}{' ...' if len(found) > 3 else ''}); "
+                f"choose an empty or new {option}"
+            )
     foreign_shards = sorted(
         storage.basename(p) for p in ours if SHARD_NAME.match(storage.basename(p))
         and storage.basename(p) not in planned_names
@@ -383,7 +422,7 @@ def _load_catalog(opts):
     if not opts.classes_from_folders:
         return catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
     if opts.labels_file or opts.train_tar or opts.validation_tar:
-        raise BuildError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
+        raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
                          "not with --labels-file or the ImageNet archives")
     return catalog_mod.catalog_from_folders(opts.train_dir or opts.validation_dir, opts.metadata_file)
 
@@ -420,14 +459,14 @@ def convert(opts: ConvertOptions):
     for a, b in (("train_dir", "train_tar"), ("validation_dir", "validation_tar"),
                  ("bounding_box_file", "bbox_tar")):
         if getattr(opts, a) and getattr(opts, b):
-            raise BuildError(f"give --{a.replace('_', '-')} or --{b.replace('_', '-')}, not both")
+            raise UsageError(f"give --{a.replace('_', '-')} or --{b.replace('_', '-')}, not both")
     if not (opts.train_dir or opts.validation_dir or opts.train_tar or opts.validation_tar):
-        raise BuildError("nothing to convert: give --train-dir/--train-tar and/or --validation-dir/--validation-tar")
+        raise UsageError("nothing to convert: give --train-dir/--train-tar and/or --validation-dir/--validation-tar")
     if opts.on_error not in ("fail", "skip"):
-        raise BuildError(f"--on-error must be fail or skip, not {opts.on_error!r}")
+        raise UsageError(f"--on-error must be fail or skip, not {opts.on_error!r}")
     workers = opts.workers or os.cpu_count() or 1
     if opts.runner not in ("local", "beam"):
-        raise BuildError(f"--runner must be local or beam, not {opts.runner!r}")
+        raise UsageError(f"--runner must be local or beam, not {opts.runner!r}")
     dest = _destination(opts.output_dir, opts.index_dir)
     with Workers(workers) as pool:
         return _convert(opts, pool, dest, started)
@@ -443,17 +482,49 @@ def _convert(opts, pool, dest, started):
         plan_mod.SplitPlan(si, cat, boxes, shard_counts[si.split], opts.layout_threads) for si in split_inputs
     ]
     options = _layout_options(opts, dest.label_for_manifest(), [p.split for p in plans])
+    _refuse_output_among_inputs(opts, dest)
+    with _locked(dest):
+        return _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file)
 
+
+def _locked(dest):
+    """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(FolderLock(dest.output))
+    if storage.is_url(dest.index) or os.path.abspath(dest.index) != os.path.abspath(dest.output):
+        stack.enter_context(FolderLock(dest.index))
+    return stack
+
+
+def _refuse_output_among_inputs(opts, dest):
+    """An output inside an input folder would be read back as input by the next run: refuse it now."""
+    if dest.remote:
+        return
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{folder}: exists and is not a folder; choose another {option}")
+    inputs = [(f"--{name.replace('_', '-')}", getattr(opts, name))
+              for name in ("train_dir", "validation_dir") if getattr(opts, name)]
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if option == "--index-dir" and not opts.index_dir:
+            continue
+        where = Path(folder).resolve()
+        for input_option, input_folder in inputs:
+            root = Path(input_folder).resolve()
+            if where == root or root in where.parents:
+                raise UsageError(f"{option} {folder} is inside {input_option} {input_folder}: "
+                                 f"the next run would read the output as input; choose a {option} outside it")
+
+
+def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file):
+    """Everything that writes, under the output's lock."""
     previous = _read_previous(dest.output, opts.overwrite, options)
     _check_output_dir(dest, {n for p in plans for n in p.names}, opts.overwrite)
-    if not dest.remote:
-        for folder in (dest.output, dest.index):
-            os.makedirs(folder, exist_ok=True)
     if opts.classes_from_folders:
         labels = "".join(f"{name}\n" for name in cat.synsets).encode()
         storage.write_bytes(storage.join(dest.output, LABELS_NAME), labels)
 
-    done = _shards_to_keep(previous, plans, dest, opts.on_error, pool)
+    done = _shards_to_keep(previous, plans, dest, opts.on_error, pool, opts.verify_inputs)
     header = {
         "format": manifest_mod.FORMAT,
         "options": options,
@@ -472,12 +543,15 @@ def _convert(opts, pool, dest, started):
     kept_images = sum(sizes[name] for name in done)
     bar = progress_bar(total_images, kept_images, "convert", "img")
 
+    written = []
+
     def finished(task, entry):
-        spec = task[0]
-        entry["fingerprint"] = spec.fingerprint(opts.on_error)
         done[entry["name"]] = entry
-        bar.update(len(spec.entries))
-        if time.monotonic() - last_write[0] > MANIFEST_EVERY:
+        written.append(entry["name"])
+        bar.update(len(task[0].entries))
+        # at once after the first shard, then every few seconds: a failed last write still leaves
+        # a manifest that vouches for the shards finished until then
+        if len(written) == 1 or time.monotonic() - last_write[0] > MANIFEST_EVERY:
             save(False)
 
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if name not in done]
@@ -503,34 +577,42 @@ def _convert(opts, pool, dest, started):
     return _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
 
 
-def _shards_to_keep(previous, plans, dest, on_error, pool):
-    """{name: manifest entry} of the previous run's shards that this plan would write identically."""
+def _shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):
+    """{name: manifest entry} of the previous run's shards that this plan would write identically.
+
+    A shard is kept when its sha256 and its index's still match the files, its fingerprint
+    matches this plan, and its inputs are as they were (size and mtime of each file, see
+    entry_identity); with verify_inputs, its inputs are also read and the shard rebuilt in
+    memory to the same sha256 (then a touched but unchanged input does not count as changed).
+    """
     listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
-    if not listed:
-        return {}
-    candidates = {}
-    for p in plans:
-        for k, name in enumerate(p.names):
-            if name in listed and p.spec(k).fingerprint(on_error) == listed[name].get("fingerprint"):
-                candidates[name] = listed[name]
+    states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
+    tasks = [(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs)
+             for p in plans for k, name in enumerate(p.names) if name in listed]
     kept = {}
 
-    def keep(task, still_good):
-        if still_good:
-            name = storage.basename(task[0])
-            kept[name] = candidates[name]
+    def keep(task, state):
+        if state is not None:
+            kept[task[0].name] = dict(task[1], **{INPUT_STATE: state})
 
-    checks = [
-        (storage.join(dest.output, name), storage.join(dest.index, f"{name}.idx"), entry["sha256"],
-         entry["index_sha256"])
-        for name, entry in candidates.items()
-    ]
-    pool.run(_still_matches, checks, keep)
+    pool.run(_still_matches, tasks, keep)
     return kept
 
 
-def _still_matches(shard_path, index_path, sha256, index_sha256):
-    return storage.sha256(shard_path) == sha256 and storage.sha256(index_path) == index_sha256
+def _still_matches(spec, entry, previous_state, dest, on_error, verify_inputs):
+    """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
+    if spec.fingerprint(on_error, codec_of(entry["reencoded"])) != entry.get("fingerprint"):
+        return None
+    state = spec.input_state(spec.input_identities())
+    if not verify_inputs and state != previous_state:
+        return None
+    if storage.sha256(storage.join(dest.output, spec.name)) != entry["sha256"]:
+        return None
+    if storage.sha256(storage.join(dest.index, f"{spec.name}.idx")) != entry["index_sha256"]:
+        return None
+    if verify_inputs and rebuilt_sha256(spec, on_error) != entry["sha256"]:
+        return None
+    return state
 
 
 def _describe_inputs(opts, split_inputs, val_labels_file):
@@ -550,7 +632,9 @@ def _describe_inputs(opts, split_inputs, val_labels_file):
 
 
 def _manifest(header, plans, done, complete):
-    shards = [done[name] for p in plans for name in p.names if name in done]
+    finished = [done[name] for p in plans for name in p.names if name in done]
+    shards = [{k: v for k, v in e.items() if k != INPUT_STATE} for e in finished]
+    inputs = dict(header["inputs"], **{SHARD_INPUTS: {e["name"]: e[INPUT_STATE] for e in finished}})
     splits = {}
     for p in plans:
         entries = [done[name] for name in p.names if name in done]
@@ -568,6 +652,7 @@ def _manifest(header, plans, done, complete):
         splits[p.split] = split
     return dict(
         header,
+        inputs=inputs,
         complete=complete,
         splits=splits,
         shards=shards,

@@ -5,7 +5,6 @@ Results go to stdout (or one JSON document with --json), progress to stderr,
 and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 """
 
-import functools
 import json
 import os
 import signal
@@ -14,24 +13,46 @@ import sys
 import click
 
 
-def _reports_errors(fn):
-    """Turn BuildError (and file-system errors) into one line on stderr and an exit code."""
+def _error_line(message, as_json, exit_code):
+    """The one ending of a failed command: `error: ...` on stderr, and with --json a document on stdout."""
+    if as_json:
+        _print_json({"ok": False, "error": message, "exit_code": exit_code})
+    click.echo(f"error: {message}", err=True)
+    sys.exit(exit_code)
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+
+class _Commands(click.Group):
+    """Every verb ends here: usage mistakes in one line with exit 2, bad inputs in one line with exit 1.
+
+    With --json the same message also goes to stdout as `{"ok": false, "error": ...}`, so a
+    `verb --json > report.json` always leaves a JSON document. Never a traceback for these.
+    """
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         from imagenet_build.errors import BuildError
 
+        argv = list(sys.argv[1:] if args is None else args)
+        as_json = "--json" in argv
         try:
-            return fn(*args, **kwargs)
+            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as e:
+            if type(e).__name__ == "NoArgsIsHelpError":  # bare `imagenet-build`: the help, as click shows it
+                e.show()
+                sys.exit(e.exit_code)
+            verb = f" {e.ctx.info_name}" if e.ctx is not None and e.ctx.parent is not None else ""
+            _error_line(f"{e.format_message()} (see: imagenet-build{verb} --help)", as_json, 2)
+        except click.ClickException as e:
+            _error_line(e.format_message(), as_json, e.exit_code)
+        except click.Abort:
+            _error_line("interrupted", as_json, 1)
         except BuildError as e:
-            click.echo(f"error: {e}", err=True)
-            sys.exit(e.exit_code)
+            _error_line(str(e), as_json, e.exit_code)
         except OSError as e:
             where = f"{e.filename}: " if e.filename else ""
-            click.echo(f"error: {where}{e.strerror or e}", err=True)
-            sys.exit(1)
-
-    return wrapper
+            _error_line(f"{where}{e.strerror or e}", as_json, 1)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
 
 
 def _interrupt(signum, frame):
@@ -52,7 +73,7 @@ def _print_json(document):
     click.echo(json.dumps(document, indent=1, sort_keys=True))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="imagenet-build")
 def cli():
     """ImageNet (ILSVRC2012) to TF-slim TFRecord shards with DALI indexes.
@@ -122,7 +143,6 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--beam-options", default="", help="Beam pipeline options, e.g. '--runner DataflowRunner --project P "
               "--region R --temp_location gs://B/tmp' [default: the DirectRunner].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_reports_errors
 def convert(as_json, **options):
     """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
 
@@ -165,7 +185,6 @@ def convert(as_json, **options):
 @click.option("--expect-imagenet", is_flag=True, help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
-@_reports_errors
 def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
     """Prove the shards in FOLDER and their DALI indexes sound.
 
@@ -187,7 +206,6 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
 @click.option("--index-dir", type=existing_dir, help="Where to write the indexes. [default: dali_idx/ beside each file]")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_reports_errors
 def index(inputs, index_dir, workers, as_json):
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).
 
@@ -236,7 +254,6 @@ def _floats3(ctx, param, value):
 @click.option("--std", callback=_floats3, help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-@_reports_errors
 def trainer_check(folder, split, device, steps, batch_size, model, num_shards, mean, std, compare_tf, as_json):
     """Read FOLDER's shards back through DALI into real training steps and prove the data trains.
 
@@ -260,7 +277,6 @@ def trainer_check(folder, split, device, steps, batch_size, model, num_shards, m
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file to write (atomically). [default: stdout]")
 @click.option("--strict", is_flag=True, help="Fail on a malformed XML file instead of skipping it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout (needs -o).")
-@_reports_errors
 def bboxes(source, synsets, output, strict, as_json):
     """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
 
@@ -303,7 +319,6 @@ def bboxes(source, synsets, output, strict, as_json):
 @click.option("--move", "method", flag_value="move", help="Move into the folders.")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_reports_errors
 def prepare_val(val_dir, labels, method, dry_run, as_json):
     """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
 
@@ -337,7 +352,6 @@ def prepare_val(val_dir, labels, method, dry_run, as_json):
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--tarballs", is_flag=True, help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-@_reports_errors
 def sample(out, as_json, **options):
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
 

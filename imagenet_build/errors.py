@@ -11,6 +11,12 @@ class BuildError(Exception):
     exit_code = 1
 
 
+class UsageError(BuildError):
+    """Options that do not go together (found after parsing): exit 2, like click's own usage errors."""
+
+    exit_code = 2
+
+
 class InputError(BuildError):
     """One input file (an image, a list file) is unusable."""
 

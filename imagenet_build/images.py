@@ -161,6 +161,14 @@ def reencode(data, path, kind):
     return StoredImage(out.getvalue(), rgb.height, rgb.width, kind)
 
 
+def encoder_version():
+    """What re-encoded bytes depend on besides the pixels: Pillow's version and its JPEG library's."""
+    import PIL
+    from PIL import features
+
+    return f"Pillow {PIL.__version__}, libjpeg {features.version_codec('jpg')}"
+
+
 def name_disagreement(filename, stored):
     """A note when content and slim's name lists disagree, else "" (REFERENCE §2)."""
     listed = filename in SLIM_PNG_NAMES or filename in SLIM_CMYK_NAMES

@@ -9,6 +9,7 @@ depend on how many workers ran or whether the run was resumed.
 
 import hashlib
 import json
+import os
 import random
 from array import array
 from dataclasses import dataclass
@@ -99,16 +100,51 @@ class ShardSpec:
     source_is_archive: bool
     entries: tuple  # ImageEntry, in record order
     classes: dict  # label -> (synset, text) for the labels in this shard
+    source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
 
     @property
     def name(self):
         return shard_name(self.split, self.index, self.num_shards)
 
-    def fingerprint(self, on_error):
-        """Hash of everything the shard's bytes depend on (not where the inputs live)."""
-        head = json.dumps([FORMAT_VERSION, self.name, on_error, sorted(self.classes.items())])
+    def path_of(self, entry):
+        return os.path.join(self.source_root, entry.relpath)
+
+    def input_identities(self):
+        """What identifies each input now, without reading it (see entry_identity)."""
+        return [entry_identity(self, entry) for entry in self.entries]
+
+    def fingerprint(self, on_error, codec=""):
+        """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
+
+        `codec` is the encoder's version when the shard holds re-encoded images: another
+        Pillow or libjpeg, other bytes.
+        """
+        head = json.dumps([FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec])
         lines = "\n".join(f"{e.relpath}\t{e.label}\t{e.boxes!r}" for e in self.entries)
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
+
+    def input_state(self, identities):
+        """Hash of the inputs' state (entry_identity of each, and an archive's own size and mtime):
+        a changed input changes it, and its shard is redone."""
+        lines = "\n".join([self.source_stamp, *identities])
+        return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def stat_identity(st):
+    """A file's identity for resume: size and modification time in nanoseconds."""
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+def entry_identity(spec, entry):
+    """An input's identity as it is now: its place in the archive, or its file's size and mtime."""
+    if spec.source_is_archive:
+        return f"@{entry.offset}:{entry.size}"
+    try:
+        return stat_identity(os.stat(spec.path_of(entry)))
+    except FileNotFoundError:
+        return "absent"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
 
 
 class SplitPlan:
@@ -158,6 +194,7 @@ class SplitPlan:
             source_is_archive=source.archive,
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
+            source_stamp=source.stamp,
         )
 
     def __iter__(self):

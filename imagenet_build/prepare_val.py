@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 from imagenet_build.catalog import DEFAULT_VALIDATION_LABELS_FILE, read_validation_labels
-from imagenet_build.errors import BuildError, InputError
+from imagenet_build.errors import InputError, UsageError
 from imagenet_build.sources import VALIDATION_NAME
 
 METHODS = ("link", "copy", "move")
@@ -19,7 +19,7 @@ METHODS = ("link", "copy", "move")
 def prepare_validation(val_dir, labels_file=None, method="link", dry_run=False):
     """Place each flat validation image into `<val_dir>/<synset>/`; returns what was (or would be) done."""
     if method not in METHODS:
-        raise BuildError(f"method must be one of {', '.join(METHODS)}")
+        raise UsageError(f"method must be one of {', '.join(METHODS)}")
     val_dir = Path(val_dir)
     if not val_dir.is_dir():
         raise InputError(val_dir, "folder not found")

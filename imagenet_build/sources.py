@@ -13,7 +13,7 @@ from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagenet_build import archives
+from imagenet_build import archives, storage
 from imagenet_build.errors import InputError
 
 IMAGE_SUFFIX = ".JPEG"
@@ -41,6 +41,7 @@ class SplitInput:
     left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
     empty_classes: list = field(default_factory=list)  # synsets with no images
     notes: list = field(default_factory=list)
+    stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
 
     def __len__(self):
         return len(self.relpaths)
@@ -156,7 +157,7 @@ def scan_train_tar(archive, catalog, on_error, pool):
             raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
                                       "is it the validation archive? (swap --train-tar and --validation-tar)")
         raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
-    result = SplitInput("train", str(archive), "tar", archive=True, ignored=strangers)
+    result = SplitInput("train", str(archive), "tar", archive=True, ignored=strangers, stamp=storage.stamp(archive))
     _match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
     found = {}
     tasks = [
@@ -240,5 +241,5 @@ def scan_validation_tar(archive, catalog, validation_labels_loader, validation_l
             raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
                                       "is it the train archive? (swap --train-tar and --validation-tar)")
         raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
-    result = SplitInput("validation", str(archive), "flat-tar", archive=True)
+    result = SplitInput("validation", str(archive), "flat-tar", archive=True, stamp=storage.stamp(archive))
     return _flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)

@@ -31,10 +31,23 @@ def parent(path):
     return str(path).rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(str(path))
 
 
-def _fs(url):
-    import fsspec
+_PROTOCOL_MODULES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 
-    fs, _ = fsspec.core.url_to_fs(str(url))
+
+def _fs(url):
+    """The fsspec file system of a URL; a missing package or an unknown protocol is one BuildError line."""
+    from imagenet_build.errors import BuildError
+    from imagenet_build.optional import missing_message, require
+
+    protocol = str(url).split("://", 1)[0]
+    fsspec = require("fsspec", f"{url}: {protocol}:// paths")
+    try:
+        fs, _ = fsspec.core.url_to_fs(str(url))
+    except ImportError:
+        module = _PROTOCOL_MODULES.get(protocol, f"the fsspec implementation of {protocol}://")
+        raise BuildError(missing_message(module, f"{url}: {protocol}:// paths")) from None
+    except ValueError as e:
+        raise BuildError(f"{url}: {e}") from None
     return fs
 
 
@@ -47,6 +60,16 @@ def open_read(path, random_access=False):
 
 def size(path):
     return _fs(path).size(str(path)) if is_url(path) else os.path.getsize(path)
+
+
+def stamp(path):
+    """Size and modification time (or an object's ETag): what says a file changed, without reading it."""
+    if not is_url(path):
+        st = os.stat(path)
+        return f"{st.st_size}:{st.st_mtime_ns}"
+    info = _fs(path).info(str(path))
+    changed = info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime") or ""
+    return f"{info.get('size')}:{changed}"
 
 
 def exists(path):

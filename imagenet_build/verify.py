@@ -16,7 +16,7 @@ from collections import Counter
 
 from imagenet_build import storage
 from imagenet_build.dali_index import INDEX_SUFFIX, check_index
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
 from imagenet_build.manifest import MANIFEST_NAME, index_dir_of, read_manifest
 from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
@@ -313,7 +313,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     if not storage.is_url(root) and not os.path.isdir(root):
         raise BuildError(f"{root}: not a folder")
     if quick and deep:
-        raise BuildError("--quick and --deep exclude each other")
+        raise UsageError("--quick and --deep exclude each other")
     problems, notes = Problems(), []
     try:
         manifest = read_manifest(root)

@@ -228,9 +228,9 @@ def inner_with(data, member, content):
     return out.getvalue()
 
 
-def expect_convert_error(sample, *args, fragments):
+def expect_convert_error(sample, *args, fragments, code=1):
     result = run_cli("convert", "--output-dir", sample.parent / "out-bad", *args, *common(sample))
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     line = result.stderr.strip()
     assert line.startswith("error: ") and "\n" not in line and "Traceback" not in result.output
     for fragment in fragments:
@@ -286,4 +286,4 @@ def test_not_an_archive_and_both_sources_for_one_split(archive_copy, sample_dir)
     (archive_copy / "x.tar").write_bytes(b"\x00" * 10 + b"hello")
     expect_convert_error(archive_copy, "--train-tar", archive_copy / "x.tar", fragments=["x.tar"])
     expect_convert_error(archive_copy, "--train-tar", archive_copy / "ILSVRC2012_img_train.tar",
-                         "--train-dir", sample_dir / "train", fragments=["not both"])
+                         "--train-dir", sample_dir / "train", fragments=["not both"], code=2)

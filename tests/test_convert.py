@@ -197,7 +197,7 @@ def test_empty_train_dir(sample_dir, tmp_path):
 
 
 def test_nothing_to_convert(tmp_path):
-    expect_error(["convert", "--output-dir", tmp_path / "out"], "--train-dir")
+    expect_error(["convert", "--output-dir", tmp_path / "out"], "--train-dir", code=2)
 
 
 def test_class_folder_not_in_labels_file(sample_copy, tmp_path):

@@ -110,7 +110,7 @@ def test_class_folders_resume_and_metadata_texts(folder_dataset, tmp_path):
 def test_classes_from_folders_refuses_imagenet_only_options(folder_dataset, sample_dir, tmp_path):
     result = run_cli("convert", "--train-dir", folder_dataset, "--classes-from-folders", "--output-dir", tmp_path / "o",
                      "--labels-file", sample_dir / "labels.txt")
-    assert result.exit_code == 1 and "--classes-from-folders" in result.stderr
+    assert result.exit_code == 2 and "--classes-from-folders" in result.stderr
 
 
 # ------------------------------------------------------------------ arrays

@@ -1,0 +1,142 @@
+"""One writer per folder: an exclusive lock held for as long as a command writes there.
+
+Two `convert`s into one folder would otherwise interleave their shards (a folder
+holding `train-*-of-00064` and `train-*-of-00128`, which a glob reads as one
+dataset) or delete each other's temporary files. Every command that writes a
+folder (convert: the output and index folders; index: each index folder;
+prepare-val: the validation folder) holds its lock; a second one is refused
+with one line naming the holder.
+
+Local folders: `flock` on `<folder>/.imagenet-build.lock`; the kernel releases it
+when the holder dies, even by kill -9, so a stale file never blocks a rerun.
+Object stores have no locks: a lock object with the owner's host, pid and start
+time is written and read back (two writers starting within the same moment can
+both succeed; the read-back narrows that window to one round trip), and a lock
+left by a dead process on this host is taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import sys
+import time
+from types import TracebackType
+
+from imagenet_build import storage
+from imagenet_build.errors import BuildError
+
+LOCK_NAME = ".imagenet-build.lock"
+
+
+def _describe(holder: dict) -> str:
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(holder.get("time", 0)))
+    command = holder.get("command") or "imagenet-build"
+    return f"{command!r}, pid {holder.get('pid', '?')} on {holder.get('host', '?')}, since {since}"
+
+
+def _parse(raw: bytes) -> dict:
+    try:
+        holder = json.loads(raw.decode("utf-8"))
+    except ValueError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class FolderLock:
+    """`with FolderLock(folder):` — the folder (created if need be) is ours until the block ends."""
+
+    def __init__(self, folder: str, command: str = "") -> None:
+        self.folder = str(folder)
+        self.path = storage.join(self.folder, LOCK_NAME)
+        self.command = command or "imagenet-build " + " ".join(sys.argv[1:2])
+        self._fd: int | None = None
+        self._token = ""
+
+    def _holder(self) -> dict:
+        return {"host": socket.gethostname(), "pid": os.getpid(), "time": int(time.time()),
+                "command": self.command, "token": self._token}
+
+    def __enter__(self) -> FolderLock:
+        if storage.is_url(self.folder):
+            self._lock_object()
+        else:
+            self._lock_file()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.release()
+
+    def _refuse(self, holder: dict, hint: str) -> BuildError:
+        return BuildError(f"{self.folder}: in use by another imagenet-build ({_describe(holder)}); {hint}")
+
+    def _lock_file(self) -> None:
+        import fcntl
+
+        os.makedirs(self.folder, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _parse(os.pread(fd, 4096, 0))
+                os.close(fd)
+                raise self._refuse(holder, "wait for it to finish, or stop it") from None
+            try:  # the file may have been removed (and made anew) by a holder releasing it meanwhile
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(self._holder()).encode(), 0)
+        self._fd = fd
+
+    def _lock_object(self) -> None:
+        try:
+            holder = _parse(storage.read_bytes(self.path))
+        except FileNotFoundError:
+            holder = None
+        if holder is not None:
+            stale = holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid"))
+            if not stale:
+                raise self._refuse(holder, f"if that run is gone, delete {self.path}")
+        self._token = secrets.token_hex(8)
+        storage.write_bytes(self.path, json.dumps(self._holder()).encode())
+        won = _parse(storage.read_bytes(self.path))
+        if won.get("token") != self._token:
+            self._token = ""
+            raise self._refuse(won, "wait for it to finish, or stop it")
+
+    def release(self) -> None:
+        """Remove the lock file first, then unlock: a waiter holding the old file sees it is gone."""
+        if self._fd is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+            os.close(self._fd)
+            self._fd = None
+        elif self._token:
+            try:
+                if _parse(storage.read_bytes(self.path)).get("token") == self._token:
+                    storage.remove(self.path)
+            except FileNotFoundError:
+                pass
+            self._token = ""
