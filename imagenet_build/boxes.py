@@ -12,6 +12,9 @@ from array import array
 from imagenet_build.errors import InputError
 
 
+BOX_BYTES = 4 * 8  # one packed box: four float64
+
+
 def unpack_boxes(packed):
     """((xmin, ymin, xmax, ymax), ...) from the packed form read_box_csv keeps."""
     values = array("d", packed)
@@ -21,7 +24,7 @@ def unpack_boxes(packed):
 def read_box_csv(path):
     """{filename: packed boxes} from slim's CSV file (see parse_box_lines)."""
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8-sig") as f:
             return parse_box_lines(f, path)
     except FileNotFoundError:
         raise InputError(path, "bounding-box file not found") from None
@@ -53,6 +56,9 @@ def parse_box_lines(lines, path):
             raise InputError(path, f"line {number}: not a number in {line!r}") from None
         if not all(math.isfinite(v) and 0.0 <= v <= 1.0 for v in box):
             raise InputError(path, f"line {number}: box values must be normalised to [0, 1], got {line!r}")
+        if box[0] > box[2] or box[1] > box[3]:
+            raise InputError(path, f"line {number}: xmin > xmax or ymin > ymax in {line!r} "
+                                   "(columns: <image>,xmin,ymin,xmax,ymax)")
         boxes.setdefault(parts[0], array("d")).extend(box)
     for name in boxes:  # in place, so the arrays go one by one
         boxes[name] = boxes[name].tobytes()

@@ -22,7 +22,7 @@ from imagenet_build import catalog as catalog_mod
 from imagenet_build.archives import read_range
 from imagenet_build.atomic import fsync_dir, temp_name
 from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources, storage
-from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
+from imagenet_build.boxes import BOX_BYTES, boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
 from imagenet_build.errors import BuildError, InputError, UsageError
 from imagenet_build.lock import LOCK_NAME, FolderLock
@@ -484,7 +484,7 @@ def _convert(opts, pool, dest, started):
     options = _layout_options(opts, dest.label_for_manifest(), [p.split for p in plans])
     _refuse_output_among_inputs(opts, dest)
     with _locked(dest):
-        return _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file)
+        return _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes)
 
 
 def _locked(dest):
@@ -516,7 +516,7 @@ def _refuse_output_among_inputs(opts, dest):
                                  f"the next run would read the output as input; choose a {option} outside it")
 
 
-def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file):
+def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes):
     """Everything that writes, under the output's lock."""
     previous = _read_previous(dest.output, opts.overwrite, options)
     _check_output_dir(dest, {n for p in plans for n in p.names}, opts.overwrite)
@@ -574,7 +574,23 @@ def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_lab
         bar.close()
     save(True)
     seconds = time.monotonic() - started
-    return _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
+    summary = _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
+    if boxes:
+        summary["boxes"] = _box_figures(boxes, split_inputs)
+    return summary
+
+
+def _box_figures(boxes, split_inputs):
+    """How many images of the build got boxes, and how many box rows named no image of it."""
+    rows = sum(len(packed) // BOX_BYTES for packed in boxes.values())
+    images_with_boxes = matched_rows = 0
+    for split_input in split_inputs:
+        for relpath in split_input.relpaths:
+            packed = boxes.get(relpath.rsplit("/", 1)[-1])
+            if packed:
+                images_with_boxes += 1
+                matched_rows += len(packed) // BOX_BYTES
+    return {"rows": rows, "images_with_boxes": images_with_boxes, "rows_naming_no_image": rows - matched_rows}
 
 
 def _shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):

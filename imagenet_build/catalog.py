@@ -21,7 +21,7 @@ def _read_lines(path):
     """Lines of a UTF-8 text file without their line ends; trailing blank lines dropped."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a BOM some editors write is not part of line 1
     except FileNotFoundError:
         raise InputError(path, "file not found") from None
     except IsADirectoryError:

@@ -132,6 +132,9 @@ existing_file = click.Path(dir_okay=False)
     help="fail: stop at the first bad input; skip: leave it out and list it in the manifest.",
 )
 @click.option("--overwrite", is_flag=True, help="Replace a previous build in OUTPUT_DIR instead of resuming it.")
+@click.option("--verify-inputs", is_flag=True,
+              help="On a rerun, re-read the inputs of every shard kept from before and rebuild it in memory: "
+              "kept only if the bytes are the same (by default a rerun trusts each input's size and mtime).")
 @click.option(
     "--classes-from-folders",
     is_flag=True,
@@ -172,6 +175,10 @@ def convert(as_json, **options):
             click.echo(f"note: {r['file']}: {r['note']}")
     for s in summary["skipped"]:
         click.echo(f"skipped: {s['file']}: {s['reason']}")
+    if "boxes" in summary:
+        b = summary["boxes"]
+        click.echo(f"boxes: {b['images_with_boxes']} images got boxes from {b['rows']} box rows; "
+                   f"{b['rows_naming_no_image']} rows named no image of this build")
     for note in summary["notes"]:
         click.echo(f"note: {note}")
     click.echo(f"manifest: {summary['manifest']}")

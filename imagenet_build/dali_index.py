@@ -6,6 +6,7 @@ short, duplicated or half-parsed index without a word and trains on fewer (or
 repeated) records.
 """
 
+import contextlib
 import os
 import re
 import time
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
+from imagenet_build.lock import FolderLock
 from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.workers import Workers, progress_bar
 
@@ -37,6 +39,8 @@ def index_path_for(shard_path, index_dir):
 def record_entries(shard_path):
     """[(offset, size)] of a TFRecord file (or object) from its headers alone; FramingError where it breaks."""
     size = storage.size(shard_path)
+    if size == 0:
+        raise FramingError(0, "empty file (0 bytes): not a TFRecord file")
     with storage.open_read(shard_path, random_access=True) as f:
         return [(offset, OVERHEAD + length) for offset, length in scan_lengths(f, size)]
 
@@ -176,8 +180,11 @@ def index_shards(inputs, index_dir=None, workers=0):
         bar.update(1)
 
     try:
-        with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
-            pool.run(_index_one, tasks, done)
+        with contextlib.ExitStack() as locks:
+            for folder in sorted({storage.parent(index_path) for _, index_path in tasks}):
+                locks.enter_context(FolderLock(folder))
+            with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
+                pool.run(_index_one, tasks, done)
     finally:
         bar.close()
     indexed.sort(key=lambda r: r["file"])

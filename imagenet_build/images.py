@@ -115,19 +115,58 @@ def _jpeg_kind(header):
     return f"JPEG with {header.components} components"
 
 
+def bomb_pixels():
+    """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this."""
+    from PIL import Image
+
+    return 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
+
+
+def size_problem(header, scan_bytes):
+    """Why a JPEG's header size cannot be believed, or "".
+
+    Two rules: more pixels than Pillow's decompression-bomb limit; or less entropy-coded
+    data than 1 bit per 8 blocks of 8x8 pixels. Every Huffman-coded block costs at least
+    about 1 bit (a flat 4000x4000 image saved by Pillow, optimised: 2 bits a block), so
+    such a file's header lies (65500x65500 over 66x113 pixels of data, say) and a reader
+    would ask the decoder for gigabytes. Arithmetic-coded JPEGs are re-encoded, not judged here.
+    """
+    pixels = header.width * header.height
+    limit = bomb_pixels()
+    if limit and pixels > limit:
+        return (f"header claims {header.width}x{header.height} = {pixels:,} pixels, beyond Pillow's "
+                f"decompression-bomb limit of {limit:,}")
+    blocks = -(-header.width // 8) * -(-header.height // 8)
+    if header.sof in _STORABLE_SOF and scan_bytes * 64 < blocks:
+        return (f"header claims {header.width}x{header.height} but the image data is {scan_bytes:,} bytes, "
+                "under 1 bit per 8 blocks of 8x8 pixels (rule: the header lies, a decompression bomb or "
+                "a corrupt size)")
+    return ""
+
+
+def jpeg_facts(data):
+    """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
+    header, scan = parse_jpeg_header(data)
+    # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
+    # end is the end-of-image marker; searching backwards finds it at once.
+    end = data.rfind(b"\xff\xd9", scan)
+    return header, (end - scan if end >= 0 else -1)
+
+
 def prepare(data, path):
     """The bytes to store for one input file, with their size. Raises InputError."""
     if not data:
         raise InputError(path, "empty file (0 bytes)")
     if data[:2] == b"\xff\xd8":
         try:
-            header, scan = parse_jpeg_header(data)
+            header, scan_bytes = jpeg_facts(data)
         except ValueError as e:
             raise InputError(path, f"broken JPEG: {e}") from None
-        # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
-        # end is the end-of-image marker; searching backwards finds it at once.
-        if data.rfind(b"\xff\xd9", scan) < 0:
+        if scan_bytes < 0:
             raise InputError(path, "truncated JPEG: no end-of-image marker after the image data")
+        problem = size_problem(header, scan_bytes)
+        if problem:
+            raise InputError(path, problem)
         if _is_storable(header):
             return StoredImage(data, header.height, header.width, "")
         return reencode(data, path, _jpeg_kind(header))

@@ -66,6 +66,7 @@ class FolderLock:
         self.command = command or "imagenet-build " + " ".join(sys.argv[1:2])
         self._fd: int | None = None
         self._token = ""
+        self._created = False  # made the folder: removed again if the command left it empty
 
     def _holder(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "time": int(time.time()),
@@ -88,6 +89,7 @@ class FolderLock:
     def _lock_file(self) -> None:
         import fcntl
 
+        self._created = not os.path.isdir(self.folder)
         os.makedirs(self.folder, exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -133,6 +135,11 @@ class FolderLock:
                 pass
             os.close(self._fd)
             self._fd = None
+            if self._created:
+                try:
+                    os.rmdir(self.folder)
+                except OSError:
+                    pass  # not empty: the command wrote there
         elif self._token:
             try:
                 if _parse(storage.read_bytes(self.path)).get("token") == self._token:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from imagenet_build.catalog import DEFAULT_VALIDATION_LABELS_FILE, read_validation_labels
 from imagenet_build.errors import InputError, UsageError
+from imagenet_build.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
 
 METHODS = ("link", "copy", "move")
@@ -25,6 +26,13 @@ def prepare_validation(val_dir, labels_file=None, method="link", dry_run=False):
         raise InputError(val_dir, "folder not found")
     labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
     labels = read_validation_labels(labels_file)
+    if dry_run:
+        return _place(val_dir, labels, method, dry_run)
+    with FolderLock(val_dir):
+        return _place(val_dir, labels, method, dry_run)
+
+
+def _place(val_dir, labels, method, dry_run):
     done = {"placed": 0, "already_in_place": 0, "conflicts": [], "no_label": [], "method": method,
             "dry_run": dry_run}
     names = sorted(n for n in os.listdir(val_dir) if VALIDATION_NAME.match(n) and (val_dir / n).is_file())

@@ -105,8 +105,12 @@ def _match_classes(result, root, present, catalog, on_error, kind):
     result.empty_classes.extend(missing)
 
 
-def _add_class(result, synset, label, names, any_image=False):
-    """Add one class's images (names sorted, with an optional byte range); others are ignored."""
+def _add_class(result, synset, label, names, on_error, kind, any_image=False):
+    """Add one class's images (names sorted, with an optional byte range); others are ignored.
+
+    A class with no images at all would silently train without that class: an error under
+    --on-error fail, left out and listed under skip.
+    """
     found = False
     for name, where in sorted(names, key=lambda item: item[0]):
         if _is_image_name(name, any_image):
@@ -115,7 +119,12 @@ def _add_class(result, synset, label, names, any_image=False):
         else:
             result.ignored.append(f"{synset}/{name}")
     if not found:
-        result.empty_classes.append(synset)
+        wanted = "images (*.jpg, *.jpeg, *.png)" if any_image else f"*{IMAGE_SUFFIX} images"
+        problem = f"{kind} holds no {wanted}: that class would have no {result.split} records"
+        if on_error == "fail":
+            raise InputError(f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}",
+                             problem + "; add its images, or --on-error skip to build without it")
+        result.left_out.append((f"{synset}/", problem))
 
 
 def _require_images(result, root, catalog):
@@ -137,7 +146,7 @@ def scan_class_folders(split, root, catalog, on_error, any_image=False):
         if synset in present:
             subfolders, names = _scan(root / synset)
             result.ignored.extend(f"{synset}/{n}/" for n in subfolders)
-            _add_class(result, synset, label, [(n, None) for n in names], any_image)
+            _add_class(result, synset, label, [(n, None) for n in names], on_error, "class folder", any_image)
     _require_images(result, root, catalog)
     return result
 
@@ -168,7 +177,7 @@ def scan_train_tar(archive, catalog, on_error, pool):
         if synset in inner:
             listed = found[inner[synset][0]]
             _add_class(result, synset, label,
-                       [(_basename(n), (o, s)) for n, o, s, is_file in listed if is_file])
+                       [(_basename(n), (o, s)) for n, o, s, is_file in listed if is_file], on_error, "class archive")
     _require_images(result, archive, catalog)
     return result
 

@@ -24,6 +24,7 @@ from imagenet_build import storage
 from imagenet_build.dali_index import INDEX_SUFFIX
 from imagenet_build.errors import BuildError
 from imagenet_build.manifest import index_dir_of, read_manifest
+from imagenet_build.optional import require
 from imagenet_build.workers import progress_bar
 
 DLE_MEAN = (123.68, 116.28, 103.53)
@@ -312,10 +313,44 @@ def _dali_dataset(pipe, device, batch_size):
         )
 
 
-def trainer_check(folder, split="train", device="auto", steps=None, batch_size=None, model=None, num_shards=1,
-                  mean=DLE_MEAN, std=DLE_STD, compare_tf=False, progress=True):
-    """Run every check; returns the report dict (ok, checks, images_per_second, loss, ...)."""
+def _require_dali_and_tf():
+    """DALI, TensorFlow and DALI's TF plugin, or one BuildError saying which to install."""
+    require("nvidia.dali", "trainer-check")
+    require("tensorflow", "trainer-check")
+    try:
+        require("nvidia.dali.plugin.tf", "trainer-check")
+    except BuildError:
+        raise
+    except Exception as e:  # the plugin is built against one TensorFlow: another one fails to load it
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise BuildError(f"trainer-check: DALI's TensorFlow plugin does not load ({first}); reinstall it: "
+                         "pip install --no-build-isolation --force-reinstall nvidia-dali-tf-plugin-cuda120") from None
+
+
+def _dali_failure(error):
+    """DALI's error text (a RuntimeError with a C++ trace) cut to its one telling line."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    telling = [line for line in lines if "rror" in line and "Stacktrace" not in line] or lines or [repr(error)]
+    return telling[0][:300]
+
+
+def trainer_check(folder, split="train", device="auto", **options):
+    """Run every check; returns the report dict (ok, checks, images_per_second, loss, ...).
+
+    DALI reports bad data it reaches (an index entry off by a byte, a truncated record) as a
+    RuntimeError mid-run: that becomes one BuildError line naming the folder and what DALI said.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    _require_dali_and_tf()
+    try:
+        return _trainer_check(folder, split, device, **options)
+    except RuntimeError as e:
+        raise BuildError(f"{folder}: DALI failed reading the {split} shards: {_dali_failure(e)}; "
+                         f"run imagenet-build verify {folder}") from None
+
+
+def _trainer_check(folder, split="train", device="auto", steps=None, batch_size=None, model=None, num_shards=1,
+                   mean=DLE_MEAN, std=DLE_STD, compare_tf=False, progress=True):
     started = time.monotonic()
     manifest, paths, indexes = split_files(folder, split)
     missing = [i for i in indexes if not os.path.exists(i)]

@@ -17,7 +17,9 @@ from collections import Counter
 from imagenet_build import storage
 from imagenet_build.dali_index import INDEX_SUFFIX, check_index
 from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.images import jpeg_facts, size_problem
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
+from imagenet_build.lock import LOCK_NAME
 from imagenet_build.manifest import MANIFEST_NAME, index_dir_of, read_manifest
 from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
@@ -114,6 +116,8 @@ def check_example(payload, deep=False):
     encoded = one("image/encoded")
     if encoded[:2] != b"\xff\xd8" and not (one("image/format") == b"PNG" and encoded[:8] == PNG_MAGIC):
         found.append(("example", f"image/encoded is not a {one('image/format').decode(errors='replace')} image"))
+    elif encoded[:2] == b"\xff\xd8":
+        found.extend(_check_jpeg_header(encoded, height, width))
     boxes = [values[k][1] for k in _BOX_COORDS]
     box_labels = values["image/object/bbox/label"][1]
     if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
@@ -122,9 +126,26 @@ def check_example(payload, deep=False):
         found.append(("example", "bbox value outside [0, 1]"))
     elif any(v != label for v in box_labels):
         found.append(("example", "bbox/label differs from the class label"))
+    elif any(xmin > xmax or ymin > ymax for xmin, ymin, xmax, ymax in zip(*boxes)):
+        found.append(("example", "bbox with xmin > xmax or ymin > ymax"))
     if deep:
         found.extend(_check_decodes(encoded, height, width))
     return label, synset, found
+
+
+def _check_jpeg_header(encoded, height, width):
+    """The stored JPEG's header against the record, and convert's rule for headers that lie."""
+    try:
+        header, scan_bytes = jpeg_facts(encoded)
+    except ValueError as e:
+        return [("example", f"image/encoded is a broken JPEG: {e}")]
+    found = []
+    if (header.height, header.width) != (height, width):
+        found.append(("example", f"JPEG header says {header.width}x{header.height}, record says {width}x{height}"))
+    problem = size_problem(header, scan_bytes) if scan_bytes >= 0 else "JPEG without an end-of-image marker"
+    if problem:
+        found.append(("example", problem))
+    return found
 
 
 def _check_decodes(encoded, height, width):
@@ -217,7 +238,8 @@ def _shard_set(root, index_dir, problems):
         if match and not is_dir:
             shards.setdefault(match["split"], []).append(
                 (int(match["index"]), int(match["count"]), storage.join(root, entry)))
-        elif entry in (MANIFEST_NAME, "labels.txt") or (is_dir and index_inside and entry == storage.basename(index_dir)):
+        elif entry in (MANIFEST_NAME, "labels.txt", LOCK_NAME) or (
+                is_dir and index_inside and entry == storage.basename(index_dir)):
             continue
         else:
             problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")

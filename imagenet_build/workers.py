@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 
@@ -17,11 +18,43 @@ from imagenet_build.errors import BuildError
 _parent_pid = None
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+ORPHAN_POLL = 1.0  # seconds between a watchdog's looks at the parent, where the kernel cannot tell
+
+
+def _die_with_parent(parent_pid):
+    """Make this worker end when its parent does, even idle in the pool's queue.
+
+    A worker of a parent killed by kill -9 holds both ends of the pool's pipes, so it never
+    sees EOF and would sleep forever. On Linux the kernel sends SIGKILL on the parent's death
+    (prctl PR_SET_PDEATHSIG); elsewhere a daemon thread checks the parent every second.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:  # the parent died before the request was made
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass  # no usable libc: fall back to the watchdog
+
+    def watch():
+        while True:
+            time.sleep(ORPHAN_POLL)
+            exit_if_orphaned()
+
+    threading.Thread(target=watch, name="orphan-watchdog", daemon=True).start()
+
+
 def _init_worker(parent_pid):
-    """Workers ignore Ctrl-C (the parent stops them) and quit if the parent is killed."""
+    """Workers ignore Ctrl-C (the parent stops them) and end when the parent dies."""
     global _parent_pid
     _parent_pid = parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
 
 
 def exit_if_orphaned():
