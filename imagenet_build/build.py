@@ -19,14 +19,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from imagenet_build import catalog as catalog_mod
+from imagenet_build import images, sources, storage
+from imagenet_build import manifest as manifest_mod
+from imagenet_build import plan as plan_mod
 from imagenet_build.archives import read_range
 from imagenet_build.atomic import fsync_dir, temp_name
-from imagenet_build import images, manifest as manifest_mod, plan as plan_mod, sources, storage
-from imagenet_build.boxes import BOX_BYTES, boxes_to_csv_lines, parse_box_lines, read_box_csv
+from imagenet_build.boxes import (
+    BOX_BYTES,
+    boxes_to_csv_lines,
+    parse_box_lines,
+    read_box_csv,
+)
 from imagenet_build.dali_index import DEFAULT_INDEX_DIR, index_text
 from imagenet_build.errors import BuildError, InputError, UsageError
-from imagenet_build.lock import LOCK_NAME, FolderLock
 from imagenet_build.example import encode_example_parts
+from imagenet_build.lock import LOCK_NAME, FolderLock
 from imagenet_build.plan import entry_identity, stat_identity
 from imagenet_build.tfrecord import frame
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar

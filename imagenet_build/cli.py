@@ -229,9 +229,9 @@ def index(inputs, index_dir, workers, as_json):
         _print_json(result)
     else:
         click.echo(f"indexed {len(result['indexed'])} file(s), {result['records']} records, in {result['seconds']:.1f} s")
-        for r in result["refused"]:
-            where = f" at byte {r['offset']}" if r["offset"] is not None else ""
-            click.echo(f"refused: {r['file']}{where}: {r['message']}; no index written", err=True)
+    for r in result["refused"]:
+        where = f" at byte {r['offset']}" if r["offset"] is not None else ""
+        click.echo(f"refused: {r['file']}{where}: {r['message']}; no index written", err=True)
     sys.exit(0 if result["ok"] else 1)
 
 

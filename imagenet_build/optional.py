@@ -7,7 +7,11 @@ ModuleNotFoundError traceback.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import os
+import sys
+from collections.abc import Iterator
 from types import ModuleType
 
 from imagenet_build.errors import BuildError
@@ -44,9 +48,31 @@ def missing_message(module: str, purpose: str) -> str:
     return f"{purpose} needs {name}, which is not installed: {how}"
 
 
-def require(module: str, purpose: str) -> ModuleType:
-    """Import `module`, or raise one BuildError line saying which extra brings it."""
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Silence file descriptor 2 itself: TensorFlow's C++ logging writes there on import,
+    before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def require(module: str, purpose: str, quiet: bool = False) -> ModuleType:
+    """Import `module`, or raise one BuildError line saying which extra brings it.
+
+    quiet: keep the module's native start-up chatter off stderr (errors still come as exceptions).
+    """
+    try:
+        if quiet and module not in sys.modules:
+            with _native_stderr_silenced():
+                return importlib.import_module(module)
         return importlib.import_module(module)
     except ImportError as e:
         raise BuildError(missing_message(module, purpose)) from e

@@ -9,7 +9,10 @@ import os
 import shutil
 from pathlib import Path
 
-from imagenet_build.catalog import DEFAULT_VALIDATION_LABELS_FILE, read_validation_labels
+from imagenet_build.catalog import (
+    DEFAULT_VALIDATION_LABELS_FILE,
+    read_validation_labels,
+)
 from imagenet_build.errors import InputError, UsageError
 from imagenet_build.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME

@@ -316,9 +316,9 @@ def _dali_dataset(pipe, device, batch_size):
 def _require_dali_and_tf():
     """DALI, TensorFlow and DALI's TF plugin, or one BuildError saying which to install."""
     require("nvidia.dali", "trainer-check")
-    require("tensorflow", "trainer-check")
+    require("tensorflow", "trainer-check", quiet=True)
     try:
-        require("nvidia.dali.plugin.tf", "trainer-check")
+        require("nvidia.dali.plugin.tf", "trainer-check", quiet=True)
     except BuildError:
         raise
     except Exception as e:  # the plugin is built against one TensorFlow: another one fails to load it

@@ -17,8 +17,8 @@ from collections import Counter
 from imagenet_build import storage
 from imagenet_build.dali_index import INDEX_SUFFIX, check_index
 from imagenet_build.errors import BuildError, UsageError
-from imagenet_build.images import jpeg_facts, size_problem
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
+from imagenet_build.images import jpeg_facts, size_problem
 from imagenet_build.lock import LOCK_NAME
 from imagenet_build.manifest import MANIFEST_NAME, index_dir_of, read_manifest
 from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths

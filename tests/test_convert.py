@@ -9,8 +9,15 @@ import sys
 import time
 
 import pytest
+from conftest import (
+    children_of,
+    run_cli,
+    run_process,
+    sample_args,
+    tree_digest,
+    wait_until_gone,
+)
 
-from conftest import run_cli, run_process, sample_args, tree_digest
 from imagenet_build.sample import make_sample
 
 
@@ -138,11 +145,13 @@ def test_kill_9_at_any_moment_then_rerun_gives_the_same_bytes(larger_sample, tmp
             break
         time.sleep(0.002)
     assert proc.poll() is None, "the build ended before it could be killed: make the sample larger"
+    workers = children_of(proc.pid)
     if whole_group:
         os.killpg(proc.pid, signal.SIGKILL)  # main process and workers at once
     else:
         os.kill(proc.pid, signal.SIGKILL)  # orphaned workers must notice and stop
     proc.wait()
+    assert workers and wait_until_gone(workers) == []  # no process of the killed run lives on
     assert run_process(*larger_args(larger_sample, out)).returncode == 0
     assert tree_digest(out) == tree_digest(reference)
     assert not list(out.rglob(".*.tmp"))
