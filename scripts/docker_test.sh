@@ -55,7 +55,7 @@ else
   echo "note: Docker Hub cannot be reached; building a STAND-IN for $BASE from Debian packages"
   "$ROOT/docker/standin-base.sh" "$BASE"
 fi
-standin=$(docker image inspect -f '{{index .Config.Labels "imagenet-build.stand-in"}}' "$BASE")
+standin=$(docker image inspect -f '{{json .Config.Labels}}' "$BASE" | sed -n 's/.*"imagenet-build.stand-in":"\([^"]*\)".*/\1/p')
 [ -z "$standin" ] || echo "STAND-IN base, not the official image: $standin"
 
 step "sample archives and the host's reference build"
