@@ -36,7 +36,8 @@ BBOX="$ARCHIVES/ILSVRC2012_bbox_train_v2.tar.gz"
 
 mkdir -p "$OUT"
 LOG="$OUT/build.log"
-exec > >(tee -a "$LOG") 2>&1
+# tee ignores Ctrl-C (and docker stop), so the build's last words still reach the terminal and the log
+exec > >(trap "" INT TERM; exec tee -a "$LOG") 2>&1
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') build_imagenet.sh $ARCHIVES $OUT $*"
 
 size_of() { stat -c %s "$1" 2>/dev/null || stat -f %z "$1"; }
