@@ -217,6 +217,9 @@ def write_records(name, output_dir, index_dir, payloads):
         fsync_dir(shard_path.parent)
         if index_path.parent != shard_path.parent:
             fsync_dir(index_path.parent)
+    except OSError as e:  # a full disk, a quota: say where, and that nothing is lost
+        raise BuildError(f"{output_dir}: {e.strerror or e} while writing {name}; free space, then run the "
+                         "same command again to resume") from None
     finally:
         for tmp in (shard_tmp, index_tmp):
             if tmp.exists():
