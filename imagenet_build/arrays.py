@@ -11,11 +11,12 @@ from array import array
 from pathlib import Path
 
 from imagenet_build import manifest as manifest_mod
-from imagenet_build.build import write_records
-from imagenet_build.dali_index import DEFAULT_INDEX_DIR
+from imagenet_build.atomic import write_atomic
 from imagenet_build.errors import BuildError
 from imagenet_build.example import encode_example_parts
-from imagenet_build.plan import shard_name, shard_ranges, shuffled_order
+from imagenet_build.naming import DEFAULT_INDEX_DIR, LABELS_NAME, shard_name
+from imagenet_build.plan import shard_ranges, shuffled_order
+from imagenet_build.writer import shard_entry, write_records
 
 
 def _encode(pixels, lossless, quality):
@@ -79,9 +80,7 @@ def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, cla
     shards = []
     for k, (begin, end) in enumerate(ranges):
         name = shard_name(split, k, num_shards)
-        records, size, sha, index_size, index_sha = write_records(name, output_dir, index_dir, payloads(begin, end))
-        shards.append({"split": split, "name": name, "records": records, "bytes": size, "sha256": sha,
-                       "index_bytes": index_size, "index_sha256": index_sha, "skipped": [], "reencoded": []})
+        shards.append(shard_entry(split, name, write_records(name, output_dir, index_dir, payloads(begin, end))))
     counts = array("Q", [0] * num_classes)
     for label in labels:
         counts[int(label)] += 1
@@ -115,5 +114,5 @@ def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, cla
                    "skipped": 0, "reencoded": 0},
     }
     manifest_mod.write_manifest(output_dir, manifest)
-    (output_dir / "labels.txt").write_text("".join(f"{n}\n" for n in names))
+    write_atomic(output_dir / LABELS_NAME, "".join(f"{n}\n" for n in names).encode())
     return json.loads(json.dumps(manifest))

@@ -7,11 +7,7 @@ one, never a part.
 import os
 from pathlib import Path
 
-
-def temp_name(path):
-    """A hidden temporary name beside `path`, unique to this process."""
-    path = Path(path)
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+from imagenet_build.naming import temp_name
 
 
 def fsync_dir(path):

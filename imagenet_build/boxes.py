@@ -11,7 +11,6 @@ from array import array
 
 from imagenet_build.errors import InputError
 
-
 BOX_BYTES = 4 * 8  # one packed box: four float64
 
 

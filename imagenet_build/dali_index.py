@@ -15,11 +15,10 @@ from pathlib import Path
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
 from imagenet_build.lock import FolderLock
+from imagenet_build.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
 from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.workers import Workers, progress_bar
 
-INDEX_SUFFIX = ".idx"
-DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards, as convert writes them
 _LINE = re.compile(r"^(\d+) (\d+)$")
 
 
@@ -30,10 +29,6 @@ def index_line(offset, size):
 def index_text(entries):
     """Index file contents for [(offset, size)] records."""
     return "".join(index_line(offset, size) for offset, size in entries)
-
-
-def index_path_for(shard_path, index_dir):
-    return storage.join(index_dir, storage.basename(shard_path) + INDEX_SUFFIX)
 
 
 def record_entries(shard_path):
@@ -130,9 +125,6 @@ def _covers_several(offset, size, expected):
     return count if position == offset + size and count > 1 else 0
 
 
-TFRECORD_NAME = re.compile(r"(^.+-\d{5}-of-\d{5}$)|(\.tfrecords?$)|(\.tfrec$)")
-
-
 def _index_one(shard_path, index_path):
     """A worker task: (shard, records or None, problem or None)."""
     try:
@@ -149,7 +141,7 @@ def find_tfrecords(inputs):
     for item in map(str, inputs):
         listed = storage.listdir(item)
         if listed:
-            names = sorted(name for name, is_dir in listed.items() if TFRECORD_NAME.search(name) and not is_dir)
+            names = sorted(name for name, is_dir in listed.items() if is_tfrecord_name(name) and not is_dir)
             if not names:
                 raise BuildError(f"{item}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)")
             found.extend(storage.join(item, n) for n in names)
@@ -166,7 +158,7 @@ def index_shards(inputs, index_dir=None, workers=0):
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
     shards = find_tfrecords(inputs)
-    tasks = [(p, index_path_for(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
+    tasks = [(p, index_path(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
              for p in shards]
     indexed, refused = [], []
     bar = progress_bar(len(tasks), 0, "index", "file")

@@ -4,6 +4,8 @@ The CLI prints `error: <message>` and exits non-zero; it never shows a traceback
 for these.
 """
 
+import contextlib
+
 
 class BuildError(Exception):
     """A user mistake or a bad input; `str()` is the whole message."""
@@ -27,3 +29,26 @@ class InputError(BuildError):
 
     def __reduce__(self):  # survive the trip back from a worker process
         return (type(self), (self.path, self.problem))
+
+
+@contextlib.contextmanager
+def input_errors(path, expected="a file", missing="not found"):
+    """Turn the file system's errors on reading `path` into one InputError naming it.
+
+    `expected` says what the path should be ("a folder", "an image"); `missing` is the
+    message for a path that does not exist.
+    """
+    try:
+        yield
+    except FileNotFoundError:
+        raise InputError(path, missing) from None
+    except IsADirectoryError:
+        raise InputError(path, f"is a folder, expected {expected}") from None
+    except NotADirectoryError:
+        raise InputError(path, f"is a file, expected {expected}") from None
+    except UnicodeDecodeError as e:
+        raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
+    except PermissionError:
+        raise InputError(path, "permission denied") from None
+    except OSError as e:
+        raise InputError(path, e.strerror or str(e)) from None

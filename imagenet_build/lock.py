@@ -27,8 +27,7 @@ from types import TracebackType
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
-
-LOCK_NAME = ".imagenet-build.lock"
+from imagenet_build.naming import LOCK_NAME
 
 
 def _describe(holder: dict) -> str:

@@ -10,21 +10,9 @@ an uninterrupted one.
 import json
 
 from imagenet_build import storage
+from imagenet_build.naming import MANIFEST_NAME
 
-MANIFEST_NAME = "manifest.json"
 FORMAT = "imagenet-build/1"
-
-
-def index_dir_of(output_dir, manifest, override=None):
-    """Where a build's DALI indexes are: as given, as its manifest records it, else <output>/dali_idx."""
-    from imagenet_build.dali_index import DEFAULT_INDEX_DIR
-
-    if override:
-        return str(override)
-    label = (manifest or {}).get("options", {}).get("index_dir")
-    if label and (storage.is_url(label) or label.startswith("/")):
-        return label
-    return storage.join(output_dir, label or DEFAULT_INDEX_DIR)
 
 
 def dumps(manifest):

@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 from imagenet_build.boxes import unpack_boxes
 from imagenet_build.errors import BuildError
+from imagenet_build.naming import shard_name
 
 SHUFFLE_SEED = 12345
 FORMAT_VERSION = 1  # bump when the bytes written for the same plan change
@@ -70,10 +71,6 @@ def shuffled_order(num_items):
     return order
 
 
-def shard_name(split, index, num_shards):
-    return f"{split}-{index:05d}-of-{num_shards:05d}"
-
-
 class ImageEntry(NamedTuple):
     """One image of a shard: its path under the split's root, its label, its boxes,
     and for an image inside a tarball its byte range there."""
@@ -96,8 +93,8 @@ class ShardSpec:
     split: str
     index: int
     num_shards: int
-    source_root: str  # a folder, or the archive when source_is_archive
-    source_is_archive: bool
+    source_root: str  # a folder, or an archive
+    source_kind: str  # which Reader reads its entries (sources.READERS)
     entries: tuple  # ImageEntry, in record order
     classes: dict  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
@@ -108,10 +105,6 @@ class ShardSpec:
 
     def path_of(self, entry):
         return os.path.join(self.source_root, entry.relpath)
-
-    def input_identities(self):
-        """What identifies each input now, without reading it (see entry_identity)."""
-        return [entry_identity(self, entry) for entry in self.entries]
 
     def fingerprint(self, on_error, codec=""):
         """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
@@ -124,27 +117,10 @@ class ShardSpec:
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
 
     def input_state(self, identities):
-        """Hash of the inputs' state (entry_identity of each, and an archive's own size and mtime):
-        a changed input changes it, and its shard is redone."""
+        """Hash of the inputs' state (the identity of each, and an archive's own size and mtime):
+        a changed input changes it, and its shard is redone. See sources.Reader.identity."""
         lines = "\n".join([self.source_stamp, *identities])
         return hashlib.sha256(lines.encode()).hexdigest()
-
-
-def stat_identity(st):
-    """A file's identity for resume: size and modification time in nanoseconds."""
-    return f"{st.st_size}:{st.st_mtime_ns}"
-
-
-def entry_identity(spec, entry):
-    """An input's identity as it is now: its place in the archive, or its file's size and mtime."""
-    if spec.source_is_archive:
-        return f"@{entry.offset}:{entry.size}"
-    try:
-        return stat_identity(os.stat(spec.path_of(entry)))
-    except FileNotFoundError:
-        return "absent"
-    except OSError as e:
-        return f"unreadable: {e.strerror}"
 
 
 class SplitPlan:
@@ -191,7 +167,7 @@ class SplitPlan:
             index=k,
             num_shards=self.num_shards,
             source_root=source.root,
-            source_is_archive=source.archive,
+            source_kind=source.reader,
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,

@@ -22,6 +22,8 @@ boxes: alike, not statistically identical.
 import glob
 import os
 
+from imagenet_build.naming import shard_glob
+
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
 _BOX_KEYS = ("xmin", "ymin", "xmax", "ymax")
@@ -33,7 +35,7 @@ def list_files(pattern_or_dir, training=True):
         files = [str(p) for p in pattern_or_dir]
     elif os.path.isdir(pattern_or_dir):
         split = "train" if training else "validation"
-        files = glob.glob(os.path.join(pattern_or_dir, f"{split}-*-of-*"))
+        files = glob.glob(os.path.join(pattern_or_dir, shard_glob(split)))
     else:
         files = glob.glob(str(pattern_or_dir))
     if not files:

@@ -21,9 +21,9 @@ from collections import Counter
 from pathlib import Path
 
 from imagenet_build import storage
-from imagenet_build.dali_index import INDEX_SUFFIX
 from imagenet_build.errors import BuildError
-from imagenet_build.manifest import index_dir_of, read_manifest
+from imagenet_build.manifest import read_manifest
+from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
 from imagenet_build.workers import progress_bar
 
@@ -44,10 +44,10 @@ def split_files(folder, split):
     except ValueError as e:
         raise BuildError(str(e)) from None
     index_dir = index_dir_of(str(folder), manifest)
-    paths = sorted(p for p in folder.glob(f"{split}-*-of-*") if p.is_file())
+    paths = sorted(p for p in folder.glob(shard_glob(split)) if p.is_file())
     if not paths:
         raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
-    return manifest, [str(p) for p in paths], [storage.join(index_dir, p.name + INDEX_SUFFIX) for p in paths]
+    return manifest, [str(p) for p in paths], [storage.join(index_dir, index_name(p.name)) for p in paths]
 
 
 def resolve_device(device):

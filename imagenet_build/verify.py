@@ -10,21 +10,29 @@ with file, record number and byte offset.
 import hashlib
 import io
 import os
-import re
 import time
 from collections import Counter
 
 from imagenet_build import storage
-from imagenet_build.dali_index import INDEX_SUFFIX, check_index
+from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
 from imagenet_build.images import jpeg_facts, size_problem
-from imagenet_build.lock import LOCK_NAME
-from imagenet_build.manifest import MANIFEST_NAME, index_dir_of, read_manifest
+from imagenet_build.manifest import read_manifest
+from imagenet_build.naming import (
+    LABELS_NAME,
+    LOCK_NAME,
+    MANIFEST_NAME,
+    index_dir_of,
+    index_name,
+    index_path,
+    parse_shard_name,
+    shard_name,
+    shard_of_index,
+)
 from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
-SHARD_NAME = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 SHOWN_PER_CHECK = 20
 IMAGENET_TOTALS = {"train": 1281167, "validation": 50000}
 IMAGENET_CLASSES = 1000
@@ -234,11 +242,10 @@ def _shard_set(root, index_dir, problems):
     shards = {}
     index_inside = storage.join(root, storage.basename(index_dir)) == index_dir
     for entry, is_dir in sorted(storage.listdir(root).items()):
-        match = SHARD_NAME.match(entry)
-        if match and not is_dir:
-            shards.setdefault(match["split"], []).append(
-                (int(match["index"]), int(match["count"]), storage.join(root, entry)))
-        elif entry in (MANIFEST_NAME, "labels.txt", LOCK_NAME) or (
+        parsed = parse_shard_name(entry)
+        if parsed and not is_dir:
+            shards.setdefault(parsed.split, []).append((parsed.index, parsed.count, storage.join(root, entry)))
+        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
                 is_dir and index_inside and entry == storage.basename(index_dir)):
             continue
         else:
@@ -252,7 +259,7 @@ def _shard_set(root, index_dir, problems):
         present = {index for index, _, _ in items}
         missing = [k for k in range(count) if k not in present]
         for k in missing:
-            problems.add("shard-set", f"{split}-{k:05d}-of-{count:05d}", None, None, "shard missing")
+            problems.add("shard-set", shard_name(split, k, count), None, None, "shard missing")
         for index, _, path in items:
             if index >= count:
                 problems.add("shard-set", storage.basename(path), None, None, f"shard number beyond -of-{count:05d}")
@@ -264,9 +271,10 @@ def _orphan_indexes(index_dir, shard_names, problems):
     for entry in sorted(storage.listdir(index_dir)):
         if entry.startswith("."):
             continue
-        if not entry.endswith(INDEX_SUFFIX):
+        shard = shard_of_index(entry)
+        if shard is None:
             problems.add("shard-set", f"{folder}/{entry}", None, None, "stray file in the index folder")
-        elif entry[: -len(INDEX_SUFFIX)] not in shard_names:
+        elif shard not in shard_names:
             problems.add("index", f"{folder}/{entry}", None, None, "index file with no shard")
 
 
@@ -287,7 +295,7 @@ def _check_manifest(manifest, results, quick, problems, notes):
         if not quick and result["sha256"] != entry["sha256"]:
             problems.add("manifest", name, None, None, "sha256 differs from the manifest's")
         if not quick and result["index_sha256"] and result["index_sha256"] != entry.get("index_sha256"):
-            problems.add("manifest", name + INDEX_SUFFIX, None, None, "index sha256 differs from the manifest's")
+            problems.add("manifest", index_name(name), None, None, "index sha256 differs from the manifest's")
     for name in listed:
         if name not in results:
             problems.add("manifest", name, None, None, "listed in manifest.json but missing")
@@ -357,13 +365,13 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     def done(task, result):
         for label, names in result.pop("label_synsets").items():
             seen.setdefault(label, set()).update(names)
-        split = SHARD_NAME.match(result["name"])["split"]
+        split = parse_shard_name(result["name"]).split
         split_counts.setdefault(split, Counter()).update(result.pop("label_counts"))
         problems.merge(result.pop("problems"), result.pop("counts"))
         results[result["name"]] = result
         bar.update(1)
 
-    tasks = [(p, storage.join(index_dir, storage.basename(p) + INDEX_SUFFIX), quick, deep) for p in paths]
+    tasks = [(p, index_path(p, index_dir), quick, deep) for p in paths]
     try:
         with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
             pool.run(check_shard, tasks, done)

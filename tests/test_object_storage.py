@@ -109,14 +109,15 @@ def test_beam_to_s3(sample_dir, converted, bucket):
 
 def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     """Runners retry tasks: writing a shard twice (or from two workers) must give one result."""
-    from imagenet_build.build import _destination, write_shard
+    from imagenet_build.output import destination
+    from imagenet_build.writer import write_shard
     from imagenet_build.catalog import load_catalog
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
 
     cat = load_catalog(sample_dir / "labels.txt")
     spec = SplitPlan(scan_class_folders("train", sample_dir / "train", cat, "fail"), cat, {}, 4, 2).spec(1)
-    dest = _destination(tmp_path / "out", None)
+    dest = destination(tmp_path / "out", None)
     (tmp_path / "out" / "dali_idx").mkdir(parents=True)
     first = write_shard(spec, dest, "fail")
     before = tree_digest(tmp_path / "out")

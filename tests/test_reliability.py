@@ -271,7 +271,7 @@ def test_a_jpeg_header_that_lies_is_refused_by_convert(sample_copy, tmp_path):
 
 def write_build(folder, records):
     """A one-shard build of hand-made records [(jpeg bytes, height, width, boxes)], and its index."""
-    from imagenet_build.build import write_records
+    from imagenet_build.writer import write_records
     from imagenet_build.example import encode_example_parts
 
     (folder / "dali_idx").mkdir(parents=True)

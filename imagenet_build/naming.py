@@ -1,0 +1,97 @@
+"""The names of a build's files — shards, their DALI indexes, the manifest, labels.txt — in one place.
+
+Every module that writes, finds or judges these files formats, parses and globs
+them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" or
+"indexes live in `dali_idx/` unless the manifest says otherwise" has one home.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import NamedTuple
+
+from imagenet_build import storage
+
+SPLITS = ("train", "validation")  # the splits convert writes
+MANIFEST_NAME = "manifest.json"
+LABELS_NAME = "labels.txt"  # the class of each label, for builds whose classes are not the labels file's
+LOCK_NAME = ".imagenet-build.lock"
+INDEX_SUFFIX = ".idx"
+DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
+BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
+
+_SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
+_TEMP = re.compile(r"^\..+\.\d+\.tmp$")
+# What `index` takes from a folder: shard-named files and the usual TFRecord suffixes.
+_TFRECORD = re.compile(r"(^.+-\d{5}-of-\d{5}$)|(\.tfrecords?$)|(\.tfrec$)")
+
+
+class ShardName(NamedTuple):
+    split: str
+    index: int
+    count: int
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    """`train-00000-of-01024`: slim's names."""
+    return f"{split}-{index:05d}-of-{count:05d}"
+
+
+def parse_shard_name(name: str) -> ShardName | None:
+    """(split, index, count) of any `<split>-NNNNN-of-NNNNN` name, else None."""
+    match = _SHARD.match(name)
+    if not match:
+        return None
+    return ShardName(match["split"], int(match["index"]), int(match["count"]))
+
+
+def is_build_shard(name: str) -> bool:
+    """A shard name convert itself writes (train or validation)."""
+    parsed = parse_shard_name(name)
+    return parsed is not None and parsed.split in SPLITS
+
+
+def shard_glob(split: str) -> str:
+    """The glob a training script uses for a split's shards."""
+    return f"{split}-*-of-*"
+
+
+def is_tfrecord_name(name: str) -> bool:
+    return bool(_TFRECORD.search(name))
+
+
+def temp_name(path: str | Path) -> Path:
+    """A hidden temporary name beside `path`, unique to the writing process."""
+    import os
+
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def is_temp_name(name: str) -> bool:
+    return bool(_TEMP.match(name))
+
+
+def index_name(shard: str) -> str:
+    """The DALI index file name of a shard (path or name)."""
+    return storage.basename(shard) + INDEX_SUFFIX
+
+
+def shard_of_index(name: str) -> str | None:
+    """The shard an index file name belongs to, or None for a name that is no index."""
+    return name[: -len(INDEX_SUFFIX)] if name.endswith(INDEX_SUFFIX) else None
+
+
+def index_path(shard_path: str, index_dir: str) -> str:
+    return storage.join(index_dir, index_name(shard_path))
+
+
+def index_dir_of(output_dir: str, manifest: dict | None, override: str | None = None) -> str:
+    """Where a build's DALI indexes are: as given, as its manifest records it, else <output>/dali_idx."""
+    if override:
+        return str(override)
+    label = (manifest or {}).get("options", {}).get("index_dir")
+    if label and (storage.is_url(label) or label.startswith("/")):
+        return label
+    return storage.join(output_dir, label or DEFAULT_INDEX_DIR)

@@ -1,0 +1,145 @@
+"""The output folder's policy: where shards and indexes go, what may already be there, one writer at a time.
+
+The folder must be empty, new, or a previous build of ours: anything else in it
+is refused, never deleted, and so is an output (or index folder) inside an input
+folder, which the next run would read back as input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from imagenet_build import storage
+from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.lock import FolderLock
+from imagenet_build.naming import (
+    BEAM_RESULTS,
+    DEFAULT_INDEX_DIR,
+    LABELS_NAME,
+    LOCK_NAME,
+    MANIFEST_NAME,
+    is_build_shard,
+    is_temp_name,
+    shard_of_index,
+)
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where shards go: a local folder, or a URL prefix of an object store.
+
+    Local output is written in place (temp name, fsync, rename). For a URL each
+    shard is written to a local temporary folder of the process writing it and
+    uploaded whole when complete (an object appears only when its upload finishes),
+    which also holds on a remote worker of a Beam runner.
+    """
+
+    output: str
+    index: str
+
+    @property
+    def remote(self):
+        return storage.is_url(self.output)
+
+    def label_for_manifest(self):
+        """The index folder as the manifest records it: relative to the output when inside it."""
+        if self.remote:
+            prefix = self.output + "/"
+            return self.index[len(prefix):] if self.index.startswith(prefix) else self.index
+        try:
+            return str(Path(self.index).resolve().relative_to(Path(self.output).resolve()))
+        except ValueError:
+            return str(Path(self.index).resolve())
+
+
+def destination(output_dir, index_dir):
+    output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else str(output_dir)
+    index_dir = str(index_dir).rstrip("/") if index_dir else storage.join(output_dir, DEFAULT_INDEX_DIR)
+    if storage.is_url(output_dir) != storage.is_url(index_dir):
+        raise UsageError("--output-dir and --index-dir must both be local or both be URLs")
+    return Destination(output_dir, index_dir)
+
+
+
+def check_output_dir(dest, planned_names, overwrite):
+    """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
+    output = dest.output
+    index_name = storage.basename(dest.index)
+    index_inside = storage.join(output, index_name) == dest.index
+    strangers, ours = [], []
+    for entry, is_dir in sorted(storage.listdir(output).items()):
+        if entry == LOCK_NAME:
+            continue  # this run's own lock
+        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry):
+            ours.append(storage.join(output, entry))
+        elif is_build_shard(entry) and not is_dir:
+            ours.append(storage.join(output, entry))
+        elif entry == BEAM_RESULTS and is_dir:
+            continue  # an interrupted Beam run's figures: the next run replaces them
+        elif not (index_inside and entry == index_name and is_dir):
+            strangers.append(entry)
+    index_strangers = []
+    for entry in sorted(storage.listdir(dest.index)):
+        if entry == LOCK_NAME:
+            continue
+        if is_temp_name(entry) or is_build_shard(shard_of_index(entry) or ""):
+            ours.append(storage.join(dest.index, entry))
+        elif index_inside:
+            strangers.append(f"{index_name}/{entry}")
+        else:
+            index_strangers.append(entry)
+    for folder, found, option in ((output, strangers, "--output-dir"), (dest.index, index_strangers, "--index-dir")):
+        if found:
+            raise BuildError(
+                f"{folder}: holds files that are not from imagenet-build "
+                f"({', '.join(found[:3])}{' ...' if len(found) > 3 else ''}); "
+                f"choose an empty or new {option}"
+            )
+    foreign_shards = sorted(
+        storage.basename(p) for p in ours if is_build_shard(storage.basename(p))
+        and storage.basename(p) not in planned_names
+    )
+    if overwrite:
+        for path in ours:
+            storage.remove(path)
+    elif foreign_shards:
+        raise BuildError(
+            f"{output}: holds shards of another layout ({foreign_shards[0]} ...); "
+            "use --overwrite to replace that build, or another --output-dir"
+        )
+    else:
+        for path in ours:
+            if is_temp_name(storage.basename(path)):
+                storage.remove(path)  # left by an interrupted run
+
+
+def locked(dest):
+    """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(FolderLock(dest.output))
+    if storage.is_url(dest.index) or os.path.abspath(dest.index) != os.path.abspath(dest.output):
+        stack.enter_context(FolderLock(dest.index))
+    return stack
+
+
+def refuse_output_among_inputs(opts, dest):
+    """An output inside an input folder would be read back as input by the next run: refuse it now."""
+    if dest.remote:
+        return
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{folder}: exists and is not a folder; choose another {option}")
+    inputs = [(f"--{name.replace('_', '-')}", getattr(opts, name))
+              for name in ("train_dir", "validation_dir") if getattr(opts, name)]
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if option == "--index-dir" and not opts.index_dir:
+            continue
+        where = Path(folder).resolve()
+        for input_option, input_folder in inputs:
+            root = Path(input_folder).resolve()
+            if where == root or root in where.parents:
+                raise UsageError(f"{option} {folder} is inside {input_option} {input_folder}: "
+                                 f"the next run would read the output as input; choose a {option} outside it")

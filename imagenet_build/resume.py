@@ -1,0 +1,86 @@
+"""Resume: which shards of a previous run in the output this run may keep as they are.
+
+manifest.json is the commit point: a shard counts only when it lists it. A listed
+shard is kept when its bytes and its index's still match their sha256, its
+fingerprint matches this plan, and its inputs are as they were (see ShardSpec).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from imagenet_build import manifest as manifest_mod
+from imagenet_build import storage
+from imagenet_build.errors import BuildError
+from imagenet_build.naming import index_name
+from imagenet_build.output import Destination
+from imagenet_build.plan import ShardSpec
+from imagenet_build.sources import input_identities
+from imagenet_build.writer import INPUT_STATE, codec_of, rebuilt_sha256
+
+SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
+
+
+class ResumeCheck(NamedTuple):
+    """One worker task: may the previous run's shard be kept?"""
+
+    spec: ShardSpec
+    entry: dict  # the shard's entry in the previous manifest
+    previous_state: str | None
+    dest: Destination
+    on_error: str
+    verify_inputs: bool
+
+
+def read_previous(output, overwrite, options):
+    """The manifest of an earlier run in the output that this run may resume, or None."""
+    if overwrite:
+        return None
+    try:
+        previous = manifest_mod.read_manifest(output)
+    except ValueError as e:
+        raise BuildError(f"{e}; use --overwrite to start over") from None
+    if previous and previous.get("options") != options:
+        raise BuildError(
+            f"{output}: holds a build made with other options ({previous.get('options')}); "
+            "use --overwrite to replace it, or another --output-dir"
+        )
+    return previous
+
+
+def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):
+    """{name: manifest entry} of the previous run's shards that this plan would write identically.
+
+    A shard is kept when its sha256 and its index's still match the files, its fingerprint
+    matches this plan, and its inputs are as they were (a file's size and mtime, an archive
+    member's place: sources.Reader.identity); with verify_inputs, its inputs are also read and the shard rebuilt in
+    memory to the same sha256 (then a touched but unchanged input does not count as changed).
+    """
+    listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
+    states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
+    tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs)
+             for p in plans for k, name in enumerate(p.names) if name in listed]
+    kept = {}
+
+    def keep(task, state):
+        if state is not None:
+            kept[task.spec.name] = dict(task.entry, **{INPUT_STATE: state})
+
+    pool.run(still_matches, tasks, keep)
+    return kept
+
+
+def still_matches(spec, entry, previous_state, dest, on_error, verify_inputs):
+    """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
+    if spec.fingerprint(on_error, codec_of(entry["reencoded"])) != entry.get("fingerprint"):
+        return None
+    state = spec.input_state(input_identities(spec))
+    if not verify_inputs and state != previous_state:
+        return None
+    if storage.sha256(storage.join(dest.output, spec.name)) != entry["sha256"]:
+        return None
+    if storage.sha256(storage.join(dest.index, index_name(spec.name))) != entry["index_sha256"]:
+        return None
+    if verify_inputs and rebuilt_sha256(spec, on_error) != entry["sha256"]:
+        return None
+    return state

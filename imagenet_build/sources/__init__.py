@@ -1,0 +1,29 @@
+"""The copies of ImageNet a build reads, each one module with a scan and a Reader (see base)."""
+
+from imagenet_build.sources.base import (
+    IMAGE_SUFFIX,
+    READERS,
+    SHOWN,
+    VALIDATION_NAME,
+    Reader,
+    SplitInput,
+    input_identities,
+    reader_for,
+)
+from imagenet_build.sources.folders import (
+    FolderReader,
+    scan_class_folders,
+    scan_validation,
+    stat_identity,
+)
+from imagenet_build.sources.tars import (
+    ArchiveReader,
+    scan_train_tar,
+    scan_validation_tar,
+)
+
+__all__ = [
+    "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "FolderReader", "Reader", "SplitInput",
+    "input_identities", "reader_for", "scan_class_folders", "scan_train_tar", "scan_validation",
+    "scan_validation_tar", "stat_identity",
+]

@@ -1,0 +1,226 @@
+"""What every source has in common: a split's listing, the checks on its classes, and the reader interface.
+
+A source is one copy of a split of ImageNet (folders, the ILSVRC2012 tarballs, ...)
+and has two halves:
+- a scan (on the driver): lists the split's images in slim's order — class by class
+  in labels-file order, then by file name — into a SplitInput: names, labels and,
+  for an image inside an archive, its byte range there;
+- a Reader (in a worker): reads one shard's images by their number in its ShardSpec,
+  and names each input's state (what a rerun compares to decide that an input changed).
+The plan, the writers and resume see only these two; none of them knows where the
+bytes come from. Adding a copy of ImageNet is one module with a scan and a Reader.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+from dataclasses import dataclass, field
+
+from imagenet_build.errors import InputError, input_errors
+
+IMAGE_SUFFIX = ".JPEG"
+VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
+SHOWN = 20  # how many ignored / left-out names a report lists
+ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
+
+
+@dataclass
+class SplitInput:
+    """A split's images in slim's order, as parallel arrays (compact: ImageNet has 1.28 M).
+
+    From a folder, relpath is the path under `root`; from an archive (`root` the
+    archive), each image is also a byte range of it (offsets, sizes).
+    """
+
+    split: str
+    root: str
+    layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
+    reader: str = "folder"  # the Reader kind its shards are read with (READERS)
+    relpaths: list = field(default_factory=list)
+    labels: array = field(default_factory=lambda: array("I"))
+    offsets: array = field(default_factory=lambda: array("Q"))
+    sizes: array = field(default_factory=lambda: array("Q"))
+    ignored: list = field(default_factory=list)  # files present but not images slim would take
+    left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
+    empty_classes: list = field(default_factory=list)  # synsets with no images
+    notes: list = field(default_factory=list)
+    stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
+
+    def __len__(self):
+        return len(self.relpaths)
+
+    @property
+    def archive(self):
+        return bool(self.offsets)
+
+    def add(self, relpath, label, where=None):
+        self.relpaths.append(relpath)
+        self.labels.append(label)
+        if where is not None:
+            self.offsets.append(where[0])
+            self.sizes.append(where[1])
+
+
+def scan_folder(root):
+    """(folders, files) directly under root, each sorted by name."""
+    folders, files = [], []
+    with input_errors(root, expected="a folder", missing="folder not found"), os.scandir(root) as it:
+        for entry in it:
+            (folders if entry.is_dir() else files).append(entry.name)
+    return sorted(folders), sorted(files)
+
+
+def is_image_name(name, any_image=False):
+    if name.startswith("."):
+        return False
+    return name.lower().endswith(ANY_IMAGE_SUFFIXES) if any_image else name.endswith(IMAGE_SUFFIX)
+
+
+def basename(name):
+    """The last part of a member name, whatever the archive's folder prefix."""
+    return name.rstrip("/").rsplit("/", 1)[-1]
+
+
+def match_classes(result, root, present, catalog, on_error, kind):
+    """Check the classes found against the labels file: unknown ones and missing ones."""
+    unknown = [name for name in present if name not in catalog.label_of]
+    if unknown:
+        if on_error == "fail":
+            raise InputError(
+                f"{root}/{unknown[0]}",
+                f"{kind} not in the labels file {catalog.labels_file} ({len(unknown)} such); "
+                "pass the right --labels-file, or --on-error skip to leave them out",
+            )
+        result.left_out.extend((name + "/", f"{kind} not in the labels file") for name in unknown)
+    missing = [synset for synset in catalog.synsets if synset not in present]
+    if missing and len(missing) < len(catalog.synsets) and on_error == "fail":  # none at all: said later
+        raise InputError(
+            root,
+            f"no {kind} for {len(missing)} synset(s) of the labels file ({', '.join(missing[:3])}"
+            f"{' ...' if len(missing) > 3 else ''}); pass a --labels-file with only the classes you have, "
+            "or --on-error skip to build without them",
+        )
+    result.empty_classes.extend(missing)
+
+
+def add_class(result, synset, label, names, on_error, kind, any_image=False):
+    """Add one class's images (names sorted, with an optional byte range); others are ignored.
+
+    A class with no images at all would silently train without that class: an error under
+    --on-error fail, left out and listed under skip.
+    """
+    found = False
+    for name, where in sorted(names, key=lambda item: item[0]):
+        if is_image_name(name, any_image):
+            result.add(f"{synset}/{name}", label, where)
+            found = True
+        else:
+            result.ignored.append(f"{synset}/{name}")
+    if not found:
+        wanted = "images (*.jpg, *.jpeg, *.png)" if any_image else f"*{IMAGE_SUFFIX} images"
+        problem = f"{kind} holds no {wanted}: that class would have no {result.split} records"
+        if on_error == "fail":
+            raise InputError(f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}",
+                             problem + "; add its images, or --on-error skip to build without it")
+        result.left_out.append((f"{synset}/", problem))
+
+
+def require_images(result, root, catalog):
+    if not result.relpaths:
+        raise InputError(
+            root, f"holds no <synset>/*{IMAGE_SUFFIX} images for the {catalog.num_classes} synsets of "
+                  f"{catalog.labels_file}"
+        )
+
+
+def flat_validation(result, names, catalog, validation_labels, validation_labels_file, on_error):
+    """Label flat `ILSVRC2012_val_%08d.JPEG` names [(name, byte range or None)] by line number.
+
+    Ordered as slim sees them after moving them into synset folders, so a flat
+    folder, a prepared one and the tarball give the same shards.
+    """
+    by_label = {}
+    outside = 0
+    for name, where in names:
+        match = VALIDATION_NAME.match(name)
+        if not match:
+            result.ignored.append(name)
+            continue
+        number = int(match.group(1))
+        if not 1 <= number <= len(validation_labels):
+            problem = (
+                f"no label: {validation_labels_file} has {len(validation_labels)} lines, "
+                f"this is image {number}"
+            )
+            if on_error == "fail":
+                raise InputError(f"{result.root}/{name}", problem + "; pass the right --validation-labels-file")
+            result.left_out.append((name, problem))
+            continue
+        label = catalog.label_of.get(validation_labels[number - 1])
+        if label is None:
+            outside += 1
+            continue
+        by_label.setdefault(label, []).append((name, where))
+    if outside:
+        result.notes.append(
+            f"{outside} validation image(s) left out: their synsets are not in {catalog.labels_file}"
+        )
+    for label, synset in enumerate(catalog.synsets, start=1):
+        items = sorted(by_label.get(label, []), key=lambda item: item[0])
+        if not items:
+            result.empty_classes.append(synset)
+        for name, where in items:
+            result.add(name, label, where)
+    if not result.relpaths:
+        raise InputError(result.root, "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file")
+    return result
+
+
+
+
+# ------------------------------------------------------------------ reading in a worker
+
+
+class Reader:
+    """Reads one shard's images (spec.entries) by number, in any order; a context manager.
+
+    `identities` collects, as each input is read, what names its state (entry_identity);
+    the shard's input state hashes them, and a rerun recomputes them without reading.
+    """
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.identities: list[str] = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        pass
+
+    def read(self, number):
+        """(the bytes of entry `number`, the name to show in errors); InputError when unreadable."""
+        raise NotImplementedError
+
+    @staticmethod
+    def identity(spec, entry):
+        """What identifies the input now, without reading it."""
+        raise NotImplementedError
+
+
+READERS: dict[str, type[Reader]] = {}  # kind -> Reader class, filled by each source module
+
+
+def reader_for(spec):
+    return READERS[spec.source_kind](spec)
+
+
+def input_identities(spec):
+    """entry_identity of each of the shard's inputs as they are now, without reading them."""
+    identify = READERS[spec.source_kind].identity
+    return [identify(spec, entry) for entry in spec.entries]

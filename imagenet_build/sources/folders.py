@@ -1,0 +1,126 @@
+"""Images in folders: `<split>/<synset>/*.JPEG`, or the validation images flat beside their labels file.
+
+This is ImageNet as extracted from the ILSVRC2012 tarballs (and any tree of class
+folders, with --classes-from-folders). A flat validation folder is labelled from
+the validation labels file by image number, so no file needs moving.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from imagenet_build.errors import input_errors
+from imagenet_build.sources.base import (
+    READERS,
+    VALIDATION_NAME,
+    Reader,
+    SplitInput,
+    add_class,
+    flat_validation,
+    match_classes,
+    require_images,
+    scan_folder,
+)
+
+READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
+
+
+def scan_class_folders(split, root, catalog, on_error, any_image=False):
+    """`<root>/<synset>/*.JPEG` for the synsets of the catalog (any_image: *.jpg/jpeg/png, any case)."""
+    root = Path(root)
+    folders, files = scan_folder(root)
+    result = SplitInput(split, str(root), "folders", ignored=list(files))
+    match_classes(result, root, folders, catalog, on_error, "class folder")
+    present = set(folders)
+    for label, synset in enumerate(catalog.synsets, start=1):
+        if synset in present:
+            subfolders, names = scan_folder(root / synset)
+            result.ignored.extend(f"{synset}/{n}/" for n in subfolders)
+            add_class(result, synset, label, [(n, None) for n in names], on_error, "class folder", any_image)
+    require_images(result, root, catalog)
+    return result
+
+
+def scan_validation(root, catalog, validation_labels_loader, validation_labels_file, on_error):
+    """A validation folder, flat (labelled from the validation labels file) or in synset folders."""
+    root = Path(root)
+    folders, files = scan_folder(root)
+    if any(VALIDATION_NAME.match(n) for n in files):
+        result = SplitInput("validation", str(root), "flat")
+        if folders:
+            result.notes.append(
+                f"{len(folders)} sub-folder(s) of {root} ignored: the flat ILSVRC2012_val_*.JPEG files are used"
+            )
+        return flat_validation(result, [(n, None) for n in files], catalog, validation_labels_loader(),
+                               validation_labels_file, on_error)
+    if folders:
+        return scan_class_folders("validation", root, catalog, on_error)
+    from imagenet_build.errors import InputError
+
+    raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
+
+
+def _will_need(fd, offset, length):
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+def stat_identity(st):
+    """A file's identity for resume: size and modification time in nanoseconds."""
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+class FolderReader(Reader):
+    """A shard's images from their files.
+
+    Reads ahead: the next READ_AHEAD images are opened and announced to the kernel
+    (POSIX_FADV_WILLNEED), so that with a cold cache the disk always has several
+    reads in flight instead of one at a time.
+    """
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self._opened = {}  # entry number -> fd opened ahead
+        self._hinted = 0  # entries [0, _hinted) announced
+
+    def close(self):
+        for fd in self._opened.values():
+            os.close(fd)
+        self._opened.clear()
+
+    def _announce(self, upto):
+        entries = self.spec.entries
+        while self._hinted < min(upto, len(entries)):
+            try:
+                fd = os.open(self.spec.path_of(entries[self._hinted]), os.O_RDONLY)
+                self._opened[self._hinted] = fd
+                _will_need(fd, 0, 0)
+            except OSError:
+                pass  # read() reports it, in order
+            self._hinted += 1
+
+    def read(self, number):
+        entry = self.spec.entries[number]
+        self._announce(number + 1 + READ_AHEAD)
+        path = self.spec.path_of(entry)
+        fd = self._opened.pop(number, None)
+        if fd is None:
+            self.identities.append(self.identity(self.spec, entry))
+        else:
+            self.identities.append(stat_identity(os.fstat(fd)))
+        with input_errors(path, expected="an image", missing="file vanished since the folder was listed"):
+            with open(path if fd is None else fd, "rb") as f:
+                return f.read(), path
+
+    @staticmethod
+    def identity(spec, entry):
+        try:
+            return stat_identity(os.stat(spec.path_of(entry)))
+        except FileNotFoundError:
+            return "absent"
+        except OSError as e:
+            return f"unreadable: {e.strerror}"
+
+
+READERS["folder"] = FolderReader

@@ -1,0 +1,213 @@
+"""The ILSVRC2012 tarballs, read where they lie: member offsets indexed once, images read by offset.
+
+The train archive is a tar of 1000 `<synset>.tar` (each a tar of JPEGs), the
+validation archive a flat tar of JPEGs; both are uncompressed, so every image
+is a contiguous byte range of the outer file. Indexing reads only tar headers
+(tarfile seeks over member data), one inner tar per task, so nothing is
+extracted and no class tar is ever held in memory; workers then read each
+image with one pread().
+"""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from array import array
+
+from imagenet_build import storage
+from imagenet_build.errors import InputError, input_errors
+from imagenet_build.sources.base import (
+    READERS,
+    VALIDATION_NAME,
+    Reader,
+    SplitInput,
+    add_class,
+    basename,
+    flat_validation,
+    match_classes,
+    require_images,
+)
+
+BLOCK = tarfile.BLOCKSIZE
+
+
+class RangeFile:
+    """A read-only, seekable view of bytes [start, start + size) of a file: an inner tar in place."""
+
+    def __init__(self, f, start, size):
+        self._f, self._start, self._size, self._pos = f, start, size, 0
+
+    def read(self, n=-1):
+        n = self._size - self._pos if n is None or n < 0 else min(n, self._size - self._pos)
+        self._f.seek(self._start + self._pos)
+        data = self._f.read(n)
+        self._pos += len(data)
+        return data
+
+    def seek(self, pos, whence=0):
+        self._pos = {0: pos, 1: self._pos + pos, 2: self._size + pos}[whence]
+        return self._pos
+
+    def tell(self):
+        return self._pos
+
+
+def list_members(f, size, where):
+    """[(name, data offset, data size, is a regular file)] of a tar held in file-like `f` of `size` bytes.
+
+    InputError when it is not a tar or is truncated (tarfile itself takes a cut
+    archive for a short one: the end-of-archive blocks are checked here).
+    """
+    members = []
+    end = 0
+    try:
+        with tarfile.open(fileobj=f, mode="r:") as tar:
+            for member in tar:
+                if member.offset_data + member.size > size:
+                    raise InputError(where, f"truncated: {member.name} needs bytes up to "
+                                            f"{member.offset_data + member.size}, the archive has {size}")
+                members.append((member.name, member.offset_data, member.size, member.isfile()))
+                end = member.offset_data + -(-member.size // BLOCK) * BLOCK
+    except tarfile.ReadError as e:
+        raise InputError(where, f"not a tar archive ({e})") from None
+    except (tarfile.TarError, EOFError) as e:
+        raise InputError(where, f"broken tar archive ({e})") from None
+    f.seek(end)
+    if f.read(2 * BLOCK) != bytes(2 * BLOCK):
+        raise InputError(where, f"truncated: no end-of-archive marker after byte {end}")
+    return members
+
+
+def outer_members(archive):
+    """Members of an archive file on disk or in an object store."""
+    archive = str(archive)
+    with input_errors(archive, expected="a .tar archive", missing="archive not found"):
+        size = storage.size(archive)
+        with storage.open_read(archive, random_access=True) as f:
+            return list_members(f, size, archive)
+
+
+def inner_members(archive, offset, size, inner_name):
+    """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
+
+    As compact columns (base names, offsets, sizes in the outer archive): 1000 class
+    tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member would
+    cost the driver ~100 MB more while the class tars are listed.
+    """
+    names, offsets, sizes = [], array("Q"), array("Q")
+    with storage.open_read(archive, random_access=True) as f:
+        for name, data_offset, data_size, is_file in list_members(RangeFile(f, offset, size), size,
+                                                                  f"{archive}:{inner_name}"):
+            if is_file:
+                names.append(basename(name))
+                offsets.append(offset + data_offset)
+                sizes.append(data_size)
+    return names, offsets, sizes
+
+
+def read_range(source, offset, size):
+    """size bytes at offset: of an open fd (pread), or of a file object (seek + read: object stores)."""
+    if not isinstance(source, int):
+        source.seek(offset)
+        return source.read(size)
+    fd = source
+    data = os.pread(fd, size, offset)
+    while len(data) < size:
+        more = os.pread(fd, size - len(data), offset + len(data))
+        if not more:
+            break
+        data += more
+    return data
+
+
+def scan_train_tar(archive, catalog, on_error, pool):
+    """ILSVRC2012_img_train.tar: a tar of `<synset>.tar`, each a tar of that class's JPEGs."""
+    members = outer_members(archive)
+    inner, strangers = {}, []
+    for name, offset, size, is_file in members:
+        base = basename(name)
+        if is_file and base.endswith(".tar"):
+            inner[base[: -len(".tar")]] = (name, offset, size)
+        elif is_file:
+            strangers.append(base)
+    if not inner:
+        if any(VALIDATION_NAME.match(n) for n in strangers):
+            raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
+                                      "is it the validation archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
+    result = SplitInput("train", str(archive), "tar", reader="archive", ignored=strangers,
+                        stamp=storage.stamp(archive))
+    match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
+    found = {}
+    tasks = [
+        (str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in catalog.synsets if s in inner
+    ]
+    pool.run(inner_members, tasks, lambda task, listed: found.__setitem__(task[3], listed))
+    for label, synset in enumerate(catalog.synsets, start=1):
+        if synset in inner:
+            names, offsets, sizes = found.pop(inner[synset][0])
+            add_class(result, synset, label, list(zip(names, zip(offsets, sizes))), on_error, "class archive")
+    require_images(result, archive, catalog)
+    return result
+
+
+def scan_validation_tar(archive, catalog, validation_labels_loader, validation_labels_file, on_error):
+    """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
+    members = [(basename(n), (o, s)) for n, o, s, is_file in outer_members(archive) if is_file]
+    if not any(VALIDATION_NAME.match(n) for n, _ in members):
+        if any(n.endswith(".tar") for n, _ in members):
+            raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
+                                      "is it the train archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
+    result = SplitInput("validation", str(archive), "flat-tar", reader="archive", stamp=storage.stamp(archive))
+    return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
+
+
+def _will_need(fd, offset, length):
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+class ArchiveReader(Reader):
+    """A shard's images by byte range from their archive: one pread each (a ranged read in an object store).
+
+    Announces the next READ_AHEAD ranges to the kernel, as the folder reader does.
+    """
+
+    READ_AHEAD = 8
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        root = spec.source_root
+        # an fd (pread) for a local archive, a file object for an object store
+        self._source = storage.open_read(root, random_access=True) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        self._hinted = 0
+
+    def close(self):
+        if isinstance(self._source, int):
+            os.close(self._source)
+        else:
+            self._source.close()
+
+    def read(self, number):
+        entries = self.spec.entries
+        if isinstance(self._source, int):
+            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+                ahead = entries[self._hinted]
+                _will_need(self._source, ahead.offset, ahead.size)
+                self._hinted += 1
+        entry = entries[number]
+        self.identities.append(self.identity(self.spec, entry))
+        where = f"{self.spec.source_root}:{entry.relpath}"
+        data = read_range(self._source, entry.offset, entry.size)
+        if len(data) != entry.size:
+            raise InputError(where, "archive shorter than when it was indexed")
+        return data, where
+
+    @staticmethod
+    def identity(spec, entry):
+        """Its place in the archive; the archive's own size and mtime are the shard's source_stamp."""
+        return f"@{entry.offset}:{entry.size}"
+
+
+READERS["archive"] = ArchiveReader
