@@ -9,7 +9,7 @@ goes through the same CSV lines, so it gives what `bboxes` + --bounding-box-file
 import math
 from array import array
 
-from imagenet_build.errors import InputError
+from imagenet_build.errors import InputError, input_errors
 
 BOX_BYTES = 4 * 8  # one packed box: four float64
 
@@ -22,15 +22,9 @@ def unpack_boxes(packed):
 
 def read_box_csv(path):
     """{filename: packed boxes} from slim's CSV file (see parse_box_lines)."""
-    try:
+    with input_errors(path, expected="a CSV file", missing="bounding-box file not found"):
         with open(path, encoding="utf-8-sig") as f:
             return parse_box_lines(f, path)
-    except FileNotFoundError:
-        raise InputError(path, "bounding-box file not found") from None
-    except UnicodeDecodeError:
-        raise InputError(path, "not UTF-8 text") from None
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
 
 
 def parse_box_lines(lines, path):

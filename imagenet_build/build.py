@@ -56,6 +56,8 @@ class ConvertOptions:
     on_error: str = "fail"
     overwrite: bool = False
     classes_from_folders: bool = False
+    from_paths: tuple = ()  # --from: any copy of ImageNet, recognised by sources.find_copy
+    subset: str = None  # --subset: a file of image names, or a shipped list (imagenet-1pct, imagenet-10pct)
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     runner: str = "local"  # or "beam": one Beam task per shard
     beam_options: str = ""
@@ -73,11 +75,17 @@ def _layout_options(opts, index_dir_label, splits):
     }
 
 
-def _scan_inputs(opts, cat, val_labels_file, pool):
+def _scan_inputs(opts, cat, val_labels_file, pool, copy):
     def val_labels():
         return catalog_mod.read_validation_labels(val_labels_file)
 
     split_inputs = []
+    if copy is not None:
+        if copy.scan_train:
+            split_inputs.append(copy.scan_train(cat, opts.on_error, pool))
+        if copy.scan_validation:
+            split_inputs.append(copy.scan_validation(cat, opts.on_error, pool, val_labels, val_labels_file))
+        return split_inputs
     if opts.classes_from_folders:  # any dataset of class folders: both splits in folders
         for split, root in (("train", opts.train_dir), ("validation", opts.validation_dir)):
             if root:
@@ -98,6 +106,45 @@ def _scan_inputs(opts, cat, val_labels_file, pool):
     return split_inputs
 
 
+def _found(copy, split_inputs, boxes):
+    """"<copy>: 1,281,167 train, 50,000 validation, 544,546 annotated": what --from found."""
+    counts = [f"{len(s):,} {s.split}" for s in split_inputs]
+    if boxes:
+        counts.append(f"{len(boxes):,} annotated")
+    return f"{copy.description}: {', '.join(counts)}"
+
+
+def _apply_subset(opts, split_inputs):
+    """Keep only the images --subset names (original file names); labels keep their values.
+
+    Validation names (ILSVRC2012_val_*) select from the validation split, all others from
+    train; a split the list names no image of is kept whole. A listed name the source lacks
+    is an error (listed as left out with --on-error skip).
+    """
+    label, names = catalog_mod.read_subset(opts.subset)
+    wanted = {"validation": {n for n in names if sources.VALIDATION_NAME.match(n)}}
+    wanted["train"] = names - wanted["validation"]
+    kept = []
+    for split_input in split_inputs:
+        chosen = wanted.get(split_input.split) or set()
+        if not chosen:
+            split_input.notes.append(f"--subset {label} names no {split_input.split} image: all of them kept")
+            kept.append(split_input)
+            continue
+        only = split_input.only(chosen)
+        missing = chosen - {relpath.rsplit("/", 1)[-1] for relpath in only.relpaths}
+        if missing:
+            first = sorted(missing)[0]
+            if opts.on_error == "fail":
+                raise BuildError(f"--subset {label}: {len(missing):,} listed image(s) are not in the "
+                                 f"{split_input.split} source, e.g. {first}; --on-error skip builds without them")
+            only.left_out.extend((name, f"listed in --subset {label}, not in the source") for name in sorted(missing))
+        kept.append(only)
+    if opts.subset in catalog_mod.SUBSETS:
+        return label, kept
+    return f"{storage.basename(label)} sha256:{storage.sha256(label)}", kept
+
+
 def _load_catalog(opts):
     if not opts.classes_from_folders:
         return catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
@@ -107,8 +154,10 @@ def _load_catalog(opts):
     return catalog_mod.catalog_from_folders(opts.train_dir or opts.validation_dir, opts.metadata_file)
 
 
-def _read_boxes(opts, cat):
+def _read_boxes(opts, cat, copy):
     """Boxes from slim's CSV, or straight from the XML annotations through the same CSV lines."""
+    if copy is not None and copy.boxes and not (opts.bounding_box_file or opts.bbox_tar):
+        return copy.boxes(cat)
     if opts.bounding_box_file:
         return read_box_csv(opts.bounding_box_file)
     if opts.bbox_tar:
@@ -124,8 +173,12 @@ def convert(opts: ConvertOptions):
                  ("bounding_box_file", "bbox_tar")):
         if getattr(opts, a) and getattr(opts, b):
             raise UsageError(f"give --{a.replace('_', '-')} or --{b.replace('_', '-')}, not both")
-    if not (opts.train_dir or opts.validation_dir or opts.train_tar or opts.validation_tar):
-        raise UsageError("nothing to convert: give --train-dir/--train-tar and/or --validation-dir/--validation-tar")
+    explicit = [name for name in ("train_dir", "validation_dir", "train_tar", "validation_tar") if getattr(opts, name)]
+    if opts.from_paths and explicit:
+        raise UsageError(f"give --from or --{explicit[0].replace('_', '-')}, not both")
+    if not (opts.from_paths or explicit):
+        raise UsageError("nothing to convert: give --from PATH (any copy of ImageNet), or --train-dir/--train-tar "
+                         "and/or --validation-dir/--validation-tar")
     if opts.on_error not in ("fail", "skip"):
         raise UsageError(f"--on-error must be fail or skip, not {opts.on_error!r}")
     workers = opts.workers or os.cpu_count() or 1
@@ -137,21 +190,31 @@ def convert(opts: ConvertOptions):
 
 
 def _convert(opts, pool, dest, started):
+    copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
     cat = _load_catalog(opts)
-    boxes = _read_boxes(opts, cat)
+    boxes = _read_boxes(opts, cat, copy)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
-    split_inputs = _scan_inputs(opts, cat, val_labels_file, pool)
+    split_inputs = _scan_inputs(opts, cat, val_labels_file, pool, copy)
+    subset = None
+    if opts.subset:
+        subset, split_inputs = _apply_subset(opts, split_inputs)
+    found = _found(copy, split_inputs, boxes) if copy is not None else None
     shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
     plans = [
         plan_mod.SplitPlan(si, cat, boxes, shard_counts[si.split], opts.layout_threads) for si in split_inputs
     ]
     options = _layout_options(opts, dest.label_for_manifest(), [p.split for p in plans])
+    if subset:
+        options["subset"] = subset  # only when given: manifests of builds without one stay as they were
     refuse_output_among_inputs(opts, dest)
     with locked(dest):
-        return _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes)
+        summary = _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes, copy)
+    if found:
+        summary["found"] = found
+    return summary
 
 
-def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes):
+def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes, copy):
     """Everything that writes, under the output's lock."""
     previous = read_previous(dest.output, opts.overwrite, options)
     check_output_dir(dest, {n for p in plans for n in p.names}, opts.overwrite)
@@ -163,7 +226,7 @@ def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_lab
     header = {
         "format": manifest_mod.FORMAT,
         "options": options,
-        "inputs": _describe_inputs(opts, split_inputs, val_labels_file),
+        "inputs": _describe_inputs(opts, split_inputs, val_labels_file, copy),
         "num_classes": cat.num_classes,
         "synsets": list(cat.synsets),  # label k is synsets[k - 1]
     }
@@ -210,6 +273,8 @@ def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_lab
     save(True)
     seconds = time.monotonic() - started
     summary = _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
+    if copy is not None:
+        summary["notes"][:0] = copy.notes
     if boxes:
         summary["boxes"] = _box_figures(boxes, split_inputs)
     return summary
@@ -228,7 +293,7 @@ def _box_figures(boxes, split_inputs):
     return {"rows": rows, "images_with_boxes": images_with_boxes, "rows_naming_no_image": rows - matched_rows}
 
 
-def _describe_inputs(opts, split_inputs, val_labels_file):
+def _describe_inputs(opts, split_inputs, val_labels_file, copy):
     def sha(path):
         return storage.sha256(str(path)) if path else None
 
@@ -237,6 +302,8 @@ def _describe_inputs(opts, split_inputs, val_labels_file):
         "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
         "bounding_box_file_sha256": sha(opts.bounding_box_file or opts.bbox_tar),
     }
+    if copy is not None:
+        described["source"] = {"layout": copy.layout, "description": copy.description}
     for s in split_inputs:
         described[s.split] = {"layout": s.layout, "images": len(s)}
         if s.layout == "flat":

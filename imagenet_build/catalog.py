@@ -9,27 +9,27 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagenet_build.errors import InputError
+from imagenet_build.errors import InputError, input_errors
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_LABELS_FILE = DATA_DIR / "imagenet_lsvrc_2015_synsets.txt"
 DEFAULT_METADATA_FILE = DATA_DIR / "imagenet_metadata.txt"
 DEFAULT_VALIDATION_LABELS_FILE = DATA_DIR / "imagenet_2012_validation_synset_labels.txt"
+# SimCLR's semi-supervised subsets of the train split (original file names, one a line)
+SUBSETS = {
+    "imagenet-1pct": DATA_DIR / "subsets" / "imagenet_1percent.txt",
+    "imagenet-10pct": DATA_DIR / "subsets" / "imagenet_10percent.txt",
+}
+IMAGENET_TOTALS = {"train": 1281167, "validation": 50000}  # ILSVRC2012's images per split
+IMAGENET_CLASSES = 1000
+SUBSET_TRAIN_IMAGES = {"imagenet-1pct": 12811, "imagenet-10pct": 128116}
 
 
 def _read_lines(path):
     """Lines of a UTF-8 text file without their line ends; trailing blank lines dropped."""
     path = Path(path)
-    try:
+    with input_errors(path, expected="a text file", missing="file not found"):
         text = path.read_text(encoding="utf-8-sig")  # a BOM some editors write is not part of line 1
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except IsADirectoryError:
-        raise InputError(path, "is a folder, expected a text file") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()
@@ -122,12 +122,8 @@ def catalog_from_folders(root, metadata_file=None):
     The text of a class is the folder name, unless the metadata file names it.
     """
     root = Path(root)
-    try:
+    with input_errors(root, expected="a folder of class folders", missing="folder not found"):
         names = sorted(e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith("."))
-    except FileNotFoundError:
-        raise InputError(root, "folder not found") from None
-    except NotADirectoryError:
-        raise InputError(root, "is a file, expected a folder of class folders") from None
     if not names:
         raise InputError(root, "holds no class folders")
     known = read_metadata_file(metadata_file) if metadata_file else {}
@@ -138,6 +134,23 @@ def catalog_from_folders(root, metadata_file=None):
         labels_file=f"{root} (class folders)",
         metadata_file=str(metadata_file) if metadata_file else "",
     )
+
+
+def read_subset(name_or_path):
+    """(what to call it, the image file names it lists) for --subset: a shipped list's name, or a file."""
+    path = SUBSETS.get(str(name_or_path), name_or_path)
+    names = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        name = line.strip()
+        if not name:
+            continue
+        if "/" in name or len(name.split()) != 1:
+            raise InputError(path, f"line {number}: expected one image file name per line, got {line!r}")
+        names.append(name)
+    if not names:
+        raise InputError(path, "lists no image names")
+    label = str(name_or_path) if str(name_or_path) in SUBSETS else str(path)
+    return label, frozenset(names)
 
 
 def read_validation_labels(path=None):

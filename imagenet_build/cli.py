@@ -88,6 +88,13 @@ existing_file = click.Path(dir_okay=False)
 
 
 @cli.command()
+@click.option("--from", "from_paths", multiple=True, type=click.Path(),
+              help="Any copy of ImageNet, recognised by its layout: the ILSVRC2012 archives (or a folder holding "
+              "them), the folders extracted from them, ... Repeat for each file of one copy. Instead of "
+              "--train-dir/--train-tar/--validation-dir/--validation-tar.")
+@click.option("--subset", help="Only the images named in this file (original file names, one a line), or a shipped "
+              "list: imagenet-1pct, imagenet-10pct (SimCLR's 12,811 / 128,116 train images). Labels keep their "
+              "values; slim's shuffle and layout apply to the subset.")
 @click.option("--train-dir", type=existing_dir, help="Train images as <synset>/*.JPEG.")
 @click.option(
     "--validation-dir",
@@ -160,6 +167,8 @@ def convert(as_json, **options):
     if as_json:
         _print_json(summary)
         return
+    if "found" in summary:
+        click.echo(f"found: {summary['found']}")
     for split, s in summary["splits"].items():
         click.echo(f"{split}: {s['records']} records in {s['shards']} shards ({s['layout']} input, {s['images']} images)")
     click.echo(
@@ -358,6 +367,9 @@ def prepare_val(val_dir, labels, method, dry_run, as_json):
 @click.option("--quality", default=90, show_default=True, type=click.IntRange(1, 100), help="JPEG quality.")
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--tarballs", is_flag=True, help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
+@click.option("--layout", default="ilsvrc", show_default=True,
+              help="Write the same images as another copy of ImageNet is laid out (see convert --from): "
+              "ilsvrc, and the others the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def sample(out, as_json, **options):
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
@@ -377,12 +389,13 @@ def sample(out, as_json, **options):
         f"{out}: {counts['train']} train and {counts['validation']} validation images in "
         f"{counts['classes']} classes, {counts['boxes']} boxes; special: {special}"
     )
+    where = (f"--from {out}" if options["layout"] != "ilsvrc" else
+             f"--train-dir {os.path.join(out, 'train')} --validation-dir {os.path.join(out, 'validation')} "
+             f"--bounding-box-file {os.path.join(out, 'bboxes.csv')}")
     click.echo(
-        "convert it with: imagenet-build convert "
-        f"--train-dir {os.path.join(out, 'train')} --validation-dir {os.path.join(out, 'validation')} "
+        f"convert it with: imagenet-build convert {where} "
         f"--labels-file {os.path.join(out, 'labels.txt')} "
         f"--validation-labels-file {os.path.join(out, 'validation_labels.txt')} "
-        f"--bounding-box-file {os.path.join(out, 'bboxes.csv')} "
         "--train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir OUTPUT"
     )
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from imagenet_build.boxes import boxes_to_csv_lines
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, UsageError
 
 
 def _picture(rng, label_index, num_classes, width, height):
@@ -100,6 +100,29 @@ def _tar_add(tar, name, data):
     tar.addfile(info, io.BytesIO(data))
 
 
+def _sample_in_layout(out, layout, **options):
+    """The ILSVRC sample made aside, then rewritten in the layout's shape under `out`."""
+    import shutil
+    import tempfile
+
+    from imagenet_build.sources.copies import sample_layouts
+
+    layouts = sample_layouts()
+    if layout not in layouts:
+        raise UsageError(f"--layout: one of {', '.join(sorted(layouts))}, not {layout!r}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise BuildError(f"{out}: not empty; choose a new folder for the sample")
+    with tempfile.TemporaryDirectory(prefix="imagenet-build-sample-") as staging:
+        counts = make_sample(Path(staging) / "ilsvrc", tarballs=True, **options)
+        out.mkdir(parents=True, exist_ok=True)
+        layouts[layout].write_sample(Path(staging) / "ilsvrc", out)
+        for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
+            if not (out / name).exists():
+                shutil.copy(Path(staging) / "ilsvrc" / name, out / name)
+    return dict(counts, layout=layout)
+
+
 def write_tarballs(out):
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)
@@ -134,8 +157,17 @@ def _kind(position):
 
 
 def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=64, max_size=160,
-                quality=90, seed=0, labels_file=None, tarballs=False):
-    """Write the sample tree under `out` (which must not hold files yet). Returns counts."""
+                quality=90, seed=0, labels_file=None, tarballs=False, layout="ilsvrc"):
+    """Write the sample tree under `out` (which must not hold files yet). Returns counts.
+
+    layout: another copy's shape (`sample --layout`): the same images (for the same seed)
+    written as that copy is laid out, with labels.txt, validation_labels.txt and
+    bboxes.csv beside them.
+    """
+    if layout != "ilsvrc":
+        return _sample_in_layout(out, layout, classes=classes, per_class=per_class,
+                                 validation_per_class=validation_per_class, min_size=min_size, max_size=max_size,
+                                 quality=quality, seed=seed, labels_file=labels_file)
     if classes < 1 or per_class < 1 or validation_per_class < 0:
         raise BuildError("--classes and --per-class must be at least 1")
     if not 8 <= min_size <= max_size:

@@ -14,6 +14,11 @@ import time
 from collections import Counter
 
 from imagenet_build import storage
+from imagenet_build.catalog import (
+    IMAGENET_CLASSES,
+    IMAGENET_TOTALS,
+    SUBSET_TRAIN_IMAGES,
+)
 from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
@@ -34,8 +39,6 @@ from imagenet_build.tfrecord import OVERHEAD, FramingError, read_records, scan_l
 from imagenet_build.workers import Workers, exit_if_orphaned, progress_bar
 
 SHOWN_PER_CHECK = 20
-IMAGENET_TOTALS = {"train": 1281167, "validation": 50000}
-IMAGENET_CLASSES = 1000
 _SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", "image/class/label",
            "image/class/synset", "image/class/text", "image/format", "image/filename", "image/encoded"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -336,6 +339,23 @@ def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes
                              f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
 
 
+def expected_totals(manifest):
+    """({split: records}, what) a full build should hold: ILSVRC2012's, the copy's own (the face-blurred
+    release lacks a few images), and a shipped subset's train count."""
+    from imagenet_build.sources.copies import LAYOUTS
+
+    expected, what = dict(IMAGENET_TOTALS), "ILSVRC2012"
+    inputs, options = (manifest or {}).get("inputs", {}), (manifest or {}).get("options", {})
+    layout = (inputs.get("source") or {}).get("layout")
+    for known in LAYOUTS:
+        if known.name == layout and known.totals:
+            expected, what = dict(known.totals), known.name
+    subset = options.get("subset")
+    if subset in SUBSET_TRAIN_IMAGES:
+        expected["train"], what = SUBSET_TRAIN_IMAGES[subset], f"{what} --subset {subset}"
+    return expected, what
+
+
 def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False, workers=0):
     """Check a build folder; returns {"ok", "problems", "summary"} (never raises for a bad shard)."""
     started = time.monotonic()
@@ -385,10 +405,11 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     split_records = {split: sum(results[storage.basename(p)]["records"] for _, p in shards)
                      for split, shards in by_split.items()}
     if expect_imagenet:
-        for split, total in IMAGENET_TOTALS.items():
+        expected, what = expected_totals(manifest)
+        for split, total in expected.items():
             if split_records.get(split) != total:
                 problems.add("imagenet", split, None, None,
-                             f"{split_records.get(split, 0)} records, ILSVRC2012 has {total:,}")
+                             f"{split_records.get(split, 0)} records, {what} has {total:,}")
     seconds = time.monotonic() - started
     total_bytes = sum(r["bytes"] for r in results.values())
     checks = ["framing", "index", "shard-set"] + (["manifest"] if manifest else [])

@@ -1,5 +1,10 @@
-"""The copies of ImageNet a build reads, each one module with a scan and a Reader (see base)."""
+"""The copies of ImageNet a build reads, each one module with a scan and a Reader (see base).
 
+`find_copy` (copies.py) tells them apart for `convert --from`; each layout module
+registers itself on import, below.
+"""
+
+from imagenet_build.sources import ilsvrc  # noqa: F401  (registers its layout)
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
     READERS,
@@ -10,6 +15,7 @@ from imagenet_build.sources.base import (
     input_identities,
     reader_for,
 )
+from imagenet_build.sources.copies import Copy, find_copy
 from imagenet_build.sources.folders import (
     FolderReader,
     scan_class_folders,
@@ -23,7 +29,7 @@ from imagenet_build.sources.tars import (
 )
 
 __all__ = [
-    "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "FolderReader", "Reader", "SplitInput",
-    "input_identities", "reader_for", "scan_class_folders", "scan_train_tar", "scan_validation",
-    "scan_validation_tar", "stat_identity",
+    "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "Reader",
+    "SplitInput", "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
+    "scan_validation", "scan_validation_tar", "stat_identity",
 ]

@@ -55,6 +55,17 @@ class SplitInput:
     def archive(self):
         return bool(self.offsets)
 
+    def only(self, names):
+        """A copy holding only the images whose file name is in `names`, in the same order."""
+        kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
+                          left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
+                          stamp=self.stamp)
+        archive = self.archive
+        for i, relpath in enumerate(self.relpaths):
+            if basename(relpath) in names:
+                kept.add(relpath, self.labels[i], (self.offsets[i], self.sizes[i]) if archive else None)
+        return kept
+
     def add(self, relpath, label, where=None):
         self.relpaths.append(relpath)
         self.labels.append(label)

@@ -1,0 +1,94 @@
+"""ImageNet as image-net.org ships it, for --from: the three ILSVRC2012 archives, or the folders extracted from them.
+
+Pieces: `ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar`,
+`ILSVRC2012_bbox_train_v2.tar.gz` (by name), a folder holding them, a train folder
+of `<synset>/` class folders, a flat validation folder, or a root holding `train/`
+and `val/` (or `validation/`) folders. The scans are those of --train-tar,
+--train-dir and so on, so the shards are the same bytes either way.
+"""
+
+from __future__ import annotations
+
+import re
+
+from imagenet_build import storage
+from imagenet_build.sources.base import VALIDATION_NAME
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.folders import scan_class_folders, scan_validation
+from imagenet_build.sources.tars import scan_train_tar, scan_validation_tar
+
+NAME = "ILSVRC2012 (image-net.org)"
+ARCHIVES = {
+    "ILSVRC2012_img_train.tar": "train-tar",
+    "ILSVRC2012_img_val.tar": "validation-tar",
+    "ILSVRC2012_bbox_train_v2.tar.gz": "bbox-tar",
+}
+SYNSET = re.compile(r"^n\d{8}$")
+
+
+def _folder_role(path: str, names: dict) -> str | None:
+    """"train-dir" for a folder of synset folders, "validation-dir" for flat validation images."""
+    if any(SYNSET.match(name) and is_dir for name, is_dir in names.items()):
+        return "train-dir"
+    if any(VALIDATION_NAME.match(name) for name in names):
+        return "validation-dir"
+    return None
+
+
+def identify(path: str) -> list:
+    base = storage.basename(path)
+    if base in ARCHIVES:
+        return [Piece(NAME, ARCHIVES[base], path)]
+    names = listing(path)
+    if not names:
+        return []
+    archives = [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES]
+    if archives:
+        return archives
+    pieces = []
+    for sub, role in (("train", "train-dir"), ("val", "validation-dir"), ("validation", "validation-dir")):
+        if names.get(sub):
+            sub_path = storage.join(path, sub)
+            if _folder_role(sub_path, listing(sub_path)) in (role, "train-dir"):
+                pieces.append(Piece(NAME, role, sub_path))
+    if pieces:
+        return pieces
+    role = _folder_role(path, names)
+    return [Piece(NAME, role, path)] if role else []
+
+
+def assemble(pieces: list) -> Copy:
+    roles = {piece.role: piece.path for piece in pieces}
+    copy = Copy(NAME, "", where=dict(roles))
+    train_tar, train_dir = roles.get("train-tar"), roles.get("train-dir")
+    val_tar, val_dir = roles.get("validation-tar"), roles.get("validation-dir")
+    if train_tar:
+        copy.scan_train = lambda catalog, on_error, pool: scan_train_tar(train_tar, catalog, on_error, pool)
+    elif train_dir:
+        copy.scan_train = lambda catalog, on_error, pool: scan_class_folders("train", train_dir, catalog, on_error)
+    if val_tar:
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation_tar(
+            val_tar, catalog, labels, labels_file, on_error)
+    elif val_dir:
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
+            val_dir, catalog, labels, labels_file, on_error)
+    if "bbox-tar" in roles:
+        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+
+        def boxes(catalog, bbox_tar=roles["bbox-tar"]):
+            lines, _, _ = boxes_to_csv_lines(bbox_tar, catalog.synsets)
+            return parse_box_lines(lines, bbox_tar)
+
+        copy.boxes = boxes
+    copy.description = f"{NAME} {'tarballs' if train_tar or val_tar else 'folders'}"
+    return copy
+
+
+def write_sample(ilsvrc_sample, out):
+    """The ILSVRC sample is this layout already: its tree and its three archives, as they are."""
+    import shutil
+
+    shutil.copytree(ilsvrc_sample, out, dirs_exist_ok=True)
+
+
+register(Layout(NAME, identify, assemble, short="ilsvrc", write_sample=write_sample))

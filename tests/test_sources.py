@@ -1,0 +1,139 @@
+"""convert --from: any copy of ImageNet, told apart by its layout, gives the shards of the ILSVRC tarballs; --subset."""
+
+import io
+import json
+import shutil
+
+import pytest
+
+from conftest import run_cli, tree_digest
+from imagenet_build.example import decode_example
+from imagenet_build.sample import make_sample
+from imagenet_build.tfrecord import read_records
+
+
+@pytest.fixture(scope="module")
+def ilsvrc(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ilsvrc")
+    make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)
+    return out
+
+
+def common(sample):
+    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
+            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
+
+
+def shards(out):
+    """Shards and indexes: what must be the same bytes whatever copy the images came from."""
+    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
+
+
+@pytest.fixture(scope="module")
+def reference(ilsvrc, tmp_path_factory):
+    """The build from the three ILSVRC2012 archives, named explicitly."""
+    out = tmp_path_factory.mktemp("reference")
+    result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar",
+                     "--validation-tar", ilsvrc / "ILSVRC2012_img_val.tar",
+                     "--bbox-tar", ilsvrc / "ILSVRC2012_bbox_train_v2.tar.gz", "--output-dir", out, *common(ilsvrc))
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.mark.parametrize("given", [
+    ["."],
+    ["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "ILSVRC2012_bbox_train_v2.tar.gz"],
+], ids=["folder-of-archives", "the-archives"])
+def test_from_the_ilsvrc_archives_gives_their_shards(ilsvrc, reference, tmp_path, given):
+    out = tmp_path / "out"
+    result = run_cli("convert", *[arg for p in given for arg in ("--from", ilsvrc / p)], "--output-dir", out,
+                     *common(ilsvrc), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["found"].startswith("ILSVRC2012 (image-net.org) tarballs: 48 train, 16 validation, ")
+    assert shards(out) == shards(reference)
+
+
+def test_from_the_extracted_folders_gives_the_same_records(ilsvrc, reference, tmp_path):
+    tree = tmp_path / "tree"
+    for name in ("train", "validation", "labels.txt", "validation_labels.txt"):
+        (shutil.copytree if (ilsvrc / name).is_dir() else shutil.copy)(ilsvrc / name, tree / name)
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", tree, "--bounding-box-file", ilsvrc / "bboxes.csv", "--output-dir", out,
+                     *common(ilsvrc))
+    assert result.exit_code == 0, result.output
+    assert "found: ILSVRC2012 (image-net.org) folders: 48 train, 16 validation" in result.stdout
+    assert shards(out) == shards(reference)
+
+
+def expect_usage_or_input_error(args, code, *fragments):
+    result = run_cli(*args)
+    assert result.exit_code == code, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    expect_usage_or_input_error(["convert", "--from", tmp_path / "notes.txt", "--output-dir", tmp_path / "o"], 1,
+                                "notes.txt", "none of the copies of ImageNet")
+    expect_usage_or_input_error(["convert", "--from", tmp_path / "nowhere", "--output-dir", tmp_path / "o"], 1,
+                                "nowhere", "not found")
+    expect_usage_or_input_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
+                                 "--output-dir", tmp_path / "o"], 2, "--from", "not both")
+    assert not (tmp_path / "o").exists()
+
+
+def test_subset_keeps_the_listed_images_with_their_labels(ilsvrc, reference, tmp_path):
+    names = sorted(p.name for p in (ilsvrc / "train").glob("*/*.JPEG"))[::3]
+    listing = tmp_path / "subset.txt"
+    listing.write_text("\ufeff" + "\n".join(names) + "\n")
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", out, *common(ilsvrc),
+                     "--train-shards", 2, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["splits"]["train"]["records"] == len(names) and summary["splits"]["validation"]["records"] == 16
+    labels = {}
+    for shard in sorted(out.glob("train-*")):
+        data = shard.read_bytes()
+        for _, payload, _ in read_records(io.BytesIO(data), len(data)):
+            record = decode_example(payload)
+            labels[record["image/filename"][0].decode()] = record["image/class/label"][0]
+    synsets = (ilsvrc / "labels.txt").read_text().split()
+    assert set(labels) == set(names)
+    assert all(labels[n] == synsets.index(n.split("_")[0]) + 1 for n in names)  # 1000-class values kept
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["options"]["subset"].startswith("subset.txt sha256:")
+
+
+def test_subset_naming_an_image_the_source_lacks_is_an_error(ilsvrc, tmp_path):
+    listing = tmp_path / "subset.txt"
+    listing.write_text("n01440764_1.JPEG\nn09999999_7.JPEG\n")
+    result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", tmp_path / "o",
+                     *common(ilsvrc), "--train-shards", 1, "--layout-threads", 1)
+    assert result.exit_code == 1 and "n09999999_7.JPEG" in result.stderr
+    skipped = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", tmp_path / "o",
+                      *common(ilsvrc), "--train-shards", 1, "--layout-threads", 1, "--on-error", "skip", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert {"file": "n09999999_7.JPEG", "reason": "listed in --subset " + str(listing) + ", not in the source",
+            "split": "train"} in json.loads(skipped.stdout)["skipped"]
+
+
+def test_the_shipped_subsets_are_simclrs_lists():
+    from imagenet_build.catalog import SUBSET_TRAIN_IMAGES, read_subset
+
+    for name, count in SUBSET_TRAIN_IMAGES.items():
+        label, names = read_subset(name)
+        assert label == name and len(names) == count
+        assert all(n.endswith(".JPEG") and n.startswith("n") for n in names)
+
+
+def test_expect_imagenet_knows_the_subset_counts():
+    from imagenet_build.verify import expected_totals
+
+    assert expected_totals(None) == ({"train": 1281167, "validation": 50000}, "ILSVRC2012")
+    manifest = {"options": {"subset": "imagenet-10pct"}, "inputs": {}}
+    assert expected_totals(manifest)[0] == {"train": 128116, "validation": 50000}
