@@ -1,5 +1,5 @@
 #!/bin/sh
-# The image's entrypoint: `build ARCHIVE_DIR OUTPUT_DIR [convert option...]` runs the one-shot
+# The image's entrypoint: `build SOURCE OUTPUT_DIR [convert option...]` runs the one-shot
 # build script; anything else is an imagenet-build command (`verify /out/tfrecord`, `--help`, ...).
 set -e
 HERE="$(cd "$(dirname "$0")" && pwd)"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# One shot from the three ILSVRC2012 archives to verified, DALI-ready shards. Resumable.
+# One shot from ImageNet as downloaded to verified, DALI-ready shards. Resumable.
 #
-# Usage: scripts/build_imagenet.sh ARCHIVE_DIR OUTPUT_DIR [convert option...]
+# Usage: scripts/build_imagenet.sh SOURCE OUTPUT_DIR [convert option...]
 #
-# ARCHIVE_DIR holds ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar and, if present,
-# ILSVRC2012_bbox_train_v2.tar.gz. OUTPUT_DIR receives:
+# SOURCE is a folder holding ILSVRC2012_img_train.tar, ILSVRC2012_img_val.tar and, if present,
+# ILSVRC2012_bbox_train_v2.tar.gz (their sizes are checked against the official ones), or any
+# other copy of ImageNet that `imagenet-build convert --from` knows (a folder or a file: Kaggle's
+# zip, Hugging Face's archives, ...; see the README). OUTPUT_DIR receives:
 #   tfrecord/            the shards, dali_idx/ and manifest.json (imagenet-build convert)
 #   build.log            everything this script and the tool printed, run after run
 #   verify.json          the last verify report; verified.sha256 marks the manifest it passed
@@ -18,7 +20,7 @@ set -euo pipefail
 
 die() { echo "error: $*" >&2; exit 1; }
 
-[ $# -ge 2 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 ARCHIVES="$1"
 OUT="$2"
 shift 2
@@ -30,9 +32,15 @@ command -v "$IB" >/dev/null 2>&1 || die "'$IB' is not on PATH. Install it: pip i
 TRAIN="$ARCHIVES/ILSVRC2012_img_train.tar"
 VAL="$ARCHIVES/ILSVRC2012_img_val.tar"
 BBOX="$ARCHIVES/ILSVRC2012_bbox_train_v2.tar.gz"
-[ -d "$ARCHIVES" ] || die "$ARCHIVES: no such folder (it should hold the ILSVRC2012 archives)"
-[ -f "$TRAIN" ] || die "$TRAIN: missing. Download ILSVRC2012_img_train.tar (147,897,477,120 bytes) from image-net.org into $ARCHIVES"
-[ -f "$VAL" ] || die "$VAL: missing. Download ILSVRC2012_img_val.tar (6,744,924,160 bytes) from image-net.org into $ARCHIVES"
+[ -e "$ARCHIVES" ] || die "$ARCHIVES: no such folder or file (it should hold the ILSVRC2012 archives, or another copy of ImageNet)"
+ILSVRC=0  # the official archives (or nothing yet): their sizes are checked, and a missing one is named
+if [ -d "$ARCHIVES" ] && { [ -f "$TRAIN" ] || [ -f "$VAL" ] || [ -z "$(ls -A "$ARCHIVES")" ]; }; then
+  ILSVRC=1
+fi
+if [ "$ILSVRC" = 1 ]; then
+  [ -f "$TRAIN" ] || die "$TRAIN: missing. Download ILSVRC2012_img_train.tar (147,897,477,120 bytes) from image-net.org into $ARCHIVES"
+  [ -f "$VAL" ] || die "$VAL: missing. Download ILSVRC2012_img_val.tar (6,744,924,160 bytes) from image-net.org into $ARCHIVES"
+fi
 
 mkdir -p "$OUT"
 LOG="$OUT/build.log"
@@ -51,19 +59,27 @@ check_size() {  # the public sizes of the official archives (no checksums are pu
          "building anyway (convert checks the archive itself)"
   fi
 }
-check_size "$TRAIN" 147897477120
-check_size "$VAL" 6744924160
-BBOX_ARGS=()
-if [ -f "$BBOX" ]; then
-  BBOX_ARGS=(--bbox-tar "$BBOX")
-  echo "ok: $(basename "$BBOX"): boxes will be read from it"
+SOURCE_ARGS=()
+if [ "$ILSVRC" = 1 ]; then
+  check_size "$TRAIN" 147897477120
+  check_size "$VAL" 6744924160
+  SOURCE_ARGS=(--train-tar "$TRAIN" --validation-tar "$VAL")
+  if [ -f "$BBOX" ]; then
+    SOURCE_ARGS+=(--bbox-tar "$BBOX")
+    echo "ok: $(basename "$BBOX"): boxes will be read from it"
+  else
+    echo "note: no $(basename "$BBOX") in $ARCHIVES: records will carry no boxes"
+  fi
+  source_bytes=$(( $(size_of "$TRAIN") + $(size_of "$VAL") ))
 else
-  echo "note: no $(basename "$BBOX") in $ARCHIVES: records will carry no boxes"
+  SOURCE_ARGS=(--from "$ARCHIVES")  # convert tells which copy it is, or says why not
+  echo "ok: $ARCHIVES: not the ILSVRC2012 archives; convert --from will tell which copy of ImageNet it is"
+  source_bytes=$(du -sbL "$ARCHIVES" | cut -f1)
 fi
 
-# Free space: the shards take about what the two image archives take; count what is already there.
+# Free space: the shards take about what the images take; count what is already there.
 SHARDS="$OUT/tfrecord"
-need=$(( $(size_of "$TRAIN") + $(size_of "$VAL") ))
+need=$source_bytes
 have_done=$(du -sb "$SHARDS" 2>/dev/null | cut -f1 || echo 0)
 need=$(( (need - ${have_done:-0}) * 105 / 100 ))
 free=$(df -P -B1 "$OUT" | awk 'NR == 2 {print $4}')
@@ -73,7 +89,7 @@ fi
 echo "ok: free space: $(( free / 1000000000 )) GB, about $(( need / 1000000000 + 1 )) GB needed"
 
 echo "== convert"
-"$IB" convert --train-tar "$TRAIN" --validation-tar "$VAL" "${BBOX_ARGS[@]}" --output-dir "$SHARDS" "$@"
+"$IB" convert "${SOURCE_ARGS[@]}" --output-dir "$SHARDS" "$@"
 
 echo "== verify"
 manifest_sum=$(sha256sum "$SHARDS/manifest.json" | cut -d' ' -f1)

@@ -58,6 +58,23 @@ def test_archives_to_verified_shards_then_a_rerun_redoes_nothing(archive_dir, ar
     assert log.count("== convert") == 2  # one log, run after run
 
 
+def test_any_copy_that_convert_from_knows_is_built_too(archives, tmp_path):
+    """Not the three archives: the script hands the folder to `convert --from`, which names the copy."""
+    tree = tmp_path / "extracted"
+    shutil.copytree(archives / "train", tree / "train")
+    shutil.copytree(archives / "validation", tree / "val")
+    out = tmp_path / "out"
+    result = build(tree, out, archives)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "convert --from will tell" in result.stdout and "verify: sound" in result.stdout
+    assert "found: ILSVRC2012 (image-net.org) folders: 48 train, 16 validation" in result.stdout
+    unknown = tmp_path / "unknown"
+    unknown.mkdir()
+    (unknown / "notes.txt").write_text("x")
+    refused = build(unknown, tmp_path / "out2", archives)
+    assert refused.returncode == 1 and "none of the copies of ImageNet" in refused.stdout + refused.stderr
+
+
 def test_a_different_build_is_verified_again(archive_dir, archives, tmp_path):
     out = tmp_path / "out"
     assert build(archive_dir, out, archives).returncode == 0
