@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -100,6 +101,14 @@ def converted(sample_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("converted")
     result = run_process(*sample_args(sample_dir, out, "--workers", 2, "--json"))
     assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.fixture
+def build(converted, tmp_path):
+    """A private copy of the converted sample, free to damage."""
+    out = tmp_path / "build"
+    shutil.copytree(converted, out)
     return out
 
 

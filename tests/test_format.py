@@ -1,17 +1,20 @@
 """Record bytes against TensorFlow's own Example and TFRecord writer."""
 
 import io
-import struct
 
 import pytest
 
+from helpers import FRAMING_DAMAGE, GOOD
 from imagenet_build import tfrecord
 from imagenet_build.example import decode_example, encode_example
 
-tf = pytest.importorskip("tensorflow")
+
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("tensorflow")
 
 
-def slim_example(encoded, filename, height, width, label, synset, text, boxes):
+def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes):
     """slim's _convert_to_example, verbatim in structure."""
     xmin, ymin, xmax, ymax = [], [], [], []
     for b in boxes:
@@ -55,7 +58,7 @@ def slim_example(encoded, filename, height, width, label, synset, text, boxes):
     [(), ((0.1, 0.2, 0.3, 0.4),), ((0.0, 0.0, 1.0, 1.0), (0.1234, 0.5, 0.9876, 0.75), (0.3333, 0.1, 0.6667, 0.2))],
     ids=["no-box", "one-box", "three-boxes"],
 )
-def test_example_equals_slims_example(boxes):
+def test_example_equals_slims_example(tf, boxes):
     args = dict(
         encoded=b"\xff\xd8" + bytes(range(256)) * 10,
         filename="n01440764_10026.JPEG",
@@ -67,7 +70,7 @@ def test_example_equals_slims_example(boxes):
         boxes=boxes,
     )
     ours = encode_example(**args)
-    theirs = slim_example(**args)
+    theirs = slim_example(tf, **args)
     assert tf.train.Example.FromString(ours) == theirs
     assert ours == theirs.SerializeToString(deterministic=True)
     decoded = decode_example(ours)
@@ -75,7 +78,7 @@ def test_example_equals_slims_example(boxes):
     assert len(decoded) == 15
 
 
-def test_framing_equals_tensorflow_writer(tmp_path):
+def test_framing_equals_tensorflow_writer(tf, tmp_path):
     payloads = [b"", b"a", bytes(range(256)) * 400, b"\x00" * 70000]
     ours = io.BytesIO()
     for p in payloads:
@@ -91,28 +94,6 @@ def test_framing_equals_tensorflow_writer(tmp_path):
     assert [p for _, p, _ in read] == payloads and all(ok for _, _, ok in read)
     scanned = list(tfrecord.scan_lengths(io.BytesIO(data), len(data)))
     assert scanned == [(offset, len(p)) for offset, p, _ in read]
-
-
-def record(payload):
-    head, foot = tfrecord.frame(payload)
-    return head + payload + foot
-
-
-def with_length(data, length):
-    """data with its first record's length replaced and the length CRC made valid again."""
-    raw = struct.pack("<q", length)
-    return raw + struct.pack("<I", tfrecord.masked_crc32c(raw)) + data[12:]
-
-
-GOOD = record(b"first") + record(b"second payload")
-FRAMING_DAMAGE = {
-    "flipped length CRC": (bytes([GOOD[0] ^ 1]) + GOOD[1:], 0, "length CRC mismatch"),
-    "sign bit set": (with_length(GOOD, -5), 0, "negative record length"),
-    "length past the end": (with_length(GOOD, 10**6), 0, "runs past the end"),
-    "truncated last record": (GOOD[:-3], 21, "runs past the end"),
-    "trailing garbage": (GOOD + b"garbage", len(GOOD), "trailing byte"),
-    "trailing zero bytes": (GOOD + bytes(40), len(GOOD), "length CRC mismatch"),
-}
 
 
 @pytest.mark.parametrize("name", list(FRAMING_DAMAGE))

@@ -2,19 +2,32 @@
 
 import io
 import json
+import random
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 from PIL import Image
 
 from conftest import run_cli
+from imagenet_build import write_arrays
 
-tf = pytest.importorskip("tensorflow")
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("tensorflow")
 
-from imagenet_build import write_arrays  # noqa: E402
-from imagenet_build.tfdata import make_dataset  # noqa: E402
+
+@pytest.fixture(scope="module")
+def np():
+    """write_arrays takes numpy arrays; numpy comes with the extras, not the core install."""
+    return pytest.importorskip("numpy")
+
+
+def make_dataset(*args, **kwargs):
+    pytest.importorskip("tensorflow")
+    from imagenet_build.tfdata import make_dataset as make
+
+    return make(*args, **kwargs)
 
 
 def label_histogram(dataset):
@@ -29,7 +42,7 @@ def manifest_counts(folder, split="train"):
     return Counter({int(k) - 1: v for k, v in counts.items()})
 
 
-def test_training_batches_have_the_right_shapes_labels_and_normalisation(converted):
+def test_training_batches_have_the_right_shapes_labels_and_normalisation(converted, tf, np):
     images, labels = next(iter(make_dataset(converted, training=True, batch_size=8, seed=1)))
     assert images.shape == (8, 224, 224, 3) and images.dtype == tf.float32
     assert labels.shape == (8,) and labels.dtype == tf.int32
@@ -60,18 +73,20 @@ def test_workers_share_the_files_and_together_read_everything(converted):
 @pytest.fixture
 def folder_dataset(tmp_path):
     root = tmp_path / "flowers"
-    rng = np.random.default_rng(0)
+    rng = random.Random(0)
     kinds = {"tulip": ".jpg", "rose": ".JPG", "daisy": ".jpeg", "iris": ".png"}
     for k, (name, suffix) in enumerate(sorted(kinds.items())):
         (root / name).mkdir(parents=True)
         for i in range(6):
-            pixels = np.full((40 + i, 50, 3), 40 * k, np.uint8) + rng.integers(0, 30, (40 + i, 50, 3), dtype=np.uint8)
-            Image.fromarray(pixels).save(root / name / f"{name}{i}{suffix}", "PNG" if suffix == ".png" else "JPEG")
+            size = (50, 40 + i)
+            noise = Image.frombytes("RGB", size, bytes(rng.randrange(30) for _ in range(size[0] * size[1] * 3)))
+            pixels = Image.eval(noise, lambda v, base=40 * k: v + base)  # a class colour, a little noise
+            pixels.save(root / name / f"{name}{i}{suffix}", "PNG" if suffix == ".png" else "JPEG")
         (root / name / "notes.txt").write_text("not an image")
     return root
 
 
-def test_class_folders_convert_verify_and_read_back(folder_dataset, tmp_path):
+def test_class_folders_convert_verify_and_read_back(folder_dataset, tmp_path, tf):
     out = tmp_path / "out"
     result = run_cli("convert", "--train-dir", folder_dataset, "--classes-from-folders", "--output-dir", out,
                      "--train-shards", 2, "--layout-threads", 1, "--workers", 1, "--json")
@@ -94,7 +109,7 @@ def test_class_folders_convert_verify_and_read_back(folder_dataset, tmp_path):
         {0: 6, 1: 6, 2: 6, 3: 6})
 
 
-def test_class_folders_resume_and_metadata_texts(folder_dataset, tmp_path):
+def test_class_folders_resume_and_metadata_texts(folder_dataset, tmp_path, tf):
     meta = tmp_path / "meta.txt"
     meta.write_text("rose\tRosa, the rose\n")
     args = ["convert", "--train-dir", folder_dataset, "--classes-from-folders", "--metadata-file", meta,
@@ -117,14 +132,14 @@ def test_classes_from_folders_refuses_imagenet_only_options(folder_dataset, samp
 
 
 @pytest.fixture(scope="module")
-def cifar_like():
+def cifar_like(np):
     rng = np.random.default_rng(7)
     coarse = rng.integers(0, 256, (300, 8, 8, 3), dtype=np.uint8)  # smooth pictures, as photos are
     return coarse.repeat(4, axis=1).repeat(4, axis=2), rng.integers(0, 10, 300)
 
 
 @pytest.mark.parametrize("lossless", [False, True], ids=["jpeg", "png"])
-def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless):
+def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless, tf, np):
     images, labels = cifar_like
     names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
     out = tmp_path / "cifar"
@@ -149,7 +164,7 @@ def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless):
             assert error < 20 and error < other / 3  # lossy, but this picture and not another
 
 
-def test_arrays_bad_input():
+def test_arrays_bad_input(np):
     from imagenet_build.errors import BuildError
 
     with pytest.raises(BuildError, match="uint8"):

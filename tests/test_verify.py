@@ -4,29 +4,30 @@ Where DALI itself is silent about a defect, the test also shows DALI's reader
 returning the wrong number of records without a word: that is why the check exists.
 """
 
-import io
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import run_cli
-from imagenet_build.dali_index import index_text
-from imagenet_build.example import example_message_class
-from imagenet_build.tfrecord import OVERHEAD, frame, read_records
-
-SHARD = "train-00001-of-00004"
-OTHER = "train-00002-of-00004"
+from helpers import (
+    FRAMING_DAMAGE,
+    OTHER,
+    SHARD,
+    dali_epoch,
+    edit_record,
+    index_lines,
+    records_of,
+    set_index,
+    with_length,
+    write_shard,
+)
 
 
 @pytest.fixture
-def build(converted, tmp_path):
-    out = tmp_path / "build"
-    shutil.copytree(converted, out)
-    return out
+def dali():
+    return pytest.importorskip("nvidia.dali")
 
 
 def verify_json(folder, *extra):
@@ -38,69 +39,6 @@ def checks_failed(report):
     return set(report["summary"]["problem_counts"])
 
 
-def records_of(path):
-    data = Path(path).read_bytes()
-    return [payload for _, payload, _ in read_records(io.BytesIO(data), len(data))]
-
-
-def write_shard(folder, name, payloads, index=True):
-    """Rewrite a shard (and, unless told not to, a correct index for it) from payloads."""
-    data, entries, offset = b"", [], 0
-    for payload in payloads:
-        head, foot = frame(payload)
-        data += head + payload + foot
-        entries.append((offset, OVERHEAD + len(payload)))
-        offset += OVERHEAD + len(payload)
-    (folder / name).write_bytes(data)
-    if index:
-        (folder / "dali_idx" / f"{name}.idx").write_text(index_text(entries))
-
-
-def edit_record(folder, name, number, change):
-    """Apply change(example) to record `number` of a shard; shard and index rewritten consistently."""
-    payloads = records_of(folder / name)
-    example = example_message_class()()
-    example.ParseFromString(payloads[number])
-    change(example)
-    payloads[number] = example.SerializeToString(deterministic=True)
-    write_shard(folder, name, payloads)
-
-
-def index_lines(folder, name=SHARD):
-    return (folder / "dali_idx" / f"{name}.idx").read_text().splitlines(keepends=True)
-
-
-def set_index(folder, lines, name=SHARD):
-    (folder / "dali_idx" / f"{name}.idx").write_text("".join(lines))
-
-
-def dali_epoch(folder, split="train"):
-    """Records DALI's reader delivers in one epoch over the build's shards and indexes (CPU)."""
-    code = r"""
-import glob, os, sys
-from nvidia.dali import fn, pipeline_def
-import nvidia.dali.tfrecord as tfrec
-folder, split = sys.argv[1], sys.argv[2]
-paths = sorted(glob.glob(os.path.join(folder, split + "-*")))
-indexes = [os.path.join(folder, "dali_idx", os.path.basename(p) + ".idx") for p in paths]
-@pipeline_def(batch_size=1, num_threads=1, device_id=None)
-def pipe():
-    r = fn.readers.tfrecord(path=paths, index_path=indexes, name="Reader",
-        features={"image/filename": tfrec.FixedLenFeature((), tfrec.string, "")})
-    return r["image/filename"]
-p = pipe()
-p.build()
-n = p.reader_meta("Reader")["epoch_size"]
-names = [p.run()[0].at(0).tobytes() for _ in range(n)]
-print(n, len(set(names)))
-"""
-    result = subprocess.run([sys.executable, "-c", code, str(folder), split], capture_output=True, text=True)
-    if result.returncode:
-        return None  # DALI refused or failed
-    size, distinct = result.stdout.split()[-2:]
-    return int(size), int(distinct)
-
-
 TRAIN_RECORDS = 48
 
 
@@ -109,6 +47,9 @@ def test_clean_build_passes_every_mode(converted):
         code, report = verify_json(converted, *extra)
         assert code == 0 and report["ok"] and report["problems"] == [], report
     assert report["summary"]["records"] == 64
+
+
+def test_dali_reads_the_clean_build_whole(converted, dali):
     assert dali_epoch(converted) == (TRAIN_RECORDS, TRAIN_RECORDS)
 
 
@@ -143,8 +84,6 @@ def test_broken_framing(build, defect, offset_of):
     if defect == "flipped length CRC":
         data = data[:8] + bytes([data[8] ^ 0xFF]) + data[9:]
     elif defect == "sign bit set":
-        from test_format import with_length
-
         data = with_length(data, -(2**40))
     elif defect == "truncated last record":
         data = data[:-10]
@@ -212,16 +151,22 @@ INDEX_DEFECTS = {
 
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
 def test_index_defects_are_reported(build, defect):
-    damage, dali = INDEX_DEFECTS[defect]
+    damage, _ = INDEX_DEFECTS[defect]
     damage(build)
     code, report = verify_json(build, "--quick")
     assert code == 1 and "index" in checks_failed(report), report["summary"]
     problem = next(p for p in report["problems"] if p["check"] == "index")
     assert problem["file"].startswith(SHARD)
-    if dali == "silent":  # why the check exists: DALI gives a wrong epoch and says nothing
+
+
+@pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
+def test_why_index_checks_exist_dali_on_the_same_defects(build, defect, dali):
+    damage, behaviour = INDEX_DEFECTS[defect]
+    damage(build)
+    if behaviour == "silent":  # DALI gives a wrong epoch and says nothing
         size, distinct = dali_epoch(build)
         assert (size, distinct) != (TRAIN_RECORDS, TRAIN_RECORDS)
-    else:  # DALI notices these itself, at start or mid-epoch; verify finds them before training
+    else:  # DALI notices these itself, at start or mid-epoch (its own error); verify finds them before training
         assert dali_epoch(build) is None
 
 
@@ -334,8 +279,6 @@ def test_index_equals_what_convert_wrote(converted, tmp_path):
 
 @pytest.mark.parametrize("defect", ["length past the end", "sign bit set", "trailing garbage", "flipped length CRC"])
 def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, defect):
-    from test_format import FRAMING_DAMAGE
-
     data, offset, message = FRAMING_DAMAGE[defect]
     bad = tmp_path / "bad.tfrecord"
     bad.write_bytes(data)

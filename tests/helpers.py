@@ -1,0 +1,108 @@
+"""Helpers the test modules share: framing damage, editing a build's shards and indexes, DALI's own epoch.
+
+Test modules import these from here, never from each other, so a skip in one
+module never travels into another.
+"""
+
+import io
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from imagenet_build import tfrecord
+from imagenet_build.dali_index import index_text
+from imagenet_build.example import example_message_class
+from imagenet_build.tfrecord import OVERHEAD, frame, read_records
+
+SHARD = "train-00001-of-00004"
+OTHER = "train-00002-of-00004"
+
+
+def record(payload):
+    head, foot = tfrecord.frame(payload)
+    return head + payload + foot
+
+
+def with_length(data, length):
+    """data with its first record's length replaced and the length CRC made valid again."""
+    raw = struct.pack("<q", length)
+    return raw + struct.pack("<I", tfrecord.masked_crc32c(raw)) + data[12:]
+
+
+GOOD = record(b"first") + record(b"second payload")
+FRAMING_DAMAGE = {
+    "flipped length CRC": (bytes([GOOD[0] ^ 1]) + GOOD[1:], 0, "length CRC mismatch"),
+    "sign bit set": (with_length(GOOD, -5), 0, "negative record length"),
+    "length past the end": (with_length(GOOD, 10**6), 0, "runs past the end"),
+    "truncated last record": (GOOD[:-3], 21, "runs past the end"),
+    "trailing garbage": (GOOD + b"garbage", len(GOOD), "trailing byte"),
+    "trailing zero bytes": (GOOD + bytes(40), len(GOOD), "length CRC mismatch"),
+}
+
+
+def records_of(path):
+    data = Path(path).read_bytes()
+    return [payload for _, payload, _ in read_records(io.BytesIO(data), len(data))]
+
+
+def write_shard(folder, name, payloads, index=True):
+    """Rewrite a shard (and, unless told not to, a correct index for it) from payloads."""
+    data, entries, offset = b"", [], 0
+    for payload in payloads:
+        head, foot = frame(payload)
+        data += head + payload + foot
+        entries.append((offset, OVERHEAD + len(payload)))
+        offset += OVERHEAD + len(payload)
+    (folder / name).write_bytes(data)
+    if index:
+        (folder / "dali_idx" / f"{name}.idx").write_text(index_text(entries))
+
+
+def edit_record(folder, name, number, change):
+    """Apply change(example) to record `number` of a shard; shard and index rewritten consistently."""
+    payloads = records_of(folder / name)
+    example = example_message_class()()
+    example.ParseFromString(payloads[number])
+    change(example)
+    payloads[number] = example.SerializeToString(deterministic=True)
+    write_shard(folder, name, payloads)
+
+
+def index_lines(folder, name=SHARD):
+    return (folder / "dali_idx" / f"{name}.idx").read_text().splitlines(keepends=True)
+
+
+def set_index(folder, lines, name=SHARD):
+    (folder / "dali_idx" / f"{name}.idx").write_text("".join(lines))
+
+
+def dali_epoch(folder, split="train"):
+    """(records, distinct names) DALI's reader delivers in one epoch over the build's shards and indexes (CPU),
+    or None when DALI refuses or fails on them (asserted to be DALI's own error, not an import failure)."""
+    code = r"""
+import glob, os, sys
+from nvidia.dali import fn, pipeline_def
+import nvidia.dali.tfrecord as tfrec
+folder, split = sys.argv[1], sys.argv[2]
+paths = sorted(glob.glob(os.path.join(folder, split + "-*")))
+indexes = [os.path.join(folder, "dali_idx", os.path.basename(p) + ".idx") for p in paths]
+@pipeline_def(batch_size=1, num_threads=1, device_id=None)
+def pipe():
+    r = fn.readers.tfrecord(path=paths, index_path=indexes, name="Reader",
+        features={"image/filename": tfrec.FixedLenFeature((), tfrec.string, "")})
+    return r["image/filename"]
+p = pipe()
+p.build()
+n = p.reader_meta("Reader")["epoch_size"]
+names = [p.run()[0].at(0).tobytes() for _ in range(n)]
+print(n, len(set(names)))
+"""
+    result = subprocess.run([sys.executable, "-c", code, str(folder), split], capture_output=True, text=True)
+    if result.returncode:
+        # DALI refused or failed: that must be DALI's own error about the data, not a missing module
+        assert "ModuleNotFoundError" not in result.stderr and "ImportError" not in result.stderr, result.stderr
+        assert "RuntimeError" in result.stderr or "Error" in result.stderr, result.stderr
+        return None
+    size, distinct = result.stdout.split()[-2:]
+    return int(size), int(distinct)
