@@ -181,7 +181,7 @@ def trainer_check(folder: str, split: str = "train", device: str = "auto", steps
         timed_images += len(images)
     _sync(device)
     pipeline_rate = timed_images / (time.perf_counter() - t0)
-    del stream
+    stream.close()
     channel_mean, channel_std = check_batches(report, batches)
 
     # training from the reader, end to end
@@ -198,7 +198,8 @@ def trainer_check(folder: str, split: str = "train", device: str = "auto", steps
     failure = _train(net, training_batches, classes, device, losses)
     _sync(device)
     train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
-    del stream, net
+    stream.close()  # its DataLoader workers end here
+    del net
     check_loss(report, losses, failure)
 
     # overfit a small fixed subset: eval-style images held on the device, trained on repeatedly

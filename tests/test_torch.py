@@ -22,7 +22,8 @@ from imagenet_build.errors import BuildError
 from test_verify import SHARD, build, edit_record, index_lines, records_of, set_index  # noqa: F401 (build: fixture)
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")  # torchvision 0.29 points to TorchCodec
+# torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 pytest.importorskip("torchvision")
 
 from imagenet_build.torch import (  # noqa: E402
