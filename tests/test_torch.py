@@ -21,6 +21,10 @@ from imagenet_build.dali_index import record_entries
 from imagenet_build.errors import BuildError
 from test_verify import SHARD, build, edit_record, index_lines, records_of, set_index  # noqa: F401 (build: fixture)
 
+# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
+# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
+# tests compile nothing with triton, so torch runs here without it.
+sys.modules.setdefault("triton", None)
 torch = pytest.importorskip("torch")
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
@@ -143,7 +147,7 @@ def test_undecodable_image_names_the_record(build):
 
 
 def check(folder, *extra):
-    result = run_cli("trainer-check", folder, "--framework", "torch", "--device", "cpu", "--steps", 8, "--json", *extra)
+    result = run_cli("trainer-check", folder, "--framework", "torch", "--device", "cpu", "--steps", 4, "--json", *extra)
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
