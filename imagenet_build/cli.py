@@ -259,31 +259,54 @@ def _floats3(ctx, param, value):
 @cli.command("trainer-check")
 @click.argument("folder", type=click.Path(file_okay=False, exists=True))
 @click.option("--split", type=click.Choice(["train", "validation"]), default="train", show_default=True)
-@click.option("--device", type=click.Choice(["auto", "gpu", "cpu"]), default="auto", show_default=True,
-              help="auto: the GPU when DALI sees one, else the CPU.")
-@click.option("--steps", type=click.IntRange(min=1), help="Training steps [default: 200 on a GPU, 30 on the CPU].")
-@click.option("--batch-size", type=click.IntRange(min=1), help="[default: 64 on a GPU, 16 on the CPU]")
+@click.option("--framework", type=click.Choice(["dali", "torch"]), default="dali", show_default=True,
+              help="dali: DALI into Keras (extras tf, dali); torch: the PyTorch reader into torchvision (extra torch).")
+@click.option("--device", type=click.Choice(["auto", "gpu", "cuda", "cpu"]), default="auto", show_default=True,
+              help="auto: the GPU when the framework sees one, else the CPU (gpu and cuda are the same).")
+@click.option("--steps", type=click.IntRange(min=1),
+              help="Training steps [default: on a GPU 200 (dali) or 300 (torch), 30 on the CPU].")
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="[default: on a GPU 64 (dali) or 256 (torch), 16 on the CPU]")
 @click.option("--model", type=click.Choice(["resnet50", "small"]), help="[default: resnet50 on a GPU, small on the CPU]")
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
-              help="Simulated ranks: each reads its DALI shard; together they must read every record once.")
+              help="Simulated ranks: each reads its share; together they must read every record once.")
+@click.option("--workers", type=click.IntRange(min=0),
+              help="--framework torch: DataLoader worker processes per rank [default: 2 on the CPU, 8 on a GPU].")
 @click.option("--mean", callback=_floats3, help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
 @click.option("--std", callback=_floats3, help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
-@click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare.")
+@click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-def trainer_check(folder, split, device, steps, batch_size, model, num_shards, mean, std, compare_tf, as_json):
-    """Read FOLDER's shards back through DALI into real training steps and prove the data trains.
+def trainer_check(folder, split, framework, device, steps, batch_size, model, num_shards, workers, mean, std,
+                  compare_tf, as_json):
+    """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
     Every record read exactly once per epoch across --num-shards ranks (a short or
     empty index fails here although DALI says nothing), labels 0-based after the
     shift and matching the manifest's histogram, no batch of one repeated image,
     pixels normalised once, a finite loss, and a small fixed subset that is
-    learned. Needs the `tf` and `dali` extras; runs on the CPU without a GPU.
+    learned. --framework dali needs the `tf` and `dali` extras, --framework torch
+    the `torch` extra; both run on the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
-    from imagenet_build.trainer import DLE_MEAN, DLE_STD, format_report, trainer_check as run
+    from imagenet_build.trainer import DLE_MEAN, DLE_STD
+    from imagenet_build.trainer_checks import format_report
 
-    result = run(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
-                 num_shards=num_shards, mean=mean or DLE_MEAN, std=std or DLE_STD, compare_tf=compare_tf)
+    mean, std = mean or DLE_MEAN, std or DLE_STD
+    if framework == "torch":
+        if compare_tf:
+            raise click.UsageError("--compare-tf goes with --framework dali")
+        from imagenet_build.torch_trainer import trainer_check as run_torch
+
+        result = run_torch(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
+                           num_shards=num_shards, mean=mean, std=std, workers=workers)
+    else:
+        if workers is not None:
+            raise click.UsageError("--workers goes with --framework torch")
+        from imagenet_build.trainer import trainer_check as run
+
+        result = run(folder, split=split, device="gpu" if device == "cuda" else device, steps=steps,
+                     batch_size=batch_size, model=model, num_shards=num_shards, mean=mean, std=std,
+                     compare_tf=compare_tf)
     _report_and_exit(result, as_json, format_report)
 
 

@@ -10,14 +10,13 @@ figures in the report (REFERENCE §8 for the pipeline):
   normalisation  per-channel mean ~ 0, std ~ 1 (not raw 0-255, not normalised twice)
   loss           finite through the training steps
   overfit        a small fixed subset is learned: its loss falls clearly
+The checks themselves are trainer_checks.py's, shared with the PyTorch reader (torch_trainer.py).
 TensorFlow and DALI are imported here only (extras `tf` and `dali`).
 """
 
-import math
 import os
 import re
 import time
-from collections import Counter
 from pathlib import Path
 
 from imagenet_build import storage
@@ -25,6 +24,8 @@ from imagenet_build.errors import BuildError
 from imagenet_build.manifest import read_manifest
 from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
+from imagenet_build.trainer_checks import (  # noqa: F401 (format_report: the CLI's)
+    Report, check_batches as _check_batches, check_epoch as _check_epoch, check_loss, check_overfit, format_report)
 from imagenet_build.workers import progress_bar
 
 DLE_MEAN = (123.68, 116.28, 103.53)
@@ -202,89 +203,6 @@ def build_model(name, classes):
 # ------------------------------------------------------------------ the check
 
 
-class Report:
-    def __init__(self):
-        self.checks = []
-
-    def add(self, name, ok, detail):
-        self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
-
-    @property
-    def ok(self):
-        return all(c["ok"] for c in self.checks)
-
-
-def _check_epoch(report, seen, manifest, split, paths, num_shards, classes):
-    expected = (manifest or {}).get("splits", {}).get(split, {}).get("records")
-    total = len(seen)
-    sources = Counter((file, offset) for _, file, offset, _, _ in seen)
-    names = Counter(name for _, _, _, name, _ in seen)
-    twice = [s for s, n in sources.items() if n > 1]
-    same_image = [n for n, c in names.items() if c > 1]
-    real = _record_count(paths)
-    problems = []
-    if expected is not None and total != expected:
-        problems.append(f"epoch has {total} records, manifest.json says {expected}")
-    if total != real:
-        problems.append(f"DALI delivered {total} records, the shards hold {real} (an index drops or repeats some)")
-    if twice:
-        problems.append(f"{len(twice)} record(s) read more than once, e.g. {twice[0][0]} at byte {twice[0][1]}")
-    if same_image:
-        problems.append(f"{len(same_image)} image(s) present more than once (a shard under two names?), "
-                        f"e.g. {same_image[0]}")
-    detail = f"{total} records over {num_shards} rank(s)" + (f"; manifest: {expected}" if expected is not None else "")
-    report.add("epoch", not problems, "; ".join(problems) or detail)
-
-    by_rank = {}
-    for rank, file, offset, name, _ in seen:
-        by_rank.setdefault((file, offset), set()).add(rank)
-        by_rank.setdefault(name, set()).add(rank)
-    shared = [k for k, ranks in by_rank.items() if len(ranks) > 1]
-    report.add("ranks", not shared, f"{len(shared)} record(s) reach more than one rank" if shared
-               else f"{num_shards} rank(s), disjoint")
-
-    labels = Counter(label - 1 for _, _, _, _, label in seen)
-    outside = sorted(k for k in labels if not 0 <= k < classes)
-    detail = f"labels - 1 in [{min(labels)}, {max(labels)}], {classes} classes"
-    problems = []
-    if outside:
-        problems.append(f"{sum(labels[k] for k in outside)} label(s) outside [0, {classes}) after the shift "
-                        f"(e.g. {outside[0]}): records 0-based, or a wrong class count")
-    wanted = (manifest or {}).get("splits", {}).get(split, {}).get("label_counts")
-    if wanted is not None and {str(k + 1): v for k, v in sorted(labels.items())} != wanted:
-        problems.append("class histogram differs from manifest.json")
-    report.add("labels", not problems, "; ".join(problems) or detail)
-
-
-def _record_count(paths):
-    from imagenet_build.dali_index import record_entries
-    from imagenet_build.tfrecord import FramingError
-
-    total = 0
-    for path in paths:
-        try:
-            total += len(record_entries(path))
-        except FramingError as e:
-            raise BuildError(f"{path}: {e}; run imagenet-build verify") from None
-    return total
-
-
-def _check_batches(report, batches, mean_tolerance=1.0, std_range=(0.25, 4.0)):
-    import numpy as np
-
-    identical = sum(1 for images in batches if len(images) > 1 and float(np.ptp(images, axis=0).max()) == 0.0)
-    report.add("batches", not identical, f"{identical} of {len(batches)} batch(es) hold one image repeated"
-               if identical else f"{len(batches)} batches, images differ within each")
-    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
-    mean, std = pixels.mean(axis=0), pixels.std(axis=0)
-    ok = bool(np.all(np.abs(mean) < mean_tolerance) and np.all((std > std_range[0]) & (std < std_range[1])))
-    detail = (f"per-channel mean {', '.join(f'{m:.2f}' for m in mean)}, std {', '.join(f'{s:.2f}' for s in std)}")
-    if not ok:
-        detail += " (expected mean ~0, std ~1: raw 0-255 pixels, or normalised twice?)"
-    report.add("normalisation", ok, detail)
-    return [round(float(m), 3) for m in mean], [round(float(s), 3) for s in std]
-
-
 def _train(batches, model, losses):
     """Train on batches(), appending each loss; returns why training stopped early, or ""."""
     import tensorflow as tf
@@ -392,10 +310,7 @@ def _trainer_check(folder, split="train", device="auto", steps=None, batch_size=
     failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(steps)),
                      train_model, losses)
     train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
-    finite = bool(losses) and all(math.isfinite(v) for v in losses) and not failure
-    report.add("loss", finite,
-               f"{len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if finite
-               else failure or "loss is not finite (NaN/inf): labels out of range or pixels not normalised?")
+    check_loss(report, losses, failure)
 
     # overfit a small fixed subset: eval-style images held in memory, trained on repeatedly
     subset = training_pipeline(paths, indexes, device, batch_size, mean, std, training=False)
@@ -406,10 +321,7 @@ def _trainer_check(folder, split="train", device="auto", steps=None, batch_size=
     del subset
     fixed = []
     failure = _train(lambda: ((images, labels) for _ in range(max(steps, 30))), build_model(model, classes), fixed)
-    falls = not failure and all(math.isfinite(v) for v in fixed) and fixed[-1] < 0.5 * fixed[0]
-    report.add("overfit", falls, failure or (
-        f"loss on {len(labels)} fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f}"
-        + ("" if falls else " (did not halve: labels do not match the images?)")))
+    check_overfit(report, fixed, failure, len(labels))
 
     result = {
         "ok": report.ok,
@@ -449,21 +361,3 @@ def compare_with_tf_data(paths, batch_size, mean, std, num_batches):
     return {"images_per_second": round(rate, 1),
             "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
             "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
-
-
-def format_report(result):
-    lines = [f"trainer-check {result['split']} on {result['device']} ({result['model']}, batch {result['batch_size']}, "
-             f"{result['steps']} steps, {result['ranks']} rank(s)): {result['records']} records"]
-    for check in result["checks"]:
-        lines.append(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:14s} {check['detail']}")
-    lines.append(f"  DALI read+decode+augment: {result['images_per_second']:.0f} images/s; "
-                 f"training: {result['training_images_per_second']:.0f} images/s")
-    if "tf_data" in result:
-        t = result["tf_data"]
-        lines.append(f"  tf.data same augmentation: {t['images_per_second']:.0f} images/s; "
-                     f"channel mean {t['channel_mean']} std {t['channel_std']} "
-                     f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
-    lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
-        c["name"] for c in result["checks"] if not c["ok"]))
-    return lines
-

@@ -10,12 +10,13 @@
 #   tfrecord/            the shards, dali_idx/ and manifest.json (imagenet-build convert)
 #   build.log            everything this script and the tool printed, run after run
 #   verify.json          the last verify report; verified.sha256 marks the manifest it passed
-#   trainer-check.json   the trainer-check report, when TensorFlow and DALI are installed
+#   trainer-check.json   the trainer-check report, when TensorFlow and DALI, or PyTorch, are installed
 # Run it again after an interruption: convert keeps the shards its manifest vouches for, and a
 # build that was already verified is not verified again (the manifest pins every shard's sha256,
 # and convert rechecks them, so an unchanged manifest means the very bytes verified before).
 # Environment: IMAGENET_BUILD (the command, default imagenet-build on PATH),
-#   SKIP_TRAINER_CHECK=1 to leave trainer-check out.
+#   SKIP_TRAINER_CHECK=1 to leave trainer-check out, TRAINER_CHECK_FRAMEWORK=dali|torch to choose its reader
+#   (default: DALI when TensorFlow and DALI's TF plugin are installed, else PyTorch when it is).
 set -euo pipefail
 
 die() { echo "error: $*" >&2; exit 1; }
@@ -27,7 +28,7 @@ shift 2
 
 IB="${IMAGENET_BUILD:-imagenet-build}"
 command -v "$IB" >/dev/null 2>&1 || die "'$IB' is not on PATH. Install it: pip install 'imagenet-build[tf,dali]' \
-(or, in its repository, pip install '.[tf,dali]'); without TensorFlow and DALI the build still runs, trainer-check is skipped."
+(or '[torch]' for the PyTorch trainer check; in its repository, pip install '.[tf,dali]'); without them the build still runs, trainer-check is skipped."
 
 TRAIN="$ARCHIVES/ILSVRC2012_img_train.tar"
 VAL="$ARCHIVES/ILSVRC2012_img_val.tar"
@@ -110,10 +111,22 @@ echo "== trainer-check"
 PY=$(head -n 1 "$(command -v "$IB")" | sed -n 's/^#!//p')
 if [ "${SKIP_TRAINER_CHECK:-0}" = 1 ]; then
   echo "skipped (SKIP_TRAINER_CHECK=1)"
-elif [ -n "$PY" ] && $PY -c "import tensorflow, nvidia.dali.plugin.tf" >/dev/null 2>&1; then
-  "$IB" trainer-check "$SHARDS" --json > "$OUT/trainer-check.json" || die "trainer-check failed: $OUT/trainer-check.json"
-  echo "trainer-check: the data trains ($OUT/trainer-check.json)"
 else
-  echo "skipped: TensorFlow and DALI (with its TF plugin) are not installed beside $IB"
+  # whichever reader is installed beside the tool: DALI (with TensorFlow), else PyTorch
+  FRAMEWORK="${TRAINER_CHECK_FRAMEWORK:-}"
+  if [ -z "$FRAMEWORK" ] && [ -n "$PY" ]; then
+    if $PY -c "import tensorflow, nvidia.dali.plugin.tf" >/dev/null 2>&1; then
+      FRAMEWORK=dali
+    elif $PY -c "import torch, torchvision" >/dev/null 2>&1; then
+      FRAMEWORK=torch
+    fi
+  fi
+  if [ -n "$FRAMEWORK" ]; then
+    "$IB" trainer-check "$SHARDS" --framework "$FRAMEWORK" --json > "$OUT/trainer-check.json" \
+      || die "trainer-check (--framework $FRAMEWORK) failed: $OUT/trainer-check.json"
+    echo "trainer-check: the data trains (--framework $FRAMEWORK, $OUT/trainer-check.json)"
+  else
+    echo "skipped: neither TensorFlow and DALI (with its TF plugin) nor PyTorch and torchvision are installed beside $IB"
+  fi
 fi
 echo "== done: $SHARDS"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up .venv with the test extras (TensorFlow CPU, DALI, its TF plugin) and run the tests,
+# Set up .venv with the test extras (TensorFlow CPU, DALI, its TF plugin, PyTorch) and run the tests,
 # then build the sample dataset and verify it as a user's CI would.
 # Usage: scripts/test.sh [pytest args...]
 source "$(dirname "$0")/_venv.sh"

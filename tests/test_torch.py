@@ -1,0 +1,207 @@
+"""The PyTorch reader (imagenet_build.torch) and trainer-check --framework torch, on the CPU.
+
+Every record once across simulated ranks x DataLoader workers, values equal to
+TensorFlow's parse of the same records, CPU decode equal to Pillow's, and the
+trainer check passing on the sample and failing on planted faults.
+"""
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import run_cli
+from imagenet_build.dali_index import record_entries
+from imagenet_build.errors import BuildError
+from test_verify import SHARD, build, edit_record, index_lines, records_of, set_index  # noqa: F401 (build: fixture)
+
+# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
+# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
+# tests compile nothing with triton, so torch runs here without it.
+sys.modules.setdefault("triton", None)
+torch = pytest.importorskip("torch")
+# torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+pytest.importorskip("torchvision")
+
+from imagenet_build.torch import (  # noqa: E402
+    AREA, ASPECT, BatchTransform, IterableRecordDataset, RecordDataset, collate, decode_images)
+
+
+def all_records(folder, split):
+    """{(shard path, offset)} of every record, from the shards' own framing."""
+    return {(str(p), offset) for p in sorted(folder.glob(f"{split}-*-of-*")) for offset, _ in record_entries(str(p))}
+
+
+def read_all(dataset_class, folder, split, world_size, workers=2, epoch=0, **kwargs):
+    """[(rank, shard, offset, filename)] of one epoch over every rank, each through a DataLoader with workers."""
+    got = []
+    for rank in range(world_size):
+        dataset = dataset_class(folder, split, rank=rank, world_size=world_size, decode=False, **kwargs)
+        dataset.set_epoch(epoch)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=workers, collate_fn=collate)
+        for batch in loader:
+            got += [(rank, s, o, f) for s, o, f in zip(batch["shard"], batch["offset"].tolist(), batch["filename"])]
+    return got
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_every_record_once_across_ranks_and_workers(converted, dataset_class, world_size):
+    for split in ("train", "validation"):
+        got = read_all(dataset_class, converted, split, world_size)
+        sources = Counter((s, o) for _, s, o, _ in got)
+        assert set(sources) == all_records(converted, split) and set(sources.values()) == {1}, split
+        assert len({f for *_, f in got}) == len(got)
+        sizes = Counter(rank for rank, *_ in got)
+        assert len(sizes) == world_size and max(sizes.values()) - min(sizes.values()) <= 1
+
+
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_order_is_deterministic_per_seed_and_epoch(converted, dataset_class):
+    order = lambda **kw: [f for *_, f in read_all(dataset_class, converted, "train", 2, workers=0, **kw)]  # noqa: E731
+    assert order(epoch=1) == order(epoch=1)
+    assert order(epoch=1) != order(epoch=2) and sorted(order(epoch=1)) == sorted(order(epoch=2))
+    assert order(epoch=1) != order(epoch=1, seed=7)
+    assert order(epoch=1, shuffle=False) == order(epoch=2, shuffle=False)
+
+
+def test_values_equal_tensorflows_parse(converted):
+    from test_readback import read_with_tensorflow  # TensorFlow's own reader and parser, slim's features
+
+    for split in ("train", "validation"):
+        ours = list(RecordDataset(converted, split, decode=False, boxes=True, shuffle=False))
+        theirs = [r for p in sorted(converted.glob(f"{split}-*-of-*")) for r in read_with_tensorflow(str(p))]
+        assert len(ours) == len(theirs) == {"train": 48, "validation": 16}[split]
+        for mine, tf in zip(ours, theirs):
+            assert mine["image"] == tf["image/encoded"]
+            assert mine["label"] == tf["image/class/label"] - 1
+            assert mine["filename"] == tf["image/filename"].decode()
+            boxes = np.array([tf[f"image/object/bbox/{c}"] for c in ("xmin", "ymin", "xmax", "ymax")],
+                             dtype=np.float32).T.reshape(-1, 4)
+            assert np.array_equal(mine["boxes"].numpy(), boxes)
+    assert any(len(s["boxes"]) for s in RecordDataset(converted, "train", decode=False, boxes=True))
+
+
+def test_cpu_decode_equals_pillow(converted):
+    """Grayscale, progressive, EXIF-rotated and the re-encoded CMYK and PNG images among them."""
+    raw = {s["filename"]: s["image"] for s in RecordDataset(converted, "train", decode=False)}
+    modes = set()
+    for sample in IterableRecordDataset(converted, "train"):
+        with Image.open(io.BytesIO(raw[sample["filename"]])) as image:
+            modes.add(image.mode)
+            expected = np.asarray(image.convert("RGB")).transpose(2, 0, 1)
+        assert sample["image"].dtype == torch.uint8
+        assert np.array_equal(sample["image"].numpy(), expected), sample["filename"]
+    assert modes == {"RGB", "L"}
+
+
+def test_batch_transform_crop_ranges_and_repeatability(converted):
+    transform = BatchTransform("cpu", seed=3)
+    for height, width in [(100, 100), (375, 500), (500, 60)]:
+        for _ in range(200):
+            top, left, h, w = transform.crop_box(height, width)
+            assert 0 <= top <= height - h and 0 <= left <= width - w
+            if (h, w) != (height, width):
+                assert AREA[0] * 0.9 <= h * w / (height * width) <= AREA[1]
+                assert ASPECT[0] * 0.9 <= w / h <= ASPECT[1] * 1.1
+    encoded = [s["image"] for s in RecordDataset(converted, "train", decode=False, shuffle=False)][:8]
+    a, b = BatchTransform("cpu", seed=1)(encoded), BatchTransform("cpu", seed=1)(encoded)
+    assert a.shape == (8, 3, 224, 224) and a.dtype == torch.float32 and torch.equal(a, b)
+    assert not torch.equal(a, BatchTransform("cpu", seed=2)(encoded))
+    evaluation = BatchTransform("cpu", training=False, mean=(0, 0, 0), std=(1, 1, 1))(encoded)
+    assert evaluation.shape == (8, 3, 224, 224) and 0 <= float(evaluation.min()) and float(evaluation.max()) <= 255
+
+
+def test_too_few_records_and_bad_rank_are_clear_errors(converted):
+    with pytest.raises(BuildError, match="for 100 ranks"):
+        RecordDataset(converted, "validation", rank=0, world_size=100)
+    with pytest.raises(BuildError, match="rank 3 of world_size 3"):
+        IterableRecordDataset(converted, "validation", rank=3, world_size=3)
+    dataset = IterableRecordDataset(converted, "validation", world_size=8)
+    with pytest.raises(BuildError, match="16 record.s. for 24 rank x workers"):
+        dataset.runs(worker=0, workers=3)
+
+
+def test_undecodable_image_names_the_record(build):
+    def garble(example):
+        example.features.feature["image/encoded"].bytes_list.value[0] = b"\xff\xd8 not a jpeg"
+
+    edit_record(build, SHARD, 0, garble)
+    dataset = RecordDataset(build, "train", shuffle=False)
+    first = dataset.records.starts[1]
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0 .*does not decode"):
+        dataset[first]
+    raw = RecordDataset(build, "train", shuffle=False, decode=False)
+    with pytest.raises(BuildError, match="image 1 of the batch: does not decode"):
+        decode_images([raw[first - 1]["image"], raw[first]["image"]])
+
+
+# ------------------------------------------------------------------ trainer-check --framework torch
+
+
+def check(folder, *extra):
+    result = run_cli("trainer-check", folder, "--framework", "torch", "--device", "cpu", "--steps", 4, "--json", *extra)
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
+
+
+def test_torch_trainer_check_passes_on_the_sample(converted):
+    code, report, failed = check(converted, "--num-shards", 3)
+    assert code == 0 and report["ok"] and not failed, report["checks"]
+    assert {c["name"] for c in report["checks"]} == {
+        "epoch", "ranks", "labels", "batches", "normalisation", "loss", "overfit"}
+    assert report["device"] == "cpu" and report["framework"] == "torch" and report["records"] == 48
+    assert report["images_per_second"] > 0 and report["training_images_per_second"] > 0
+    assert report["overfit_loss"]["last"] < 0.5 * report["overfit_loss"]["first"]
+
+
+def test_torch_trainer_check_fails_on_a_short_index(build):
+    set_index(build, index_lines(build)[:-2])
+    code, report, failed = check(build)
+    assert code == 1 and "epoch" in failed
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
+    assert "manifest.json says 48" in detail and "the PyTorch reader delivered 46" in detail
+
+
+def test_torch_trainer_check_fails_on_zero_based_labels(build):
+    def shift(example):
+        example.features.feature["image/class/label"].int64_list.value[0] -= 1
+
+    for shard in sorted(build.glob("train-*")):
+        for number in range(len(records_of(shard))):
+            edit_record(build, shard.name, number, shift)
+    code, report, failed = check(build)
+    assert code == 1 and {"labels", "loss"} <= failed
+    details = {c["name"]: c["detail"] for c in report["checks"]}
+    assert "outside [0, 4)" in details["labels"] and "label -1 outside [0, 4)" in details["loss"]
+
+
+def test_torch_trainer_check_fails_on_a_shard_present_twice(build):
+    shutil.copy(build / SHARD, build / "train-00004-of-00004")
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
+    code, report, failed = check(build, "--num-shards", 2)
+    assert code == 1 and "epoch" in failed
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
+    assert "more than once" in detail
+
+
+def test_usage_errors_and_a_missing_extra_are_one_line(converted):
+    result = run_cli("trainer-check", converted, "--framework", "torch", "--compare-tf")
+    assert result.exit_code == 2 and "--compare-tf goes with --framework dali" in result.output
+    result = run_cli("trainer-check", converted, "--workers", 2)
+    assert result.exit_code == 2 and "--workers goes with --framework torch" in result.output
+    hide_torch = ("import sys; sys.modules['torch'] = None; from imagenet_build.cli import main; "
+                  f"sys.argv = ['imagenet-build', 'trainer-check', {str(converted)!r}, '--framework', 'torch']; main()")
+    result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: trainer-check --framework torch needs PyTorch, which is not installed: "
+        "pip install 'imagenet-build[torch]'"]
