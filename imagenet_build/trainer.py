@@ -259,21 +259,22 @@ def trainer_check(folder, split="train", device="auto", **options):
     RuntimeError mid-run: that becomes one BuildError line naming the folder and what DALI said.
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    inputs = split_files(folder, split)  # the data's own problems first: they need no DALI to be named
+    missing = [i for i in inputs[2] if not os.path.exists(i)]
+    if missing:
+        raise BuildError(f"{missing[0]}: DALI index missing ({len(missing)} missing); run imagenet-build index")
     _require_dali_and_tf()
     try:
-        return _trainer_check(folder, split, device, **options)
+        return _trainer_check(folder, split, device, inputs, **options)
     except RuntimeError as e:
         raise BuildError(f"{folder}: DALI failed reading the {split} shards: {_dali_failure(e)}; "
                          f"run imagenet-build verify {folder}") from None
 
 
-def _trainer_check(folder, split="train", device="auto", steps=None, batch_size=None, model=None, num_shards=1,
+def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, model=None, num_shards=1,
                    mean=DLE_MEAN, std=DLE_STD, compare_tf=False, progress=True):
     started = time.monotonic()
-    manifest, paths, indexes = split_files(folder, split)
-    missing = [i for i in indexes if not os.path.exists(i)]
-    if missing:
-        raise BuildError(f"{missing[0]}: DALI index missing ({len(missing)} missing); run imagenet-build index")
+    manifest, paths, indexes = inputs
     device = resolve_device(device)
     steps = steps or (200 if device == "gpu" else 30)
     batch_size = batch_size or (64 if device == "gpu" else 16)

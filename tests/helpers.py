@@ -106,3 +106,41 @@ print(n, len(set(names)))
         return None
     size, distinct = result.stdout.split()[-2:]
     return int(size), int(distinct)
+
+
+def slim_features(tf):
+    """slim's features as a TensorFlow training script parses them."""
+    return {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/format": tf.io.FixedLenFeature([], tf.string, default_value="jpeg"),
+        "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/colorspace": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/channels": tf.io.FixedLenFeature([], tf.int64, default_value=0),
+        "image/height": tf.io.FixedLenFeature([], tf.int64, default_value=0),
+        "image/width": tf.io.FixedLenFeature([], tf.int64, default_value=0),
+        "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
+        "image/class/synset": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/class/text": tf.io.FixedLenFeature([], tf.string, default_value=""),
+        "image/object/bbox/xmin": tf.io.VarLenFeature(dtype=tf.float32),
+        "image/object/bbox/ymin": tf.io.VarLenFeature(dtype=tf.float32),
+        "image/object/bbox/xmax": tf.io.VarLenFeature(dtype=tf.float32),
+        "image/object/bbox/ymax": tf.io.VarLenFeature(dtype=tf.float32),
+        "image/object/bbox/label": tf.io.VarLenFeature(dtype=tf.int64),
+    }
+
+
+def read_with_tensorflow(path):
+    """Every record of a shard through TensorFlow's own reader and parser, slim's features."""
+    import tensorflow as tf
+
+    features = slim_features(tf)
+    records = []
+    for raw in tf.data.TFRecordDataset(path):
+        parsed = tf.io.parse_single_example(raw, features)
+        records.append(
+            {
+                k: (v.values.numpy().tolist() if isinstance(v, tf.sparse.SparseTensor) else v.numpy())
+                for k, v in parsed.items()
+            }
+        )
+    return records

@@ -13,44 +13,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from imagenet_build.catalog import read_metadata_file, DEFAULT_METADATA_FILE
+from helpers import read_with_tensorflow
+from imagenet_build.catalog import DEFAULT_METADATA_FILE, read_metadata_file
 
 tf = pytest.importorskip("tensorflow")
 
-SLIM_FEATURES = {
-    "image/encoded": tf.io.FixedLenFeature([], tf.string, default_value=""),
-    "image/format": tf.io.FixedLenFeature([], tf.string, default_value="jpeg"),
-    "image/filename": tf.io.FixedLenFeature([], tf.string, default_value=""),
-    "image/colorspace": tf.io.FixedLenFeature([], tf.string, default_value=""),
-    "image/channels": tf.io.FixedLenFeature([], tf.int64, default_value=0),
-    "image/height": tf.io.FixedLenFeature([], tf.int64, default_value=0),
-    "image/width": tf.io.FixedLenFeature([], tf.int64, default_value=0),
-    "image/class/label": tf.io.FixedLenFeature([], tf.int64, default_value=-1),
-    "image/class/synset": tf.io.FixedLenFeature([], tf.string, default_value=""),
-    "image/class/text": tf.io.FixedLenFeature([], tf.string, default_value=""),
-    "image/object/bbox/xmin": tf.io.VarLenFeature(dtype=tf.float32),
-    "image/object/bbox/ymin": tf.io.VarLenFeature(dtype=tf.float32),
-    "image/object/bbox/xmax": tf.io.VarLenFeature(dtype=tf.float32),
-    "image/object/bbox/ymax": tf.io.VarLenFeature(dtype=tf.float32),
-    "image/object/bbox/label": tf.io.VarLenFeature(dtype=tf.int64),
-}
-
-
 def shards(out, split):
     return sorted(glob.glob(str(out / f"{split}-*-of-*")))
-
-
-def read_with_tensorflow(path):
-    records = []
-    for raw in tf.data.TFRecordDataset(path):
-        parsed = tf.io.parse_single_example(raw, SLIM_FEATURES)
-        records.append(
-            {
-                k: (v.values.numpy().tolist() if isinstance(v, tf.sparse.SparseTensor) else v.numpy())
-                for k, v in parsed.items()
-            }
-        )
-    return records
 
 
 def expected_order(sample, split):

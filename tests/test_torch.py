@@ -19,7 +19,7 @@ from PIL import Image
 from conftest import run_cli
 from imagenet_build.dali_index import record_entries
 from imagenet_build.errors import BuildError
-from test_verify import SHARD, build, edit_record, index_lines, records_of, set_index  # noqa: F401 (build: fixture)
+from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index
 
 # TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
 # is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
@@ -73,7 +73,7 @@ def test_order_is_deterministic_per_seed_and_epoch(converted, dataset_class):
 
 
 def test_values_equal_tensorflows_parse(converted):
-    from test_readback import read_with_tensorflow  # TensorFlow's own reader and parser, slim's features
+    pytest.importorskip("tensorflow")
 
     for split in ("train", "validation"):
         ours = list(RecordDataset(converted, split, decode=False, boxes=True, shuffle=False))
