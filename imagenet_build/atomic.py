@@ -18,18 +18,29 @@ def fsync_dir(path):
         os.close(fd)
 
 
-def write_atomic(path, data):
-    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
-    path = Path(path)
+def write_temp(path, data):
+    """Write bytes to a temporary name beside `path` and fsync; returns that name (to rename, or
+    to remove). On failure nothing is left."""
     tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_atomic(path, data):
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = write_temp(path, data)
+    try:
         os.replace(tmp, path)
     except BaseException:
-        # out of space, say: the old file stays whole under its name, and no temp file is left
+        # the old file stays whole under its name, and no temp file is left
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)

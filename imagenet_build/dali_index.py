@@ -11,6 +11,7 @@ import os
 import re
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
@@ -125,6 +126,13 @@ def _covers_several(offset, size, expected):
     return count if position == offset + size and count > 1 else 0
 
 
+class IndexTask(NamedTuple):
+    """One worker task of `index`: this file, its index there."""
+
+    shard_path: str
+    index_path: str
+
+
 def _index_one(shard_path, index_path):
     """A worker task: (shard, records or None, problem or None)."""
     try:
@@ -158,7 +166,7 @@ def index_shards(inputs, index_dir=None, workers=0):
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
     shards = find_tfrecords(inputs)
-    tasks = [(p, index_path(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
+    tasks = [IndexTask(p, index_path(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
              for p in shards]
     indexed, refused = [], []
     bar = progress_bar(len(tasks), 0, "index", "file")
@@ -166,7 +174,7 @@ def index_shards(inputs, index_dir=None, workers=0):
     def done(task, result):
         shard, records, problem = result
         if problem is None:
-            indexed.append({"file": shard, "index": task[1], "records": records})
+            indexed.append({"file": shard, "index": task.index_path, "records": records})
         else:
             refused.append({"file": shard, "offset": problem[0], "message": problem[1]})
         bar.update(1)

@@ -12,6 +12,7 @@ import io
 import os
 import time
 from collections import Counter
+from typing import NamedTuple
 
 from imagenet_build import storage
 from imagenet_build.catalog import (
@@ -183,6 +184,15 @@ class _HashingReader:
         data = self._f.read(n)
         self._digest.update(data)
         return data
+
+
+class ShardCheck(NamedTuple):
+    """One worker task of verify: every per-shard check of this shard and its index."""
+
+    shard_path: str
+    index_path: str
+    quick: bool
+    deep: bool
 
 
 def check_shard(shard_path, index_path, quick, deep):
@@ -391,7 +401,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         results[result["name"]] = result
         bar.update(1)
 
-    tasks = [(p, index_path(p, index_dir), quick, deep) for p in paths]
+    tasks = [ShardCheck(p, index_path(p, index_dir), quick, deep) for p in paths]
     try:
         with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
             pool.run(check_shard, tasks, done)

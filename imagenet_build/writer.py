@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from imagenet_build import images, storage
-from imagenet_build.atomic import fsync_dir
+from imagenet_build.atomic import fsync_dir, write_temp
 from imagenet_build.dali_index import index_text
 from imagenet_build.errors import BuildError, InputError
 from imagenet_build.example import encode_example_parts
@@ -111,10 +111,7 @@ def write_records(name, output_dir, index_dir, payloads):
         finally:
             os.close(fd)
         index_bytes = index_text(offsets).encode()
-        with open(index_tmp, "wb") as f:
-            f.write(index_bytes)
-            f.flush()
-            os.fsync(f.fileno())
+        write_temp(index_path, index_bytes)  # renamed after the shard: an index never comes first
         os.replace(shard_tmp, shard_path)
         os.replace(index_tmp, index_path)
         fsync_dir(shard_path.parent)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import tarfile
 from array import array
+from typing import NamedTuple
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, input_errors
@@ -87,6 +88,15 @@ def outer_members(archive):
             return list_members(f, size, archive)
 
 
+class ClassTar(NamedTuple):
+    """One worker task of the train tar's scan: list the class tar at [offset, offset + size)."""
+
+    archive: str
+    offset: int
+    size: int
+    inner_name: str
+
+
 def inner_members(archive, offset, size, inner_name):
     """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
 
@@ -139,10 +149,8 @@ def scan_train_tar(archive, catalog, on_error, pool):
                         stamp=storage.stamp(archive))
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
     found = {}
-    tasks = [
-        (str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in catalog.synsets if s in inner
-    ]
-    pool.run(inner_members, tasks, lambda task, listed: found.__setitem__(task[3], listed))
+    tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in catalog.synsets if s in inner]
+    pool.run(inner_members, tasks, lambda task, listed: found.__setitem__(task.inner_name, listed))
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in inner:
             names, offsets, sizes = found.pop(inner[synset][0])
