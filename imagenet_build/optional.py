@@ -41,7 +41,7 @@ def _extra_of(module: str) -> tuple[str, str]:
 def missing_message(module: str, purpose: str) -> str:
     extra, name = _extra_of(module)
     if module == "nvidia.dali.plugin.tf":
-        how = ("pip install --no-build-isolation nvidia-dali-tf-plugin-cuda120 "
+        how = ("pip install --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' "
                "(after TensorFlow and DALI)")
     else:
         how = f"pip install 'imagenet-build[{extra}]'" if extra else f"pip install {module}"

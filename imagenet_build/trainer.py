@@ -242,7 +242,8 @@ def _require_dali_and_tf():
     except Exception as e:  # the plugin is built against one TensorFlow: another one fails to load it
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise BuildError(f"trainer-check: DALI's TensorFlow plugin does not load ({first}); reinstall it: "
-                         "pip install --no-build-isolation --force-reinstall nvidia-dali-tf-plugin-cuda120") from None
+                         "pip install --no-build-isolation --force-reinstall "
+                         "'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5'") from None
 
 
 def _dali_failure(error):
