@@ -10,6 +10,7 @@ import os
 import time
 from collections import Counter
 from dataclasses import dataclass
+from typing import Optional
 
 from imagenet_build import catalog as catalog_mod
 from imagenet_build import manifest as manifest_mod
@@ -39,25 +40,25 @@ MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 @dataclass
 class ConvertOptions:
     output_dir: str
-    train_dir: str = None
-    validation_dir: str = None
-    train_tar: str = None
-    validation_tar: str = None
-    bounding_box_file: str = None
-    bbox_tar: str = None
+    train_dir: Optional[str] = None
+    validation_dir: Optional[str] = None
+    train_tar: Optional[str] = None
+    validation_tar: Optional[str] = None
+    bounding_box_file: Optional[str] = None
+    bbox_tar: Optional[str] = None
     train_shards: int = 1024
     validation_shards: int = 128
     layout_threads: int = 8
     workers: int = 0  # 0: one per core
-    labels_file: str = None
-    metadata_file: str = None
-    validation_labels_file: str = None
-    index_dir: str = None
+    labels_file: Optional[str] = None
+    metadata_file: Optional[str] = None
+    validation_labels_file: Optional[str] = None
+    index_dir: Optional[str] = None
     on_error: str = "fail"
     overwrite: bool = False
     classes_from_folders: bool = False
     from_paths: tuple = ()  # --from: any copy of ImageNet, recognised by sources.find_copy
-    subset: str = None  # --subset: a file of image names, or a shipped list (imagenet-1pct, imagenet-10pct)
+    subset: Optional[str] = None  # --subset: a file of image names, or a shipped list (imagenet-1pct, imagenet-10pct)
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     runner: str = "local"  # or "beam": one Beam task per shard
     beam_options: str = ""

@@ -29,8 +29,8 @@ _TFRECORD = re.compile(r"(^.+-\d{5}-of-\d{5}$)|(\.tfrecords?$)|(\.tfrec$)")
 
 class ShardName(NamedTuple):
     split: str
-    index: int
-    count: int
+    number: int  # 0-based
+    total: int  # the N of -of-N
 
 
 def shard_name(split: str, index: int, count: int) -> str:

@@ -33,13 +33,16 @@ from array import array
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from imagenet_build.dali_index import INDEX_SUFFIX
 from imagenet_build.errors import BuildError
 from imagenet_build.example import decode_example
-from imagenet_build.manifest import index_dir_of, read_manifest
+from imagenet_build.manifest import read_manifest
+from imagenet_build.naming import index_dir_of, index_path, shard_glob
 from imagenet_build.optional import require
 from imagenet_build.tfrecord import OVERHEAD, masked_crc32c
-from imagenet_build.trainer import DLE_MEAN, DLE_STD  # the DALI pipeline's defaults, one home
+from imagenet_build.trainer import (  # the DALI pipeline's defaults, one home
+    DLE_MEAN,
+    DLE_STD,
+)
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 
@@ -67,14 +70,14 @@ class Records:
             raise BuildError(str(e)) from None
         self.manifest = manifest
         index_dir = index_dir_of(str(folder), manifest, index_dir)
-        self.paths = [str(p) for p in sorted(folder.glob(f"{split}-*-of-*")) if p.is_file()]
+        self.paths = [str(p) for p in sorted(folder.glob(shard_glob(split))) if p.is_file()]
         if not self.paths:
             raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
         self.shard, self.offset, self.size = array("i"), array("q"), array("q")
         self.starts = []  # first record number of each shard
         for number, path in enumerate(self.paths):
             self.starts.append(len(self.offset))
-            index = os.path.join(index_dir, os.path.basename(path) + INDEX_SUFFIX)
+            index = index_path(path, index_dir)
             for offset, size in _read_index(index):
                 self.shard.append(number)
                 self.offset.append(offset)

@@ -257,7 +257,7 @@ def _shard_set(root, index_dir, problems):
     for entry, is_dir in sorted(storage.listdir(root).items()):
         parsed = parse_shard_name(entry)
         if parsed and not is_dir:
-            shards.setdefault(parsed.split, []).append((parsed.index, parsed.count, storage.join(root, entry)))
+            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, storage.join(root, entry)))
         elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
                 is_dir and index_inside and entry == storage.basename(index_dir)):
             continue

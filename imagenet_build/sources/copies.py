@@ -94,7 +94,7 @@ def find_copy(paths: list) -> Copy:
         raise UsageError("--from was given two different copies of ImageNet: "
                          + " and ".join(f"{first[k]} ({_layout(k).name})" for k in kinds)
                          + "; give the paths of one copy")
-    roles = {}
+    roles: dict[str, str] = {}
     for piece in pieces:
         if piece.role in roles and roles[piece.role] != piece.path:
             raise UsageError(f"--from was given two {piece.role} of one copy: {roles[piece.role]} and {piece.path}")

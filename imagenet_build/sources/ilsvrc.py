@@ -53,8 +53,8 @@ def identify(path: str) -> list:
                 pieces.append(Piece(NAME, role, sub_path))
     if pieces:
         return pieces
-    role = _folder_role(path, names)
-    return [Piece(NAME, role, path)] if role else []
+    found = _folder_role(path, names)
+    return [Piece(NAME, found, path)] if found else []
 
 
 def assemble(pieces: list) -> Copy:

@@ -1,0 +1,516 @@
+"""WebDataset copies of ImageNet (timm's `timm/imagenet-1k-wds` and the like), read in place.
+
+A copy is a folder of uncompressed tar shards, `<prefix>-train-NNNN.tar` and
+`<prefix>-validation-NN.tar` (or `-val-`): timm's are `imagenet1k-train-0000.tar`
+… `-1023.tar` and `imagenet1k-validation-00.tar` … `-63.tar`. Each sample is a
+run of members sharing a key: `<key>.jpg` (the image), `<key>.cls` (its label,
+0-based, as ASCII digits) and optionally `<key>.json`. timm's copy was made from
+TFDS's imagenet2012, whose label is the index in the sorted list of the 1000
+ILSVRC2012 synsets (the shipped labels file is that sorted list) and whose key is
+the original file name without `.JPEG` (`n01440764_10026`, `ILSVRC2012_val_00000001`).
+
+Records are slim's, as from the ILSVRC2012 tarballs: the original file name in
+`image/filename`, the label from the labels file (the synset comes from the name;
+`.cls` is checked against it), slim's order (class by class, by name), never the
+shards' own (shuffled) order. Where a key is not an ImageNet name, the name is
+the json's `filename` (`n01440764/n01440764_3778.JPEG` in copies derived from
+timm's), else `<key>.JPEG` and the label from `.cls`; such records cannot equal
+the ILSVRC build's and the scan says so.
+
+Every image is a byte range of its shard file. The scan lists each shard's tar
+headers and reads its `.cls` members (tiny preads), one shard file per task on
+the pool; a worker then reads each image with one pread. An entry's relpath is
+`<shard file>/<original name>`: its basename stays the original name (the record's
+filename, the key of boxes and --subset), and its folder names the shard file
+under the split's root, so no new field is needed and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+from array import array
+from collections import OrderedDict
+from pathlib import Path
+
+from imagenet_build import storage
+from imagenet_build.errors import InputError, UsageError, input_errors
+from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, SplitInput, basename
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.tars import BLOCK, list_members, read_range
+
+NAME = "WebDataset shards"
+SHARD = re.compile(r"^(?P<prefix>.+)-(?P<split>train|validation|val)-(?P<number>\d+)\.tar$")
+TRAIN_NAME = re.compile(r"^(n\d{8})_\d+\.JPEG$")
+IMAGENET_KEY = re.compile(r"^(n\d{8}_\d+|ILSVRC2012_val_\d{8})$")
+IMAGE_EXTENSIONS = ("jpg", "jpeg", "png")
+SPLITS = {"train": "train", "validation": "validation", "val": "validation"}
+
+
+def _sorted_synsets() -> tuple:
+    """What `.cls` indexes: the 1000 ILSVRC2012 synsets, sorted (TFDS's imagenet2012 labels, timm's order)."""
+    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+
+    synsets = tuple(read_labels_file(DEFAULT_LABELS_FILE))
+    assert list(synsets) == sorted(synsets)
+    return synsets
+
+
+_SYNSETS: tuple = ()
+_VALIDATION_LABELS: dict = {}
+
+
+def cls_synsets() -> tuple:
+    global _SYNSETS
+    if not _SYNSETS:
+        _SYNSETS = _sorted_synsets()
+    return _SYNSETS
+
+
+def _validation_labels(path: str) -> list:
+    if path not in _VALIDATION_LABELS:
+        from imagenet_build.catalog import read_validation_labels
+
+        _VALIDATION_LABELS[path] = read_validation_labels(path)
+    return _VALIDATION_LABELS[path]
+
+
+# ------------------------------------------------------------------ telling the copy apart
+
+
+def identify(path: str) -> list:
+    """One piece per shard file given; a folder of shards: one piece per split it holds."""
+    base = storage.basename(path)
+    match = SHARD.match(base)
+    if match:
+        return [Piece(NAME, f"{SPLITS[match['split']]}-shard {base}", path)]
+    names = listing(path)
+    splits = sorted({SPLITS[m["split"]] for n, is_dir in names.items() if not is_dir for m in [SHARD.match(n)] if m})
+    return [Piece(NAME, f"{split}-shards", path) for split in splits]
+
+
+def _shard_files(pieces: list) -> dict:
+    """{split: [(number, path)]} of the shards the pieces name, sorted by number; one prefix for the copy."""
+    found: dict = {}
+    prefixes: dict = {}
+    for piece in pieces:
+        role = piece.role
+        if role.endswith("-shards"):
+            split = role[: -len("-shards")]
+            paths = [storage.join(piece.path, n) for n, is_dir in sorted(listing(piece.path).items()) if not is_dir]
+            complete = True
+        else:
+            split, paths, complete = role.split("-shard ")[0], [piece.path], False
+        numbers = []
+        for path in paths:
+            match = SHARD.match(storage.basename(path))
+            if match and SPLITS[match["split"]] == split:
+                found.setdefault(split, {})[path] = int(match["number"])
+                prefixes.setdefault(match["prefix"], path)
+                numbers.append(int(match["number"]))
+        gap = next((k for k, n in enumerate(sorted(numbers)) if n != k), None)
+        if complete and gap is not None:  # a folder's shards run 0..N-1, or it is a partial copy
+            raise InputError(piece.path, f"{split} shard number {gap} is missing ({len(numbers)} shard files, "
+                                         f"numbered up to {max(numbers)}): a partial copy")
+    if len(prefixes) > 1:
+        first, second = list(prefixes.values())[:2]
+        raise UsageError(f"--from was given shards of two WebDataset copies: {first} and {second}; "
+                         "give the shards of one copy")
+    return {split: sorted(((n, p) for p, n in paths.items()), key=lambda item: item[0])
+            for split, paths in found.items()}
+
+
+def assemble(pieces: list) -> Copy:
+    files = _shard_files(pieces)
+    copy = Copy(NAME, NAME, where={piece.role: piece.path for piece in pieces})
+    if "train" in files:
+        shards = [p for _, p in files["train"]]
+        copy.scan_train = lambda catalog, on_error, pool: scan_shards(
+            "train", shards, catalog, on_error, pool, None)
+    if "validation" in files:
+        shards_v = [p for _, p in files["validation"]]
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_shards(
+            "validation", shards_v, catalog, on_error, pool, str(labels_file))
+    return copy
+
+
+# ------------------------------------------------------------------ the scan
+
+
+def _split_member(name: str) -> tuple:
+    """(key, extension) as WebDataset splits a member name: at the first dot of its last part."""
+    folder, _, base = name.rpartition("/")
+    if "." not in base:
+        return None, None
+    stem, _, ext = base.partition(".")
+    return (f"{folder}/{stem}" if folder else stem), ext
+
+
+def _original_name(key: str, read_json) -> tuple:
+    """(the sample's original file name, whether it was only derived from the key)."""
+    stem = key.rsplit("/", 1)[-1]
+    if IMAGENET_KEY.match(stem):
+        return stem + ".JPEG", False
+    meta = read_json()
+    if isinstance(meta, dict):
+        name = meta.get("filename") or meta.get("file_name")
+        if isinstance(name, str) and name.strip("/"):
+            return basename(name), False
+    return stem + ".JPEG", True
+
+
+ZERO_BLOCK = bytes(BLOCK)
+USTAR = b"ustar\x00"
+WINDOW = 8 * BLOCK
+
+
+def plain_members(fd, size, where):
+    """(members as list_members gives them, {member number: bytes} of members of one block or less), or None.
+
+    tarfile costs ~100 us a header, and a WebDataset shard has three members per
+    image: 1.28 M samples would take minutes to list. Shards written by Python's
+    tarfile (WebDataset's TarWriter) with short ASCII names are plain ustar
+    headers, parsed here with one pread per member that also brings a small
+    member's data (the .cls, usually the .json) along. None — anything else (pax
+    or GNU long-name headers, base-256 sizes, a bad checksum) — leaves the file
+    to tarfile's listing, which reports what is wrong.
+    """
+    members, small = [], {}
+    if hasattr(os, "posix_fadvise"):  # only the header pages: no read-ahead of the images between them
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+    window, window_start = b"", 0
+    pos = 0
+    while True:
+        if not window_start <= pos <= window_start + len(window) - 2 * BLOCK:
+            # a sample's .cls header and data, the next .jpg header, and after the image its .json and
+            # the next sample's .cls and .jpg headers are contiguous: one read per sample, not three
+            window, window_start = read_range(fd, pos, WINDOW), pos
+        buf = window[pos - window_start: pos - window_start + 2 * BLOCK]
+        head = buf[:BLOCK]
+        if len(head) < BLOCK:
+            raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+        if head == ZERO_BLOCK:
+            if buf[BLOCK:] != ZERO_BLOCK:
+                raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+            return members, small
+        try:
+            checksum = int(head[148:156].replace(b"\x00", b" ").strip() or b"0", 8)
+            kind = head[156:157]
+            if head[124] & 0x80 or kind not in (b"0", b"\x00", b"5"):
+                return None
+            length = int(head[124:136].replace(b"\x00", b" ").strip() or b"0", 8)
+            name = head[:100].split(b"\x00", 1)[0]
+            if head[257:263] == USTAR and head[345] != 0:
+                name = head[345:500].split(b"\x00", 1)[0] + b"/" + name
+            name = name.decode("ascii")
+        except (ValueError, UnicodeDecodeError):
+            return None
+        if checksum != sum(head) - sum(head[148:156]) + 8 * 32:
+            return None
+        start = pos + BLOCK
+        if start + length > size:
+            raise InputError(where, f"truncated: {name} needs bytes up to {start + length}, the archive has {size}")
+        is_file = kind != b"5" and not name.endswith("/")
+        if is_file and length <= BLOCK:
+            small[len(members)] = buf[BLOCK:BLOCK + length]
+        members.append((name, start, length, is_file))
+        pos = start + -(-length // BLOCK) * BLOCK
+
+
+def list_shard(path: str, shardrel: str, split: str, on_error: str, validation_labels_file: str | None):
+    """A worker task: one shard file's samples as compact columns.
+
+    Returns (relpaths, offsets, sizes, synset numbers in cls_synsets() or -1, names derived
+    from keys, ignored members, left out [(relpath, reason)]). Reads the tar headers and
+    each sample's `.cls` (and its `.json` only when the key is not an ImageNet name).
+    """
+    synsets = cls_synsets()
+    number_of = {s: i for i, s in enumerate(synsets)}
+    relpaths, offsets, sizes, found = [], array("Q"), array("Q"), array("h")
+    ignored, left_out = [], []
+    derived = 0
+    with input_errors(path, expected="a .tar shard", missing="shard not found"):
+        size = storage.size(path)
+        with storage.open_read(path, random_access=True) as f:
+            source = f if storage.is_url(path) else f.fileno()
+            listed = plain_members(source, size, path) if isinstance(source, int) else None
+            if listed is None:  # anything but plain ustar headers: tarfile's listing
+                listed = list_members(f, size, path), {}
+            samples: dict = {}
+            small = listed[1]
+            for number, (name, offset, length, is_file) in enumerate(listed[0]):
+                if not is_file:
+                    continue
+                key, ext = _split_member(name)
+                if key is None or key.rsplit("/", 1)[-1].startswith("."):
+                    ignored.append(f"{shardrel}:{name}")
+                    continue
+                members = samples.setdefault(key, {})
+                if ext in members:
+                    raise InputError(path, f"sample {key}: two .{ext} members (a key may appear once)")
+                members[ext] = (offset, length, number)
+
+            def data(member):
+                """A small member's bytes: read with its header when it was listed, else by offset."""
+                held = small.get(member[2])
+                return held if held is not None else read_range(source, member[0], member[1])
+
+            def problem(key, reason):
+                if on_error == "fail":
+                    raise InputError(path, f"sample {key}: {reason}; --on-error skip builds without it")
+                left_out.append((f"{shardrel}/{key}", reason))
+
+            for key, members in samples.items():
+                image = next((members[e] for e in members if e.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS), None)
+                if image is None:
+                    problem(key, f"no image member (.jpg), only {', '.join('.' + e for e in sorted(members))}")
+                    continue
+                if "cls" not in members:
+                    problem(key, "no .cls member: its label is unknown")
+                    continue
+                text = data(members["cls"])
+                try:
+                    cls = int(text.strip())
+                except ValueError:
+                    problem(key, f".cls is not a number: {text[:20]!r}")
+                    continue
+                if not 0 <= cls < len(synsets):
+                    problem(key, f".cls {cls} is outside 0..{len(synsets) - 1} (the ILSVRC2012 classes)")
+                    continue
+
+                def read_json(members=members):
+                    if "json" not in members:
+                        return None
+                    try:
+                        return json.loads(data(members["json"]))
+                    except ValueError:
+                        return None
+
+                name, was_derived = _original_name(key, read_json)
+                derived += was_derived
+                synset = None
+                train_name = TRAIN_NAME.match(name)
+                val_name = VALIDATION_NAME.match(name)
+                if train_name:
+                    synset = train_name.group(1)
+                elif val_name and validation_labels_file:
+                    labels = _validation_labels(validation_labels_file)
+                    n = int(val_name.group(1))
+                    if not 1 <= n <= len(labels):
+                        problem(key, f"no label: {validation_labels_file} has {len(labels)} lines, "
+                                     f"this is image {n}")
+                        continue
+                    synset = labels[n - 1]
+                if synset is not None and synset != synsets[cls]:
+                    problem(key, f".cls {cls} is {synsets[cls]}, but its name {name} is of {synset}")
+                    continue
+                relpaths.append(f"{shardrel}/{name}")
+                offsets.append(image[0])
+                sizes.append(image[1])
+                found.append(number_of.get(synset or synsets[cls], -1))
+    return relpaths, offsets, sizes, found, derived, ignored, left_out
+
+
+def scan_shards(split, shards, catalog, on_error, pool, validation_labels_file):
+    """A split's shard files → its images in slim's order (class by class in labels-file order, by name)."""
+    root = storage.parent(shards[0]) if storage.is_url(shards[0]) else os.path.commonpath(
+        [os.path.dirname(os.path.abspath(p)) for p in shards])
+    rel = [storage.basename(p) if storage.is_url(p) else os.path.relpath(os.path.abspath(p), root) for p in shards]
+    result = SplitInput(split, str(root), "wds", reader="wds")
+    listed: dict = {}
+    tasks = [(str(shards[k]), rel[k], split, on_error, validation_labels_file) for k in range(len(shards))]
+    pool.run(list_shard, tasks, lambda task, columns: listed.__setitem__(task[1], columns))
+    synsets = cls_synsets()
+    label_of_number = array("H", (catalog.label_of.get(s, 0) for s in synsets))
+    relpaths, offsets, sizes = [], array("Q"), array("Q")
+    by_label: dict = {}
+    outside = derived = 0
+    for r in rel:  # shard order, whatever order the tasks ended in
+        names, offs, lens, found, n_derived, ignored, left_out = listed.pop(r)
+        derived += n_derived
+        result.ignored.extend(ignored)
+        result.left_out.extend(left_out)
+        for i, number in enumerate(found):
+            label = label_of_number[number] if number >= 0 else 0
+            if not label:
+                outside += 1
+                continue
+            by_label.setdefault(label, array("I")).append(len(relpaths))
+            relpaths.append(names[i])
+            offsets.append(offs[i])
+            sizes.append(lens[i])
+    if outside:
+        result.notes.append(f"{outside} {split} image(s) left out: their synsets are not in {catalog.labels_file}")
+    if derived:
+        result.notes.append(f"{derived} {split} sample(s) carry no original file name: image/filename is "
+                            "<key>.JPEG, so those records differ from the build from the ILSVRC2012 tarballs")
+    missing = [s for label, s in enumerate(catalog.synsets, start=1) if label not in by_label]
+    if not relpaths:
+        raise InputError(root, f"the {split} shards hold no images of the synsets in {catalog.labels_file}")
+    if missing and split == "train" and on_error == "fail":
+        raise InputError(root, f"the train shards hold no images of {len(missing)} synset(s) of the labels file "
+                               f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): a partial copy? "
+                               "Pass a --labels-file with only the classes you have, or --on-error skip")
+    result.empty_classes.extend(missing)
+
+    def name_of(i):
+        path = relpaths[i]
+        return path[path.rindex("/") + 1:]
+
+    for label in range(1, len(catalog.synsets) + 1):
+        previous = None
+        for i in sorted(by_label.get(label, ()), key=name_of):
+            name = name_of(i)
+            if name == previous:
+                where = f"{root}/{relpaths[i].rsplit('/', 1)[0]}"
+                if on_error == "fail":
+                    raise InputError(where, f"{name} is in the {split} shards twice; --on-error skip keeps the first")
+                result.left_out.append((relpaths[i], "a second sample of the same image name"))
+                continue
+            previous = name
+            result.add(relpaths[i], label, (offsets[i], sizes[i]))
+    return result
+
+
+# ------------------------------------------------------------------ reading in a worker
+
+
+def _will_need(fd, offset, length):
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+class ShardReader(Reader):
+    """A shard's images by byte range from the WebDataset shard files: one pread each.
+
+    An output shard draws from many input shard files (the plan shuffles), so the
+    open files are kept in a small LRU; the next READ_AHEAD ranges are announced
+    to the kernel, as the other readers do.
+    """
+
+    READ_AHEAD = 8
+    OPEN_FILES = 64
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self._open: OrderedDict = OrderedDict()  # shard file -> fd (or file object for a URL)
+        self._stamps: dict = {}
+        self._hinted = 0
+
+    def close(self):
+        for source in self._open.values():
+            os.close(source) if isinstance(source, int) else source.close()
+        self._open.clear()
+
+    def _source(self, shardrel):
+        source = self._open.get(shardrel)
+        if source is not None:
+            self._open.move_to_end(shardrel)
+            return source
+        path = storage.join(self.spec.source_root, shardrel)
+        with input_errors(path, expected="a .tar shard", missing="shard file vanished since it was listed"):
+            source = storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+        self._open[shardrel] = source
+        if len(self._open) > self.OPEN_FILES:
+            _, old = self._open.popitem(last=False)
+            os.close(old) if isinstance(old, int) else old.close()
+        return source
+
+    def read(self, number):
+        entries = self.spec.entries
+        while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+            ahead = entries[self._hinted]
+            self._hinted += 1
+            try:
+                source = self._source(ahead.relpath.rsplit("/", 1)[0])
+            except InputError:
+                continue  # read() reports it, in order
+            if isinstance(source, int):
+                _will_need(source, ahead.offset, ahead.size)
+        entry = entries[number]
+        shardrel, name = entry.relpath.rsplit("/", 1)
+        where = f"{storage.join(self.spec.source_root, shardrel)}:{name}"
+        if shardrel not in self._stamps:
+            self._stamps[shardrel] = self.identity(self.spec, entry).split("|", 1)[1]
+        self.identities.append(f"{shardrel}@{entry.offset}:{entry.size}|{self._stamps[shardrel]}")
+        data = read_range(self._source(shardrel), entry.offset, entry.size)
+        if len(data) != entry.size:
+            raise InputError(where, "shard file shorter than when it was listed")
+        return data, where
+
+    @staticmethod
+    def identity(spec, entry):
+        """Its place in its shard file, and that file's size and modification time."""
+        shardrel = entry.relpath.rsplit("/", 1)[0]
+        try:
+            stamp = storage.stamp(storage.join(spec.source_root, shardrel))
+        except FileNotFoundError:
+            stamp = "absent"
+        except OSError as e:
+            stamp = f"unreadable: {e.strerror}"
+        return f"{shardrel}@{entry.offset}:{entry.size}|{stamp}"
+
+
+READERS["wds"] = ShardReader
+
+
+# ------------------------------------------------------------------ the sample, in this layout
+
+
+def _add(tar, name, data):
+    import io
+    import tarfile
+
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = len(data), 0, 0o444
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_sample(ilsvrc_sample, out):
+    """The sample as timm's copy is laid out: shuffled samples over several shards per split.
+
+    `<key>.cls`, `<key>.jpg`, `<key>.json` per sample (WebDataset's TarWriter writes a
+    sample's members sorted by extension), key = original name without `.JPEG`, json
+    `{"filename", "height", "label", "width"}` as copies derived from timm's show.
+    The images are written untouched (a real timm copy holds TFDS's re-encodings of
+    ImageNet's 22 CMYK JPEGs and its PNG, which differ from the archive's bytes).
+    """
+    import tarfile
+
+    from PIL import Image
+
+    ilsvrc_sample, out = Path(ilsvrc_sample), Path(out)
+    number = {s: i for i, s in enumerate(cls_synsets())}
+    validation_synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
+    splits = {
+        "train": (sorted((ilsvrc_sample / "train").glob("*/*.JPEG")), 3, 4,
+                  lambda p: (p.parent.name, f"{p.parent.name}/{p.name}")),
+        "validation": (sorted((ilsvrc_sample / "validation").glob("*.JPEG")), 2, 2,
+                       lambda p: (validation_synsets[int(VALIDATION_NAME.match(p.name).group(1)) - 1], p.name)),
+    }
+    info = {"name": "imagenet1k", "splits": {}}
+    for split, (images, count, digits, describe) in splits.items():
+        random.Random(split).shuffle(images)
+        names = [f"imagenet1k-{split}-{k:0{digits}d}.tar" for k in range(count)]
+        lengths = []
+        for k, shard in enumerate(names):
+            part = images[k::count]
+            lengths.append(len(part))
+            with tarfile.open(out / shard, "w", format=tarfile.PAX_FORMAT) as tar:
+                for image in part:
+                    synset, filename = describe(image)
+                    with Image.open(image) as im:
+                        width, height = im.size
+                    key = image.name[: -len(".JPEG")]
+                    meta = {"filename": filename, "height": height, "label": number[synset], "width": width}
+                    _add(tar, f"{key}.cls", str(number[synset]).encode())
+                    _add(tar, f"{key}.jpg", image.read_bytes())
+                    _add(tar, f"{key}.json", json.dumps(meta).encode())
+        info["splits"][split] = {"name": split, "filenames": names, "shard_lengths": lengths,
+                                 "num_samples": sum(lengths)}
+    (out / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
+
+
+register(Layout(NAME, identify, assemble, short="wds", write_sample=write_sample))
