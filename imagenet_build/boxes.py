@@ -140,13 +140,16 @@ def iter_xml_files(source):
         raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
 
 
-def boxes_to_csv_lines(source, synsets, strict=False):
-    """slim's CSV lines (sorted) from the XML annotations, and the counts and problems on the way."""
+def boxes_to_csv_lines(source, synsets, strict=False, files=None):
+    """slim's CSV lines (sorted) from the XML annotations, and the counts and problems on the way.
+
+    files: (synset folder, xml stem, bytes) read elsewhere (e.g. from a zip), `source` then only names them.
+    """
     keep = set(synsets) if synsets is not None else None
     lines, problems = [], []
     counts = {"xml_files": 0, "saved_files": 0, "skipped_files": 0, "saved_boxes": 0,
               "skipped_boxes": 0, "bad_files": 0}
-    for synset, stem, data in iter_xml_files(source):
+    for synset, stem, data in iter_xml_files(source) if files is None else files:
         counts["xml_files"] += 1
         if keep is not None and synset not in keep:
             counts["skipped_files"] += 1

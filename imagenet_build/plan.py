@@ -80,6 +80,7 @@ class ImageEntry(NamedTuple):
     boxes: tuple = ()
     offset: int = -1
     size: int = 0
+    extra: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
 
     @property
     def filename(self):
@@ -158,7 +159,8 @@ class SplitPlan:
             packed = self._boxes.get(relpath.rsplit("/", 1)[-1]) if self._boxes else None
             boxes = unpack_boxes(packed) if packed else ()
             if source.archive:
-                entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i]))
+                entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i],
+                                          source.extras[i] if source.extras else 0))
             else:
                 entries.append(ImageEntry(relpath, source.labels[i], boxes))
         cat = self._catalog

@@ -42,6 +42,7 @@ class SplitInput:
     labels: array = field(default_factory=lambda: array("I"))
     offsets: array = field(default_factory=lambda: array("Q"))
     sizes: array = field(default_factory=lambda: array("Q"))
+    extras: array = field(default_factory=lambda: array("Q"))  # optional: one more number a Reader needs
     ignored: list = field(default_factory=list)  # files present but not images slim would take
     left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
     empty_classes: list = field(default_factory=list)  # synsets with no images
@@ -63,7 +64,8 @@ class SplitInput:
         archive = self.archive
         for i, relpath in enumerate(self.relpaths):
             if basename(relpath) in names:
-                kept.add(relpath, self.labels[i], (self.offsets[i], self.sizes[i]) if archive else None)
+                where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ())
+                kept.add(relpath, self.labels[i], where if archive else None)
         return kept
 
     def add(self, relpath, label, where=None):
@@ -72,6 +74,8 @@ class SplitInput:
         if where is not None:
             self.offsets.append(where[0])
             self.sizes.append(where[1])
+            if len(where) > 2:  # (offset, size, extra): e.g. a zip member's CRC-32 and inflated size
+                self.extras.append(where[2])
 
 
 def scan_folder(root):

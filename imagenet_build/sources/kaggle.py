@@ -1,0 +1,821 @@
+"""Kaggle's `imagenet-object-localization-challenge` for --from: the downloaded zip read in place, or its tree.
+
+The download (since 2022) is one Zip64 archive of the ILSVRC CLS-LOC tree and four
+`LOC_*` files:
+  ILSVRC/Data/CLS-LOC/train/<synset>/<synset>_<n>.JPEG      1,281,167 images
+  ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_<8 digits>.JPEG    50,000, flat
+  ILSVRC/Data/CLS-LOC/test/ILSVRC2012_test_<8 digits>.JPEG  100,000, no labels: ignored
+  ILSVRC/Annotations/CLS-LOC/train/<synset>/<stem>.xml      544,546 box annotations (Pascal VOC)
+  LOC_synset_mapping.txt, LOC_val_solution.csv, LOC_train_solution.csv, LOC_sample_submission.csv
+Train labels come from the synset folder, validation labels from the validation labels
+file (as for the flat ILSVRC validation folder); LOC_val_solution.csv and
+LOC_synset_mapping.txt are checked against them and differences are reported as notes.
+Boxes come from the train XML, through the same rules as `bboxes` (slim's).
+
+The zip is read where it lies. The listing streams the central directory into compact
+arrays (zipfile.infolist() would hold ~700 B per member: ~1.4 GB for the 2 M members);
+a member's data starts after its local header, whose extra field may differ from the
+central one, so a worker reads the 30-byte local header first (one more small read at
+the same place: reading 1.3 M local headers while listing would be 1.3 M random reads
+on the driver). STORED members are then a byte range, as a tar member is; DEFLATED
+ones are inflated raw and checked against the central directory's CRC-32 and size.
+The older download (a zip around `imagenet_object_localization_patched2019.tar.gz`) is
+refused: a gzip stream has no random access, so it must be unpacked once.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import zlib
+from array import array
+from dataclasses import dataclass, field
+
+from imagenet_build import storage
+from imagenet_build.errors import InputError, input_errors
+from imagenet_build.sources.base import (
+    READERS,
+    Reader,
+    SplitInput,
+    add_class,
+    flat_validation,
+    match_classes,
+    require_images,
+)
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.folders import scan_class_folders, scan_validation
+from imagenet_build.sources.tars import read_range
+
+NAME = "Kaggle imagenet-object-localization-challenge"
+ZIP_NAME = "imagenet-object-localization-challenge.zip"
+OLD_TARBALL = "imagenet_object_localization_patched2019.tar.gz"
+DATA = "ILSVRC/Data/CLS-LOC/"
+TRAIN, VAL, TEST = DATA + "train/", DATA + "val/", DATA + "test/"
+ANNOTATIONS = "ILSVRC/Annotations/CLS-LOC/train/"
+MAPPING, SOLUTION = "LOC_synset_mapping.txt", "LOC_val_solution.csv"
+SYNSET = re.compile(r"^n\d{8}$")
+SOLUTION_ID = re.compile(r"^ILSVRC2012_val_(\d{8})$")
+UNPACK_OLD = (f"is Kaggle's older download, the images inside {OLD_TARBALL}, which has no random access: "
+              f"unpack it once (tar -xzf {OLD_TARBALL}) and give --from the extracted folder (ILSVRC/ and LOC_*)")
+
+# ------------------------------------------------------------------ the zip format (APPNOTE.TXT)
+
+STORED, DEFLATED = 0, 8
+EOCD = struct.Struct("<4s4H2LH")  # end of central directory record
+EOCD_SIG, LOCATOR_SIG, EOCD64_SIG = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
+LOCATOR = struct.Struct("<4sLQL")  # zip64 end of central directory locator
+EOCD64 = struct.Struct("<4sQ2H2L4Q")  # zip64 end of central directory record
+CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # central directory file header
+CENTRAL_SIG, LOCAL_SIG = b"PK\x01\x02", b"PK\x03\x04"
+LOCAL_SIZE = 30  # the local file header's fixed part; name and extra follow
+HEAD_READ = LOCAL_SIZE + 512  # read with the local header: a small member's data comes with it
+FULL32, FULL16 = 0xFFFFFFFF, 0xFFFF
+
+# A member's `extra` (ImageEntry.extra): DEFLATED flag | inflated size << 32 | CRC-32
+DEFLATED_FLAG = 1 << 63
+MAX_SIZE = (1 << 31) - 1
+
+
+def pack_extra(method: int, usize: int, crc: int) -> int:
+    return (DEFLATED_FLAG if method == DEFLATED else 0) | usize << 32 | crc
+
+
+def end_record(f, size: int, where: str) -> tuple[int, int, int]:
+    """(central directory offset, its size, member count), Zip64 records followed."""
+    tail_size = min(size, EOCD.size + FULL16 + LOCATOR.size)
+    f.seek(size - tail_size)
+    tail = f.read(tail_size)
+    at = tail.rfind(EOCD_SIG)
+    while at >= 0 and at + EOCD.size > len(tail):
+        at = tail.rfind(EOCD_SIG, 0, at)
+    if at < 0:
+        raise InputError(where, "not a zip archive, or truncated: no end-of-central-directory record at its end")
+    _, disk, cd_disk, _, count, cd_size, cd_offset, _ = EOCD.unpack_from(tail, at)
+    eocd_at = size - tail_size + at
+    cd_end = eocd_at
+    if at >= LOCATOR.size and tail[at - LOCATOR.size:at - LOCATOR.size + 4] == LOCATOR_SIG:
+        _, _, record_at, disks = LOCATOR.unpack_from(tail, at - LOCATOR.size)
+        f.seek(record_at)
+        record = f.read(EOCD64.size)
+        if len(record) < EOCD64.size or record[:4] != EOCD64_SIG:
+            raise InputError(where, "broken zip: the Zip64 end record is not where its locator says")
+        _, _, _, _, disk, cd_disk, _, count, cd_size, cd_offset = EOCD64.unpack(record)
+        cd_end = record_at
+    if disk or cd_disk:
+        raise InputError(where, "a multi-part (split) zip: join the parts into one file first")
+    if cd_offset + cd_size != cd_end:
+        raise InputError(where, f"broken or truncated zip: the central directory ({cd_size} bytes at {cd_offset}) "
+                                f"does not end where the end record is ({cd_end})")
+    return cd_offset, cd_size, count
+
+
+def central_members(f, cd_offset: int, cd_size: int, count: int, where: str):
+    """Yield (name, local header offset, compressed size, size, CRC-32, method, flags) from the central directory.
+
+    Streamed in blocks: the real one is ~270 MB for 2 M members.
+    """
+    f.seek(cd_offset)
+    buf, pos, left = b"", 0, cd_size
+    for number in range(count):
+        if len(buf) - pos < CENTRAL.size + 3 * FULL16:  # room for the longest entry
+            more = f.read(min(left, 1 << 22))
+            left -= len(more)
+            buf, pos = buf[pos:] + more, 0
+        if len(buf) - pos < CENTRAL.size or buf[pos:pos + 4] != CENTRAL_SIG:
+            raise InputError(where, f"broken zip: central directory entry {number + 1} of {count} is missing or bad")
+        (_, _, _, _, _, flags, method, _, _, crc, csize, usize, name_len, extra_len, comment_len,
+         _, _, _, offset) = CENTRAL.unpack_from(buf, pos)
+        pos += CENTRAL.size
+        end = pos + name_len + extra_len + comment_len
+        if end > len(buf):
+            raise InputError(where, f"broken zip: central directory entry {number + 1} runs past its end")
+        raw = buf[pos:pos + name_len]
+        name = raw.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        if FULL32 in (usize, csize, offset):
+            usize, csize, offset = _zip64(buf, pos + name_len, extra_len, usize, csize, offset, where, name)
+        pos = end
+        yield name, offset, csize, usize, crc, method, flags
+
+
+def _zip64(buf, at, extra_len, usize, csize, offset, where, name):
+    """The 64-bit values of the Zip64 extra field, for the 32-bit fields that are 0xFFFFFFFF (in this order)."""
+    end = at + extra_len
+    while at + 4 <= end:
+        kind, length = struct.unpack_from("<2H", buf, at)
+        at += 4
+        if kind == 1:
+            values = iter(struct.unpack_from(f"<{length // 8}Q", buf, at))
+            try:
+                usize = next(values) if usize == FULL32 else usize
+                csize = next(values) if csize == FULL32 else csize
+                offset = next(values) if offset == FULL32 else offset
+            except StopIteration:
+                break
+            return usize, csize, offset
+        at += length
+    raise InputError(f"{where}:{name}", "broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field")
+
+
+def member_bytes(source, offset: int, csize: int, extra: int, where: str, head: bytes | None = None) -> bytes:
+    """The bytes of the member whose local header is at `offset`: a byte range, or inflated and checked.
+
+    head: bytes already read from `offset` (at least the local header), to save a read.
+    """
+    if head is None:
+        head = read_range(source, offset, HEAD_READ)
+    if len(head) < LOCAL_SIZE or head[:4] != LOCAL_SIG:
+        raise InputError(where, f"no zip local header at byte {offset}: the zip changed since it was listed, "
+                                "or is broken")
+    name_len, extra_len = struct.unpack_from("<2H", head, 26)
+    start = LOCAL_SIZE + name_len + extra_len
+    if start + csize <= len(head):
+        data = head[start:start + csize]
+    else:
+        data = read_range(source, offset + start, csize)
+    if len(data) != csize:
+        raise InputError(where, f"truncated: the zip ends inside this member ({csize} bytes at {offset + start})")
+    if not extra & DEFLATED_FLAG:
+        return data
+    usize, crc = (extra >> 32) & MAX_SIZE, extra & FULL32
+    inflater = zlib.decompressobj(-15)
+    try:
+        out = inflater.decompress(data, usize + 1)
+    except zlib.error as e:
+        raise InputError(where, f"corrupt: its deflated data does not inflate ({e})") from None
+    if not inflater.eof or len(out) != usize:
+        raise InputError(where, f"corrupt: inflates to {len(out)}{'+' if not inflater.eof else ''} bytes, "
+                                f"the zip's directory says {usize}")
+    if zlib.crc32(out) != crc:
+        raise InputError(where, f"corrupt: CRC-32 {zlib.crc32(out):08x} of its inflated bytes, "
+                                f"the zip's directory says {crc:08x}")
+    return out
+
+
+# ------------------------------------------------------------------ listing the zip
+
+
+class Members:
+    """Compact columns of a group of members (1.28 M images would be ~300 MB as tuples)."""
+
+    __slots__ = ("names", "offsets", "sizes", "extras")
+
+    def __init__(self):
+        self.names: list[str] = []
+        self.offsets, self.sizes, self.extras = array("Q"), array("Q"), array("Q")
+
+    def add(self, name, offset, csize, extra):
+        self.names.append(name)
+        self.offsets.append(offset)
+        self.sizes.append(csize)
+        self.extras.append(extra)
+
+    def items(self):
+        """[(name, (offset, size, extra))], as add_class and flat_validation take them."""
+        return list(zip(self.names, zip(self.offsets, self.sizes, self.extras, strict=True), strict=True))
+
+
+@dataclass
+class ZipListing:
+    """What the zip holds, by role. Each split's part is dropped once it has been scanned."""
+
+    path: str
+    stamp: str
+    prefix: str = ""  # folder the tree sits in inside the zip ("" for Kaggle's)
+    train: dict = field(default_factory=dict)  # synset -> Members
+    train_strangers: list = field(default_factory=list)
+    validation: Members = field(default_factory=Members)
+    xml: dict = field(default_factory=dict)  # synset -> Members (names: stems)
+    files: dict = field(default_factory=dict)  # LOC_* name -> (offset, size, extra)
+    tests: int = 0
+    old_tarball: bool = False
+
+
+def _tree_prefix(name: str) -> str | None:
+    """The folder above `ILSVRC/` (or above the LOC_* files) in a member name, or None."""
+    at = name.find("ILSVRC/")
+    if at >= 0 and (at == 0 or name[at - 1] == "/"):
+        return name[:at]
+    base = name.rsplit("/", 1)[-1]
+    if base in (MAPPING, SOLUTION, OLD_TARBALL):
+        return name[: len(name) - len(base)]
+    return None
+
+
+def _open_zip(path):
+    return storage.open_read(path, random_access=True)
+
+
+def looks_like_kaggle(path: str) -> str | None:
+    """"zip" or "old" for a Kaggle zip (new or older download), None for another zip; reads members until sure."""
+    size = storage.size(path)
+    with _open_zip(path) as f:
+        try:
+            cd_offset, cd_size, count = end_record(f, size, path)
+        except InputError:
+            if storage.basename(path).startswith(ZIP_NAME[:-4]):
+                return "zip"  # its own name says it: the scan reports what is wrong with it
+            return None
+        found = None
+        for name, *_ in central_members(f, cd_offset, cd_size, count, path):
+            prefix = _tree_prefix(name)
+            if prefix is None or prefix.count("/") > 1:
+                continue
+            if name.endswith(OLD_TARBALL):
+                return "old"
+            if name[len(prefix):].startswith("ILSVRC/"):
+                return "zip"
+            found = found or "maybe"
+    return "zip" if found else None
+
+
+def list_zip(path: str) -> ZipListing:
+    """One pass over the central directory, sorting members by role; small files kept by place."""
+    with input_errors(path, expected="a zip archive", missing="zip not found"):
+        size = storage.size(path)
+        result = ZipListing(path, storage.stamp(path))
+        with _open_zip(path) as f:
+            cd_offset, cd_size, count = end_record(f, size, path)
+            prefix = None
+            for name, offset, csize, usize, crc, method, flags in central_members(f, cd_offset, cd_size, count,
+                                                                                   path):
+                if name.endswith("/"):
+                    continue  # a folder entry
+                if prefix is None:
+                    prefix = _tree_prefix(name)
+                    if prefix is None:
+                        continue
+                if not name.startswith(prefix):
+                    continue
+                rest = name[len(prefix):]
+                role = _role(rest)
+                if role is None:
+                    continue
+                if role == "old":
+                    result.old_tarball = True
+                    continue
+                if role == "test":
+                    result.tests += 1
+                    continue
+                _check_member(path, name, offset, csize, usize, method, flags, cd_offset)
+                extra = pack_extra(method, usize, crc)
+                if role == "train":
+                    synset, _, base = rest[len(TRAIN):].partition("/")
+                    if not base:
+                        result.train_strangers.append(synset)
+                    elif "/" in base:
+                        result.train_strangers.append(f"{synset}/{base}")
+                    else:
+                        members = result.train.get(synset)
+                        if members is None:
+                            members = result.train[synset] = Members()
+                        members.add(base, offset, csize, extra)
+                elif role == "validation":
+                    result.validation.add(rest[len(VAL):], offset, csize, extra)
+                elif role == "xml":
+                    synset, _, base = rest[len(ANNOTATIONS):].partition("/")
+                    if base.endswith(".xml") and "/" not in base:
+                        members = result.xml.get(synset)
+                        if members is None:
+                            members = result.xml[synset] = Members()
+                        members.add(base[: -len(".xml")], offset, csize, extra)
+                else:
+                    result.files[rest] = (offset, csize, extra)
+        result.prefix = prefix or ""
+    return result
+
+
+def _role(rest: str) -> str | None:
+    if rest.startswith(TRAIN):
+        return "train"
+    if rest.startswith(VAL):
+        return "validation" if "/" not in rest[len(VAL):] else None
+    if rest.startswith(TEST):
+        return "test" if "/" not in rest[len(TEST):] else None
+    if rest.startswith(ANNOTATIONS):
+        return "xml"
+    if rest in (MAPPING, SOLUTION):
+        return "file"
+    if rest == OLD_TARBALL:
+        return "old"
+    return None
+
+
+def _check_member(path, name, offset, csize, usize, method, flags, cd_offset):
+    where = f"{path}:{name}"
+    if flags & 1:
+        raise InputError(where, "encrypted: cannot be read")
+    if method not in (STORED, DEFLATED):
+        raise InputError(where, f"compressed with zip method {method}: only stored (0) and deflated (8) members "
+                                "can be read in place; unzip the archive and give --from the extracted folder")
+    if method == STORED and csize != usize:
+        raise InputError(where, f"broken zip: stored, but {csize} bytes stored for {usize}")
+    if usize > MAX_SIZE:
+        raise InputError(where, f"{usize} bytes: larger than an image can be")
+    if offset + LOCAL_SIZE + len(name) + csize > cd_offset:
+        raise InputError(where, f"broken or truncated zip: its data would run past the central directory "
+                                f"(byte {cd_offset})")
+
+
+# ------------------------------------------------------------------ checks against the labels
+
+
+def solution_notes(lines, where: str, validation_labels: list, labels_file: str) -> list[str]:
+    """LOC_val_solution.csv's first synset of each row against the validation labels file.
+
+    Differences are notes (the labels file decides, as for every other copy); an unreadable
+    CSV is an error.
+    """
+    it = iter(lines)
+    header = next(it, "").lstrip("\ufeff").strip()
+    if header.replace(" ", "") != "ImageId,PredictionString":
+        raise InputError(where, f"not Kaggle's {SOLUTION}: its first line is {header[:60]!r}, "
+                                "not 'ImageId,PredictionString'")
+    differ, outside, rows = [], 0, 0
+    for number, line in enumerate(it, start=2):
+        line = line.strip()
+        if not line:
+            continue
+        image_id, _, prediction = line.partition(",")
+        match = SOLUTION_ID.match(image_id.strip())
+        synset = prediction.split(None, 1)[0] if prediction.strip() else ""
+        if not match or not SYNSET.match(synset):
+            raise InputError(where, f"line {number}: expected 'ILSVRC2012_val_<8 digits>,<synset> <box>...', "
+                                    f"got {line[:80]!r}")
+        rows += 1
+        image = int(match.group(1))
+        if not 1 <= image <= len(validation_labels):
+            outside += 1
+        elif validation_labels[image - 1] != synset:
+            differ.append((image, synset))
+    notes = []
+    if differ:
+        differ.sort()
+        shown = ", ".join(f"ILSVRC2012_val_{i:08d} ({s} there, {validation_labels[i - 1]} here)"
+                          for i, s in differ[:3])
+        notes.append(f"{where} disagrees with {labels_file} on {len(differ):,} validation image(s): {shown}"
+                     f"{' ...' if len(differ) > 3 else ''}; the labels file's synsets are used")
+    if outside:
+        notes.append(f"{where} has {outside:,} row(s) for images beyond the {len(validation_labels):,} lines of "
+                     f"{labels_file}")
+    if rows < len(validation_labels) and not outside:
+        notes.append(f"{where} has {rows:,} rows for the {len(validation_labels):,} images of {labels_file}: "
+                     "the others were not checked")
+    return notes
+
+
+def mapping_notes(lines, where: str, catalog) -> list[str]:
+    """LOC_synset_mapping.txt (line i: class i) against the labels file's order where both list a synset."""
+    synsets = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        synset = line.split(None, 1)[0].lstrip("\ufeff")
+        if not SYNSET.match(synset):
+            raise InputError(where, f"line {number}: expected '<synset> <names>', got {line.strip()[:80]!r}")
+        synsets.append(synset)
+    both = set(synsets) & set(catalog.synsets)
+    theirs = [s for s in synsets if s in both]
+    ours = [s for s in catalog.synsets if s in both]
+    if theirs == ours:
+        return []
+    first = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
+    return [f"{where} orders the synsets otherwise than {catalog.labels_file} (from the {first + 1}th shared one: "
+            f"{theirs[first]} there, {ours[first]} here): labels follow the labels file"]
+
+
+# ------------------------------------------------------------------ the zip as a copy
+
+
+class KaggleZip:
+    """The scans and boxes of one Kaggle zip, from one listing of its central directory."""
+
+    def __init__(self, path: str, copy: Copy):
+        self.path, self.copy = path, copy
+        self._listing: ZipListing | None = None
+        self._mapping_checked = False
+
+    @property
+    def listing(self) -> ZipListing:
+        if self._listing is None:
+            listed = self._listing = list_zip(self.path)
+            if listed.old_tarball and not listed.train and not listed.validation.names:
+                raise InputError(self.path, UNPACK_OLD)
+            if not listed.train:
+                raise InputError(self.path, f"holds no {listed.prefix}{TRAIN}<synset>/*.JPEG images: not the whole "
+                                            "Kaggle download (a partial or broken zip)")
+            if not listed.validation.names:
+                raise InputError(self.path, f"holds no {listed.prefix}{VAL}ILSVRC2012_val_*.JPEG images: not the "
+                                            "whole Kaggle download (a partial or broken zip)")
+            if listed.tests:
+                self.copy.notes.append(f"{listed.tests:,} test images ignored: no labels")
+        return self._listing
+
+    def _text(self, name: str) -> list[str] | None:
+        """A LOC_* file's lines, or None when the zip lacks it."""
+        listed = self.listing
+        if name not in listed.files:
+            return None
+        offset, csize, extra = listed.files[name]
+        where = f"{self.path}:{listed.prefix}{name}"
+        with _open_zip(self.path) as f:
+            data = member_bytes(f, offset, csize, extra, where)
+        try:
+            return data.decode("utf-8-sig").splitlines()
+        except UnicodeDecodeError as e:
+            raise InputError(where, f"not UTF-8 text ({e})") from None
+
+    def _check_mapping(self, catalog):
+        if self._mapping_checked:
+            return
+        self._mapping_checked = True
+        lines = self._text(MAPPING)
+        if lines is None:
+            self.copy.notes.append(f"{self.path} has no {MAPPING}: its synset order not checked")
+        else:
+            self.copy.notes.extend(mapping_notes(lines, f"{self.path}:{self.listing.prefix}{MAPPING}", catalog))
+
+    def scan_train(self, catalog, on_error, pool) -> SplitInput:
+        listed = self.listing
+        self._check_mapping(catalog)
+        root = self.path
+        result = SplitInput("train", root, "zip", reader="zip", ignored=list(listed.train_strangers),
+                            stamp=listed.stamp)
+        match_classes(result, f"{root}:{listed.prefix}{TRAIN.rstrip('/')}", sorted(listed.train), catalog,
+                      on_error, "class folder")
+        for label, synset in enumerate(catalog.synsets, start=1):
+            members = listed.train.pop(synset, None)
+            if members is not None:
+                add_class(result, synset, label, members.items(), on_error, "class folder")
+        listed.train.clear()
+        require_images(result, root, catalog)
+        return result
+
+    def scan_validation(self, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+        listed = self.listing
+        self._check_mapping(catalog)
+        labels = labels_loader()
+        result = SplitInput("validation", self.path, "flat-zip", reader="zip", stamp=listed.stamp)
+        flat_validation(result, listed.validation.items(), catalog, labels, labels_file, on_error)
+        listed.validation = Members()
+        lines = self._text(SOLUTION)
+        where = f"{self.path}:{listed.prefix}{SOLUTION}"
+        if lines is None:
+            result.notes.append(f"{self.path} has no {SOLUTION}: validation labels not cross-checked")
+        else:
+            result.notes.extend(solution_notes(lines, where, labels, labels_file))
+        return result
+
+    def boxes(self, catalog) -> dict:
+        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+
+        listed = self.listing
+        source = f"{self.path}:{listed.prefix}{ANNOTATIONS.rstrip('/')}"
+        if not listed.xml:
+            self.copy.notes.append(f"{self.path} holds no {ANNOTATIONS}*.xml: no boxes")
+            return {}
+
+        def files(fd):
+            for synset in sorted(listed.xml):
+                members = listed.xml[synset]
+                for stem, offset, csize, extra in zip(members.names, members.offsets, members.sizes,
+                                                      members.extras, strict=True):
+                    where = f"{source}/{synset}/{stem}.xml"
+                    yield synset, stem, member_bytes(fd, offset, csize, extra, where)
+
+        with _open_zip(self.path) as f:
+            lines, _, _ = boxes_to_csv_lines(source, catalog.synsets, files=files(f))
+        listed.xml.clear()
+        return parse_box_lines(lines, source)
+
+
+# ------------------------------------------------------------------ the extracted tree as a copy
+
+
+class KaggleTree:
+    """The scans and boxes of the folder the zip unpacks to (the folder scans, the LOC_* checks)."""
+
+    def __init__(self, root: str, copy: Copy):
+        self.root, self.copy = root, copy
+        self._mapping_checked = False
+        for split in (TRAIN, VAL):
+            if not os.path.isdir(os.path.join(root, split)):
+                raise InputError(os.path.join(root, split.rstrip("/")),
+                                 "not found: not the whole Kaggle download (a partial copy)")
+        test = os.path.join(root, TEST)
+        if os.path.isdir(test):
+            tests = sum(1 for entry in os.scandir(test) if entry.name.endswith(".JPEG"))
+            if tests:
+                copy.notes.append(f"{tests:,} test images ignored: no labels")
+
+    def _text(self, name):
+        path = os.path.join(self.root, name)
+        if not os.path.isfile(path):
+            return None
+        with input_errors(path, expected="a text file", missing="not found"), open(path, encoding="utf-8-sig") as f:
+            return f.read().splitlines()
+
+    def _check_mapping(self, catalog):
+        if self._mapping_checked:
+            return
+        self._mapping_checked = True
+        lines = self._text(MAPPING)
+        path = os.path.join(self.root, MAPPING)
+        if lines is None:
+            self.copy.notes.append(f"no {path}: its synset order not checked")
+        else:
+            self.copy.notes.extend(mapping_notes(lines, path, catalog))
+
+    def scan_train(self, catalog, on_error, pool) -> SplitInput:
+        self._check_mapping(catalog)
+        return scan_class_folders("train", os.path.join(self.root, TRAIN), catalog, on_error)
+
+    def scan_validation(self, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+        self._check_mapping(catalog)
+        labels = labels_loader()
+        result = scan_validation(os.path.join(self.root, VAL), catalog, lambda: labels, labels_file, on_error)
+        lines = self._text(SOLUTION)
+        path = os.path.join(self.root, SOLUTION)
+        if lines is None:
+            result.notes.append(f"no {path}: validation labels not cross-checked")
+        else:
+            result.notes.extend(solution_notes(lines, path, labels, labels_file))
+        return result
+
+    def boxes(self, catalog) -> dict:
+        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+
+        folder = os.path.join(self.root, ANNOTATIONS)
+        if not os.path.isdir(folder):
+            self.copy.notes.append(f"no {folder}: no boxes")
+            return {}
+        lines, _, _ = boxes_to_csv_lines(folder, catalog.synsets)
+        return parse_box_lines(lines, folder)
+
+
+# ------------------------------------------------------------------ --from
+
+
+def identify(path: str) -> list:
+    base = storage.basename(path)
+    if base == OLD_TARBALL:
+        return [Piece(NAME, "old", path)]
+    if base.lower().endswith(".zip") and (storage.is_url(path) or os.path.isfile(path)):
+        kind = looks_like_kaggle(path)
+        return [Piece(NAME, "zip" if kind == "zip" else "old", path)] if kind else []
+    if storage.is_url(path) or not os.path.isdir(path):
+        return []
+    names = listing(path)
+    if base == "ILSVRC" and os.path.isdir(os.path.join(path, DATA)):
+        return [Piece(NAME, "tree", os.path.dirname(os.path.abspath(path)))]
+    if names.get("ILSVRC") and os.path.isdir(os.path.join(path, DATA)):
+        return [Piece(NAME, "tree", path)]
+    if ZIP_NAME in names and not names[ZIP_NAME]:
+        return [Piece(NAME, "zip", os.path.join(path, ZIP_NAME))]
+    if OLD_TARBALL in names:
+        return [Piece(NAME, "old", os.path.join(path, OLD_TARBALL))]
+    return []
+
+
+def assemble(pieces: list) -> Copy:
+    roles = {piece.role: piece.path for piece in pieces}
+    if "old" in roles:
+        raise InputError(roles["old"], UNPACK_OLD)
+    if len(roles) > 1:
+        from imagenet_build.errors import UsageError
+
+        raise UsageError(f"--from was given both the Kaggle zip {roles['zip']} and an extracted tree "
+                         f"{roles['tree']}; give one of them")
+    copy = Copy(NAME, "", where=dict(roles))
+    if "zip" in roles:
+        source = KaggleZip(roles["zip"], copy)
+        copy.description = "Kaggle zip"
+    else:
+        source = KaggleTree(roles["tree"], copy)
+        copy.description = "Kaggle folders"
+    copy.scan_train = source.scan_train
+    copy.scan_validation = source.scan_validation
+    copy.boxes = source.boxes
+    return copy
+
+
+# ------------------------------------------------------------------ reading in a worker
+
+
+def _will_need(fd, offset, length):
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+class ZipReader(Reader):
+    """A shard's images from the zip: the local header, then the data's byte range (inflated if deflated).
+
+    entry.offset is the member's local header, entry.size its compressed size, entry.extra
+    (pack_extra) its method, size and CRC-32 from the central directory. Announces the next
+    READ_AHEAD members to the kernel, as the archive reader does.
+    """
+
+    READ_AHEAD = 8
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        root = spec.source_root
+        self._source = _open_zip(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        self._hinted = 0
+
+    def close(self):
+        if isinstance(self._source, int):
+            os.close(self._source)
+        else:
+            self._source.close()
+
+    def read(self, number):
+        entries = self.spec.entries
+        if isinstance(self._source, int):
+            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+                ahead = entries[self._hinted]
+                _will_need(self._source, ahead.offset, HEAD_READ + ahead.size)
+                self._hinted += 1
+        entry = entries[number]
+        self.identities.append(self.identity(self.spec, entry))
+        where = f"{self.spec.source_root}:{entry.relpath}"
+        head = read_range(self._source, entry.offset, HEAD_READ)
+        return member_bytes(self._source, entry.offset, entry.size, entry.extra, where, head), where
+
+    @staticmethod
+    def identity(spec, entry):
+        """Its place, size and CRC-32 in the zip; the zip's own size and mtime are the shard's source_stamp."""
+        return f"@{entry.offset}:{entry.size}:{entry.extra:x}"
+
+
+READERS["zip"] = ZipReader
+
+
+# ------------------------------------------------------------------ the sample, shaped as Kaggle's zip
+
+
+def write_zip(path, members) -> None:
+    """A Zip64 archive of [(name, bytes, method, data descriptor?)], written as large-archive tools do.
+
+    Every central entry carries its sizes and offset in a Zip64 extra field and the end
+    records are Zip64 ones (the real zip needs them: 2 M members, ~160 GB); local headers
+    carry an extended-timestamp extra field longer than the central one, so a reader that
+    took the central extra length for the local one would read the wrong bytes. Members
+    with a data descriptor have zeros for CRC and sizes in their local header.
+    """
+    central = []
+    with open(path, "wb") as f:
+        for name, data, method, descriptor in members:
+            raw = name.encode()
+            crc = zlib.crc32(data)
+            if method == DEFLATED:
+                packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+                stored = packer.compress(data) + packer.flush()
+            else:
+                stored = data
+            offset = f.tell()
+            flags = 0x8 if descriptor else 0
+            local_extra = struct.pack("<2HB2L", 0x5455, 9, 3, 0, 0)  # UT: mtime and atime
+            f.write(struct.pack("<4s5H3L2H", LOCAL_SIG, 45, flags, method, 0, 0x21,
+                                0 if descriptor else crc, 0 if descriptor else len(stored),
+                                0 if descriptor else len(data), len(raw), len(local_extra)))
+            f.write(raw + local_extra + stored)
+            if descriptor:
+                f.write(struct.pack("<4s3L", b"PK\x07\x08", crc, len(stored), len(data)))
+            extra = struct.pack("<2H3Q", 1, 24, len(data), len(stored), offset) + struct.pack("<2HBL", 0x5455, 5, 1, 0)
+            central.append(struct.pack("<4s4B4HL2L5H2L", CENTRAL_SIG, 45, 3, 45, 0, flags, method, 0, 0x21, crc,
+                                       FULL32, FULL32, len(raw), len(extra), 0, 0, 0, 0o100644 << 16, FULL32)
+                           + raw + extra)
+        cd_offset = f.tell()
+        for entry in central:
+            f.write(entry)
+        cd_size = f.tell() - cd_offset
+        record_at = f.tell()
+        f.write(EOCD64.pack(EOCD64_SIG, EOCD64.size - 12, 45, 45, 0, 0, len(central), len(central), cd_size,
+                            cd_offset))
+        f.write(LOCATOR.pack(LOCATOR_SIG, 0, record_at, 1))
+        f.write(EOCD.pack(EOCD_SIG, 0, 0, FULL16, FULL16, FULL32, FULL32, 0))
+
+
+def sample_members(ilsvrc_sample) -> list:
+    """The sample's tree as Kaggle lays it out: [(member name, bytes, method, data descriptor?)].
+
+    Which are stored and which deflated (Kaggle's choice for the real zip is not known, so both):
+    - LOC_* files and XML annotations: deflated;
+    - train JPEGs: stored, but every third of a class deflated, with a data descriptor;
+    - validation JPEGs: deflated for odd image numbers, stored for even ones;
+    - test JPEGs: stored.
+    Folder entries (`.../`) come before their files, as `zip -r` writes them.
+    """
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    from imagenet_build.catalog import DEFAULT_METADATA_FILE, read_labels_file, read_metadata_file
+
+    sample = Path(ilsvrc_sample)
+    synsets = read_labels_file(sample / "labels.txt")
+    texts = read_metadata_file(DEFAULT_METADATA_FILE)
+    val_labels = (sample / "validation_labels.txt").read_text().split()
+    members = []
+
+    def folder(name):
+        members.append((name, b"", STORED, False))
+
+    text = "".join(f"{s} {texts.get(s, s)}\n" for s in synsets)
+    members.append((MAPPING, text.encode(), DEFLATED, False))
+    rows = []
+    for number, synset in enumerate(val_labels, start=1):
+        rows.append((synset, f"ILSVRC2012_val_{number:08d},{synset} 0 0 {10 + number} {20 + number} "))
+    rows.sort()  # not in image order, as Kaggle's is not
+    members.append((SOLUTION, ("ImageId,PredictionString\n" + "".join(r + "\n" for _, r in rows)).encode(),
+                    DEFLATED, False))
+    train_rows = []
+    for xml in sorted((sample / "bbox").glob("*/*.xml")):
+        root = ET.fromstring(xml.read_bytes())
+        boxes = " ".join(f"{o.findtext('name')} " + " ".join(o.findtext(f"bndbox/{k}") for k in
+                                                              ("xmin", "ymin", "xmax", "ymax"))
+                         for o in root.iter("object"))
+        train_rows.append(f"{xml.stem},{boxes}\n")
+    members.append(("LOC_train_solution.csv", ("ImageId,PredictionString\n" + "".join(train_rows)).encode(),
+                    DEFLATED, False))
+    for kind in ("Annotations", "Data"):
+        folder(f"ILSVRC/{kind}/")
+        folder(f"ILSVRC/{kind}/CLS-LOC/")
+    folder(TRAIN)
+    for synset in synsets:
+        folder(f"{TRAIN}{synset}/")
+        for n, image in enumerate(sorted((sample / "train" / synset).iterdir())):
+            deflated = n % 3 == 2
+            members.append((f"{TRAIN}{synset}/{image.name}", image.read_bytes(), DEFLATED if deflated else STORED,
+                            deflated))
+    folder(VAL)
+    for image in sorted((sample / "validation").iterdir()):
+        number = int(image.stem.rsplit("_", 1)[1])
+        members.append((f"{VAL}{image.name}", image.read_bytes(), DEFLATED if number % 2 else STORED, False))
+    folder(TEST)
+    tests = sorted((sample / "validation").iterdir())[:3]
+    for number, image in enumerate(tests, start=1):
+        members.append((f"{TEST}ILSVRC2012_test_{number:08d}.JPEG", image.read_bytes(), STORED, False))
+    folder(ANNOTATIONS)
+    for synset in synsets:
+        xmls = sorted((sample / "bbox" / synset).glob("*.xml"))
+        if xmls:
+            folder(f"{ANNOTATIONS}{synset}/")
+        for xml in xmls:
+            members.append((f"{ANNOTATIONS}{synset}/{xml.name}", xml.read_bytes(), DEFLATED, False))
+    members.append(("LOC_sample_submission.csv", ("ImageId,PredictionString\n" + "".join(
+        f"ILSVRC2012_test_{n:08d},{synsets[0]} 0 0 10 10\n" for n in range(1, len(tests) + 1))).encode(),
+        DEFLATED, False))
+    return members
+
+
+def write_sample(ilsvrc_sample, out) -> None:
+    """`imagenet-object-localization-challenge.zip`, shaped as Kaggle's download, from the ILSVRC sample."""
+    from pathlib import Path
+
+    write_zip(Path(out) / ZIP_NAME, sample_members(ilsvrc_sample))
+
+
+register(Layout(NAME, identify, assemble, short="kaggle", write_sample=write_sample))
+
+__all__ = ["KaggleTree", "KaggleZip", "ZipReader", "list_zip", "member_bytes", "write_zip"]
