@@ -26,6 +26,43 @@ SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
 
 
+class StringColumn:
+    """A growing list of short strings held as one UTF-8 buffer and an array of end offsets.
+
+    ~38 bytes a file name instead of ~88 for a list of str (a str object is 49 bytes plus its
+    characters, rounded to 8, plus the list's pointer): 1.33 M ImageNet names, ~50 MB instead
+    of ~117 MB. Indexing, len() and iteration give str, as the list did.
+    """
+
+    def __init__(self, items=()):
+        self._data = bytearray()
+        self._ends = array("Q")
+        for item in items:
+            self.append(item)
+
+    def append(self, item):
+        self._data += item.encode()
+        self._ends.append(len(self._data))
+
+    def __len__(self):
+        return len(self._ends)
+
+    def __getitem__(self, i):
+        if i < 0:
+            i += len(self._ends)
+        end = self._ends[i]  # IndexError as a list's
+        return self._data[self._ends[i - 1] if i else 0 : end].decode()
+
+    def __iter__(self):
+        start = 0
+        for end in self._ends:
+            yield self._data[start:end].decode()
+            start = end
+
+    def __eq__(self, other):
+        return list(self) == list(other)
+
+
 @dataclass
 class SplitInput:
     """A split's images in slim's order, as parallel arrays (compact: ImageNet has 1.28 M).
@@ -38,7 +75,7 @@ class SplitInput:
     root: str
     layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
     reader: str = "folder"  # the Reader kind its shards are read with (READERS)
-    relpaths: list = field(default_factory=list)
+    relpaths: StringColumn = field(default_factory=StringColumn)
     labels: array = field(default_factory=lambda: array("I"))
     offsets: array = field(default_factory=lambda: array("Q"))
     sizes: array = field(default_factory=lambda: array("Q"))

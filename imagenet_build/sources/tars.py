@@ -148,13 +148,22 @@ def scan_train_tar(archive, catalog, on_error, pool):
     result = SplitInput("train", str(archive), "tar", reader="archive", ignored=strangers,
                         stamp=storage.stamp(archive))
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
-    found = {}
-    tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in catalog.synsets if s in inner]
-    pool.run(inner_members, tasks, lambda task, listed: found.__setitem__(task.inner_name, listed))
-    for label, synset in enumerate(catalog.synsets, start=1):
-        if synset in inner:
+    order = [synset for synset in catalog.synsets if synset in inner]
+    tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in order]
+    found, added = {}, [0]
+
+    def listed(task, columns):
+        # classes join the listing in labels-file order as soon as they can, so only the few
+        # listed out of turn wait here, not the names of all 1.28 M members at once
+        found[task.inner_name] = columns
+        while added[0] < len(order) and inner[order[added[0]]][0] in found:
+            synset = order[added[0]]
             names, offsets, sizes = found.pop(inner[synset][0])
-            add_class(result, synset, label, list(zip(names, zip(offsets, sizes))), on_error, "class archive")
+            add_class(result, synset, catalog.label_of[synset], list(zip(names, zip(offsets, sizes))),
+                      on_error, "class archive")
+            added[0] += 1
+
+    pool.run(inner_members, tasks, listed)
     require_images(result, archive, catalog)
     return result
 
