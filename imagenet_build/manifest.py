@@ -12,7 +12,8 @@ import json
 from imagenet_build import storage
 from imagenet_build.naming import MANIFEST_NAME
 
-FORMAT = "imagenet-build/1"
+FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
+READABLE = {"imagenet-build/1": 1, 1: 1, 2: 2}  # what this version reads ("imagenet-build/1": the first)
 
 
 def dumps(manifest):
@@ -42,8 +43,13 @@ def read_manifest(output_dir):
         manifest = json.loads(text)
     except ValueError as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ValueError(f"{path}: not an imagenet-build manifest (format {FORMAT})")
+    version = manifest.get("format") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
+                         f"up to {FORMAT}): upgrade imagenet-build")
+    if version not in READABLE or isinstance(version, bool):
+        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
+                         f"{', '.join(map(str, sorted(READABLE.values())))})")
     problem = schema_problem(manifest)
     if problem:
         raise ValueError(f"{path}: {problem}")
