@@ -181,7 +181,8 @@ def main():
     three_cpu = sum(med[f"ours-{s}"][1] for s in (160, 224, 288))
     i2d_three = sum(med[f"i2d-{s}"][1] for s in (160, 224, 288))
     print(f"  one pass to 160,224,288 vs three runs: {three / med['ours-3'][0]:.2f}x wall, "
-          f"{three_cpu / med['ours-3'][1]:.2f}x CPU; vs img2dataset three runs: {i2d_three / med['ours-3'][1]:.2f}x CPU")
+          f"{three_cpu / med['ours-3'][1]:.2f}x CPU; "
+          f"vs img2dataset three runs: {i2d_three / med['ours-3'][1]:.2f}x CPU")
     for size in (160, 224, 288):
         figures = quality(files, size, args.quality_images or n)
         print(f"  quality shorter:{size} vs full decode + float Lanczos: " + "; ".join(
