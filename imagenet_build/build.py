@@ -6,7 +6,9 @@ for (resume), write the rest (writer, on worker processes or Apache Beam), and
 record each finished shard in the manifest, written complete last.
 """
 
+import contextlib
 import os
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -30,11 +32,13 @@ from imagenet_build.output import (
     locked,
     refuse_output_among_inputs,
 )
+from imagenet_build.resize import DEFAULT_QUALITY, ResizeOptions, parse_targets
 from imagenet_build.resume import SHARD_INPUTS, read_previous, shards_to_keep
 from imagenet_build.workers import Workers, progress_bar
-from imagenet_build.writer import INPUT_STATE, ShardTask, write_shard
+from imagenet_build.writer import INPUT_STATE, ResizedShardTask, ShardTask, write_resized_shard, write_shard
 
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
+RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # resize.Target.folder
 
 
 @dataclass
@@ -62,6 +66,10 @@ class ConvertOptions:
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     runner: str = "local"  # or "beam": one Beam task per shard
     beam_options: str = ""
+    resize: str = None  # --resize shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
+    quality: int = None  # --quality of resized images [default 90]
+    resize_larger_only: bool = True  # False: --resize-all
+    exif_transpose: bool = False
 
 
 def _layout_options(opts, index_dir_label, splits):
@@ -185,12 +193,63 @@ def convert(opts: ConvertOptions):
     workers = opts.workers or os.cpu_count() or 1
     if opts.runner not in ("local", "beam"):
         raise UsageError(f"--runner must be local or beam, not {opts.runner!r}")
+    resize = _resize_options(opts)
     dest = destination(opts.output_dir, opts.index_dir)
     with Workers(workers) as pool:
-        return _convert(opts, pool, dest, started)
+        return _convert(opts, pool, dest, started, resize)
 
 
-def _convert(opts, pool, dest, started):
+def _resize_options(opts):
+    """The resize options, or None for a full-size build; UsageError for options without --resize."""
+    if not opts.resize:
+        given = [name for name, value in (("--quality", opts.quality is not None),
+                                          ("--resize-all", not opts.resize_larger_only),
+                                          ("--exif-transpose", opts.exif_transpose)) if value]
+        if given:
+            raise UsageError(f"{given[0]} goes with --resize (e.g. --resize shorter:256)")
+        return None
+    quality = DEFAULT_QUALITY if opts.quality is None else opts.quality
+    if not 1 <= quality <= 100:
+        raise UsageError(f"--quality must be 1..100, not {quality}")
+    return ResizeOptions(parse_targets(opts.resize), quality, opts.resize_larger_only, opts.exif_transpose)
+
+
+class _Build:
+    """One build being written: where it goes, its layout options, the shards it holds, its manifest."""
+
+    def __init__(self, dest, options, resize):
+        self.dest, self.options, self.resize = dest, options, resize  # resize: one target, or None
+        self.previous = None
+        self.done = {}
+        self.header = None
+        self.written = []
+
+
+def _builds(dest, options, resize, index_dir):
+    """The full-size build in OUTPUT, or one resized build per target in OUTPUT/<target>/ (each complete:
+    its own indexes, manifest, resume; the same files as a run for that target alone)."""
+    if resize is None:
+        return [_Build(dest, options, None)]
+    builds = []
+    for target in resize.targets:
+        sub = destination(storage.join(dest.output, target.folder),
+                          storage.join(index_dir, target.folder) if index_dir else None)
+        one = resize.only([target])
+        sub_options = dict(options, index_dir=sub.label_for_manifest(), resize=one.recorded(target))
+        builds.append(_Build(sub, sub_options, one))
+    return builds
+
+
+def _check_resize_root(dest, index_dir):
+    """A resized build's OUTPUT holds resized builds only (a full-size build's folder would take them for strangers)."""
+    for folder in [dest.output] + ([dest.index] if index_dir else []):
+        for entry, is_dir in sorted(storage.listdir(folder).items()):
+            if not (is_dir and RESIZED_FOLDER.match(entry)):
+                raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "
+                                 "choose an empty or new folder for --resize builds")
+
+
+def _convert(opts, pool, dest, started, resize):
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
     cat = _load_catalog(opts)
     boxes = _read_boxes(opts, cat, copy)
@@ -208,61 +267,84 @@ def _convert(opts, pool, dest, started):
     if subset:
         options["subset"] = subset  # only when given: manifests of builds without one stay as they were
     refuse_output_among_inputs(opts, dest)
-    with locked(dest):
-        summary = _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes, copy)
+    builds = _builds(dest, options, resize, opts.index_dir)
+    if resize is not None:
+        _check_resize_root(dest, opts.index_dir)
+    with contextlib.ExitStack() as stack:
+        for build in builds:
+            stack.enter_context(locked(build.dest))
+        summary = _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_labels_file, boxes, copy)
     if found:
         summary["found"] = found
     return summary
 
 
-def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_labels_file, boxes, copy):
-    """Everything that writes, under the output's lock."""
-    previous = read_previous(dest.output, opts.overwrite, options)
-    check_output_dir(dest, {n for p in plans for n in p.names}, opts.overwrite)
-    if opts.classes_from_folders:
-        labels = "".join(f"{name}\n" for name in cat.synsets).encode()
-        storage.write_bytes(storage.join(dest.output, LABELS_NAME), labels)
-
-    done = shards_to_keep(previous, plans, dest, opts.on_error, pool, opts.verify_inputs)
-    header = {
-        "format": manifest_mod.FORMAT,
-        "options": options,
-        "inputs": _describe_inputs(opts, split_inputs, val_labels_file, copy),
-        "num_classes": cat.num_classes,
-        "synsets": list(cat.synsets),  # label k is synsets[k - 1]
-    }
+def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_labels_file, boxes, copy):
+    """Everything that writes, under the outputs' locks: each image read once, written to every build."""
+    names = {n for p in plans for n in p.names}
+    for build in builds:
+        build.previous = read_previous(build.dest.output, opts.overwrite, build.options)
+        check_output_dir(build.dest, names, opts.overwrite)
+        if opts.classes_from_folders:
+            labels = "".join(f"{name}\n" for name in cat.synsets).encode()
+            storage.write_bytes(storage.join(build.dest.output, LABELS_NAME), labels)
+    inputs = _describe_inputs(opts, split_inputs, val_labels_file, copy)
+    for build in builds:
+        build.done = shards_to_keep(build.previous, plans, build.dest, opts.on_error, pool, opts.verify_inputs,
+                                    build.resize)
+        build.header = {
+            "format": manifest_mod.FORMAT,
+            "options": build.options,
+            "inputs": inputs,
+            "num_classes": cat.num_classes,
+            "synsets": list(cat.synsets),  # label k is synsets[k - 1]
+        }
     last_write = [time.monotonic()]
 
     def save(complete):
-        manifest_mod.write_manifest(dest.output, _manifest(header, plans, done, complete))
+        for build in builds:
+            manifest_mod.write_manifest(build.dest.output, _manifest(build.header, plans, build.done, complete))
         last_write[0] = time.monotonic()
 
     sizes = {name: p.size(k) for p in plans for k, name in enumerate(p.names)}
     total_images = sum(sizes.values())
-    kept_images = sum(sizes[name] for name in done)
+    kept_images = sum(size for name, size in sizes.items() if all(name in b.done for b in builds))
     bar = progress_bar(total_images, kept_images, "convert", "img")
-
+    by_dest = {build.dest: build for build in builds}
     written = []
 
-    def finished(task, entry):
-        done[entry["name"]] = entry
-        written.append(entry["name"])
+    def finished(task, result):
+        dests, entries = ([task.dest], [result]) if resize is None else (task.dests, result)
+        for dest, entry in zip(dests, entries, strict=True):
+            by_dest[dest].done[entry["name"]] = entry
+            by_dest[dest].written.append(entry["name"])
+        written.append(task.spec.name)
         bar.update(len(task.spec.entries))
         # at once after the first shard, then every few seconds: a failed last write still leaves
         # a manifest that vouches for the shards finished until then
         if len(written) == 1 or time.monotonic() - last_write[0] > MANIFEST_EVERY:
             save(False)
 
-    todo = [(p, k) for p in plans for k, name in enumerate(p.names) if name not in done]
-    tasks = (ShardTask(p.spec(k), dest, opts.on_error) for p, k in todo)
+    def task(p, k):
+        spec = p.spec(k)
+        if resize is None:
+            return ShardTask(spec, builds[0].dest, opts.on_error)
+        lacking = [b for b in builds if spec.name not in b.done]  # a shard resumes per build
+        return ResizedShardTask(spec, tuple(b.dest for b in lacking), opts.on_error,
+                                resize.only([b.resize.targets[0] for b in lacking]))
+
+    todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
+    tasks = (task(p, k) for p, k in todo)
+    fn = write_shard if resize is None else write_resized_shard
     try:
         if opts.runner == "beam":
             from imagenet_build.beam_runner import run_on_beam
 
-            results = storage.join(dest.output, BEAM_RESULTS) if dest.remote else None
-            run_on_beam(write_shard, tasks, finished, opts.beam_options, results)
+            root = builds[0].dest.output if resize is None else opts.output_dir
+            results = storage.join(root, BEAM_RESULTS) if builds[0].dest.remote else None
+            run_on_beam(fn, tasks, finished, opts.beam_options, results)
         else:
-            pool.run(write_shard, tasks, finished)
+            pool.run(fn, tasks, finished)
     except KeyboardInterrupt:
         save(False)
         raise BuildError("interrupted; run the same command again to resume") from None
@@ -273,7 +355,22 @@ def _write(opts, pool, dest, started, cat, split_inputs, plans, options, val_lab
         bar.close()
     save(True)
     seconds = time.monotonic() - started
-    summary = _summary(dest.output, plans, done, len(todo), seconds, total_images - kept_images)
+    processed = total_images - kept_images
+    summaries = [_summary(b.dest.output, plans, b.done, len(b.written), seconds, processed) for b in builds]
+    if resize is None:
+        summary = summaries[0]
+    else:
+        summary = {
+            "ok": True,
+            "output_dir": str(opts.output_dir),
+            "resize": {"targets": [t.label for t in resize.targets], "quality": resize.quality,
+                       "larger_only": resize.larger_only, "exif_transpose": resize.exif_transpose},
+            "builds": {b.resize.targets[0].folder: s for b, s in zip(builds, summaries, strict=True)},
+            "shards_read": len(todo),
+            "seconds": round(seconds, 3),
+            "images_per_second": round(processed / seconds, 1) if seconds > 0 else None,
+            "notes": [],
+        }
     if copy is not None:
         summary["notes"][:0] = copy.notes
     if boxes:

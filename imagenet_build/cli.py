@@ -152,6 +152,14 @@ existing_file = click.Path(dir_okay=False)
               help="local: worker processes here; beam: one Apache Beam task per shard (extra [beam]).")
 @click.option("--beam-options", default="", help="Beam pipeline options, e.g. '--runner DataflowRunner --project P "
               "--region R --temp_location gs://B/tmp' [default: the DirectRunner].")
+@click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
+              "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; each "
+              "size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full size.")
+@click.option("--quality", type=click.IntRange(1, 100), help="JPEG quality of resized images. [default: 90]")
+@click.option("--resize-larger-only/--resize-all", default=True,
+              help="Store images already within the size untouched (default), or resize and re-encode every image.")
+@click.option("--exif-transpose", is_flag=True, help="Turn resized images upright by their EXIF orientation first "
+              "(default: ignore it, as TensorFlow's decoder and slim do).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def convert(as_json, **options):
     """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
@@ -169,28 +177,47 @@ def convert(as_json, **options):
         return
     if "found" in summary:
         click.echo(f"found: {summary['found']}")
-    for split, s in summary["splits"].items():
-        click.echo(f"{split}: {s['records']} records in {s['shards']} shards ({s['layout']} input, {s['images']} images)")
-    click.echo(
-        f"shards written: {summary['shards_written']}, kept from before: {summary['shards_kept']}; "
-        f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s"
-        + (f" ({summary['images_per_second']:.0f} images/s)" if summary["images_per_second"] else "")
-    )
-    reencoded = [r for r in summary["reencoded"] if r["reencoded"]]
-    if reencoded:
-        click.echo(f"re-encoded as RGB JPEG: {len(reencoded)} ({', '.join(sorted({r['reencoded'] for r in reencoded}))})")
-    for r in summary["reencoded"]:
-        if r["note"]:
-            click.echo(f"note: {r['file']}: {r['note']}")
-    for s in summary["skipped"]:
-        click.echo(f"skipped: {s['file']}: {s['reason']}")
+    if "builds" not in summary:
+        _print_build(summary)
+    else:
+        for folder, build in summary["builds"].items():
+            click.echo(f"{folder}:")
+            _print_build(build, "  ")
+        click.echo(f"one pass: {summary['shards_read']} shards read once for {len(summary['builds'])} builds in "
+                   f"{summary['seconds']:.1f} s" + (f" ({summary['images_per_second']:.0f} images/s)"
+                                                   if summary["images_per_second"] else ""))
     if "boxes" in summary:
         b = summary["boxes"]
         click.echo(f"boxes: {b['images_with_boxes']} images got boxes from {b['rows']} box rows; "
                    f"{b['rows_naming_no_image']} rows named no image of this build")
     for note in summary["notes"]:
         click.echo(f"note: {note}")
-    click.echo(f"manifest: {summary['manifest']}")
+    if "builds" not in summary:
+        click.echo(f"manifest: {summary['manifest']}")
+
+
+def _print_build(summary, indent=""):
+    """One build's lines of convert's report."""
+    def echo(line):
+        click.echo(indent + line)
+
+    for split, s in summary["splits"].items():
+        echo(f"{split}: {s['records']} records in {s['shards']} shards ({s['layout']} input, {s['images']} images)")
+    echo(
+        f"shards written: {summary['shards_written']}, kept from before: {summary['shards_kept']}; "
+        f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s"
+        + (f" ({summary['images_per_second']:.0f} images/s)" if summary["images_per_second"] else "")
+    )
+    reencoded = [r for r in summary["reencoded"] if r["reencoded"]]
+    if reencoded:
+        echo(f"re-encoded as RGB JPEG: {len(reencoded)} ({', '.join(sorted({r['reencoded'] for r in reencoded}))})")
+    for r in summary["reencoded"]:
+        if r["note"]:
+            echo(f"note: {r['file']}: {r['note']}")
+    for s in summary["skipped"]:
+        echo(f"skipped: {s['file']}: {s['reason']}")
+    if indent:
+        echo(f"manifest: {summary['manifest']}")
 
 
 @cli.command()

@@ -47,6 +47,7 @@ class StoredImage(NamedTuple):
     height: int
     width: int
     reencoded: str  # "" when stored as is, else why ("CMYK JPEG", "PNG", ...)
+    resized: bool = False  # decoded, resized and encoded for a resized build (resize.py)
 
 
 def parse_jpeg_header(data):
@@ -95,7 +96,8 @@ def parse_jpeg_header(data):
         pos = end
 
 
-def _is_storable(header):
+def is_storable(header):
+    """A JPEG stored untouched: baseline or progressive, 8 bits, 1 or 3 components."""
     return (
         header.sof in _STORABLE_SOF
         and header.precision == 8
@@ -167,13 +169,13 @@ def prepare(data, path):
         problem = size_problem(header, scan_bytes)
         if problem:
             raise InputError(path, problem)
-        if _is_storable(header):
+        if is_storable(header):
             return StoredImage(data, header.height, header.width, "")
         return reencode(data, path, _jpeg_kind(header))
     return reencode(data, path, None)
 
 
-def _to_rgb(image):
+def to_rgb(image):
     """RGB pixels as TensorFlow's decode_*(channels=3) gives them: alpha dropped, 16 bits cut to 8."""
     if image.mode.startswith("I;16"):
         image = image.convert("I")
@@ -190,7 +192,7 @@ def reencode(data, path, kind):
         with Image.open(io.BytesIO(data)) as image:
             kind = kind or (image.format or "unknown format")
             image.load()
-            rgb = _to_rgb(image)
+            rgb = to_rgb(image)
     except UnidentifiedImageError:
         raise InputError(path, "not an image (neither JPEG nor any format Pillow reads)") from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
@@ -198,6 +200,46 @@ def reencode(data, path, kind):
     out = io.BytesIO()
     rgb.save(out, format="JPEG", quality=REENCODE_QUALITY)
     return StoredImage(out.getvalue(), rgb.height, rgb.width, kind)
+
+
+def exif_orientation(data):
+    """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read.
+
+    DALI's decoder applies it and TensorFlow's ignores it, so the two disagree about the
+    shape of an image whose orientation is 5..8 (and about the pixels for 2..8).
+    """
+    pos, size = 2, len(data)
+    while pos + 4 <= size and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker in _STANDALONE:
+            pos += 2
+            continue
+        if marker == 0xDA or marker == 0xD9:
+            return 1
+        end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+        if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
+            return _tiff_orientation(data[pos + 10 : end])
+        pos = end
+    return 1
+
+
+def _tiff_orientation(tiff):
+    """Tag 0x0112 of the first IFD of an EXIF TIFF block, 1 when absent or malformed."""
+    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+
+    def number(at, width):
+        return int.from_bytes(tiff[at : at + width], order) if at + width <= len(tiff) else -1
+
+    ifd = number(4, 4)
+    count = number(ifd, 2)
+    for k in range(max(count, 0)):
+        entry = ifd + 2 + 12 * k
+        if number(entry, 2) == 0x0112:
+            value = number(entry + 8, 2)
+            return value if 1 <= value <= 8 else 1
+    return 1
 
 
 def encoder_version():

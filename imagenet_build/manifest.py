@@ -87,6 +87,7 @@ _SHARD = {
     "skipped": (_LIST, True),
     "reencoded": (_LIST, True),
     "fingerprint": (_STR, False),
+    "resized": (_INT, False),  # resized builds: images decoded, resized and encoded
 }
 _TYPE_NAMES = {_INT: "a whole number >= 0", _STR: "a string", _BOOL: "true or false", _LIST: "a list",
                _DICT: "an object"}

@@ -107,13 +107,15 @@ class ShardSpec:
     def path_of(self, entry):
         return os.path.join(self.source_root, entry.relpath)
 
-    def fingerprint(self, on_error, codec=""):
+    def fingerprint(self, on_error, codec="", variant=""):
         """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
 
         `codec` is the encoder's version when the shard holds re-encoded images: another
-        Pillow or libjpeg, other bytes.
+        Pillow or libjpeg, other bytes. `variant` names a resized build's options ("" for
+        the full-size build, whose fingerprints stay as they were).
         """
-        head = json.dumps([FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec])
+        fixed = [FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec]
+        head = json.dumps(fixed + [variant] if variant else fixed)
         lines = "\n".join(f"{e.relpath}\t{e.label}\t{e.boxes!r}" for e in self.entries)
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
 

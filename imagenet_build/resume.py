@@ -15,8 +15,9 @@ from imagenet_build.errors import BuildError
 from imagenet_build.naming import index_name
 from imagenet_build.output import Destination
 from imagenet_build.plan import ShardSpec
+from imagenet_build.resize import ResizeOptions
 from imagenet_build.sources import input_identities
-from imagenet_build.writer import INPUT_STATE, codec_of, rebuilt_sha256
+from imagenet_build.writer import INPUT_STATE, codec_of, rebuilt_sha256, variant_of
 
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
 
@@ -30,6 +31,7 @@ class ResumeCheck(NamedTuple):
     dest: Destination
     on_error: str
     verify_inputs: bool
+    resize: ResizeOptions | None = None  # a resized build's one target and options
 
 
 def read_previous(output, overwrite, options):
@@ -48,7 +50,7 @@ def read_previous(output, overwrite, options):
     return previous
 
 
-def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):
+def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs, resize=None):
     """{name: manifest entry} of the previous run's shards that this plan would write identically.
 
     A shard is kept when its sha256 and its index's still match the files, its fingerprint
@@ -58,7 +60,7 @@ def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):
     """
     listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
     states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
-    tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs)
+    tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs, resize)
              for p in plans for k, name in enumerate(p.names) if name in listed]
     kept = {}
 
@@ -70,9 +72,10 @@ def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs):
     return kept
 
 
-def still_matches(spec, entry, previous_state, dest, on_error, verify_inputs):
+def still_matches(spec, entry, previous_state, dest, on_error, verify_inputs, resize=None):
     """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
-    if spec.fingerprint(on_error, codec_of(entry["reencoded"])) != entry.get("fingerprint"):
+    codec = codec_of(entry["reencoded"], entry.get("resized", 0))
+    if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
         return None
     state = spec.input_state(input_identities(spec))
     if not verify_inputs and state != previous_state:
@@ -81,6 +84,6 @@ def still_matches(spec, entry, previous_state, dest, on_error, verify_inputs):
         return None
     if storage.sha256(storage.join(dest.index, index_name(spec.name))) != entry["index_sha256"]:
         return None
-    if verify_inputs and rebuilt_sha256(spec, on_error) != entry["sha256"]:
+    if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
         return None
     return state

@@ -23,7 +23,7 @@ from imagenet_build.catalog import (
 from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
-from imagenet_build.images import jpeg_facts, size_problem
+from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
 from imagenet_build.manifest import read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
@@ -56,6 +56,10 @@ CHECKS = {
     "labels": "labels in 1..K, one synset per label, counts against the manifest",
     "decode": "every image decodes to its recorded height and width (--deep)",
     "imagenet": "the full ILSVRC2012 totals (--expect-imagenet)",
+}
+# Findings that do not make a build unsound: reported apart from the problems, `ok` unchanged.
+WARNINGS = {
+    "exif-orientation": "stored JPEGs with an EXIF orientation: DALI's decoder turns them, TensorFlow's does not",
 }
 
 
@@ -157,6 +161,12 @@ def _check_jpeg_header(encoded, height, width):
     problem = size_problem(header, scan_bytes) if scan_bytes >= 0 else "JPEG without an end-of-image marker"
     if problem:
         found.append(("example", problem))
+    orientation = exif_orientation(encoded)
+    if orientation != 1:
+        turned = "its shape and pixels" if orientation >= 5 else "its pixels"
+        found.append(("exif-orientation", f"EXIF orientation {orientation}: DALI's decoder applies it and TensorFlow's "
+                      f"does not, so they disagree about {turned} (convert --resize ... --exif-transpose, or "
+                      "--resize-all, stores it upright or without EXIF)"))
     return found
 
 
@@ -198,7 +208,7 @@ class ShardCheck(NamedTuple):
 def check_shard(shard_path, index_path, quick, deep):
     """All per-shard checks; returns a dict of figures and problems (picklable)."""
     name = storage.basename(shard_path)
-    problems = Problems()
+    problems, warnings = Problems(), Problems()
     size = storage.size(shard_path)
     entries = []
     digest = None if quick else hashlib.sha256()
@@ -218,7 +228,7 @@ def check_shard(shard_path, index_path, quick, deep):
                         continue
                     label, synset, found = check_example(payload, deep)
                     for check, message in found:
-                        problems.add(check, name, number, offset, message)
+                        (warnings if check in WARNINGS else problems).add(check, name, number, offset, message)
                     if label is not None:
                         label_synsets.setdefault(label, set()).add(synset)
                         label_counts[label] += 1
@@ -244,6 +254,8 @@ def check_shard(shard_path, index_path, quick, deep):
         "label_synsets": {label: sorted(s) for label, s in label_synsets.items()},
         "problems": problems.shown,
         "counts": dict(problems.counts),
+        "warnings": warnings.shown,
+        "warning_counts": dict(warnings.counts),
     }
 
 
@@ -374,7 +386,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         raise BuildError(f"{root}: not a folder")
     if quick and deep:
         raise UsageError("--quick and --deep exclude each other")
-    problems, notes = Problems(), []
+    problems, warnings, notes = Problems(), Problems(), []
     try:
         manifest = read_manifest(root)
     except ValueError as e:
@@ -398,6 +410,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         split = parse_shard_name(result["name"]).split
         split_counts.setdefault(split, Counter()).update(result.pop("label_counts"))
         problems.merge(result.pop("problems"), result.pop("counts"))
+        warnings.merge(result.pop("warnings"), result.pop("warning_counts"))
         results[result["name"]] = result
         bar.update(1)
 
@@ -436,12 +449,14 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
         "bytes": total_bytes,
         "manifest": manifest is not None,
         "problem_counts": dict(sorted(problems.counts.items())),
+        "warning_counts": dict(sorted(warnings.counts.items())),
         "notes": notes,
         "seconds": round(seconds, 3),
         "records_per_second": round(sum(split_records.values()) / seconds, 1) if seconds else None,
         "mb_per_second": round(total_bytes / 1e6 / seconds, 1) if seconds else None,
     }
-    return {"ok": not problems.counts, "problems": problems.shown, "summary": summary}
+    # warnings never change `ok` (nor the exit code): the build is sound, but readers may disagree
+    return {"ok": not problems.counts, "problems": problems.shown, "warnings": warnings.shown, "summary": summary}
 
 
 def format_report(result):
@@ -472,6 +487,15 @@ def format_report(result):
             lines.append(f"    {where}: {p['message']}")
         if count > len(by_check.get(check, [])):
             lines.append(f"    ... and {count - len(by_check.get(check, []))} more")
+    by_warning = {}
+    for warning in result.get("warnings", []):
+        by_warning.setdefault(warning["check"], []).append(warning)
+    for check, count in s.get("warning_counts", {}).items():
+        lines.append(f"warning: {check}: {count} record(s): {WARNINGS.get(check, '')}")
+        for w in by_warning.get(check, []):
+            lines.append(f"    {w['file']}, record {w['record']}, byte {w['offset']}: {w['message']}")
+        if count > len(by_warning.get(check, [])):
+            lines.append(f"    ... and {count - len(by_warning.get(check, []))} more")
     for note in s["notes"]:
         lines.append(f"note: {note}")
     lines.append("OK: sound" if result["ok"] else f"FAILED: {sum(s['problem_counts'].values())} problem(s)")

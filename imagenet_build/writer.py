@@ -3,11 +3,16 @@
 A worker is a pure function of its ShardSpec; the DALI index is computed from the
 offsets while the shard is written (no second pass), and so is the sha256. Files
 appear under their final names only when complete (temp name, fsync, rename).
+A resized build writes the same shard once per target from one read of each image:
+one ShardSink per target, each its own build's shard, index and manifest entry.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -21,6 +26,8 @@ from imagenet_build.example import encode_example_parts
 from imagenet_build.naming import index_name, temp_name
 from imagenet_build.output import Destination
 from imagenet_build.plan import ShardSpec
+from imagenet_build.resize import ResizeOptions, prepare_resized
+from imagenet_build.resize import codec as prepare_codec
 from imagenet_build.sources import reader_for
 from imagenet_build.tfrecord import frame
 from imagenet_build.workers import exit_if_orphaned
@@ -62,6 +69,15 @@ class ShardTask(NamedTuple):
     on_error: str
 
 
+class ResizedShardTask(NamedTuple):
+    """One worker task of a resized build: write this shard once per target, each to its destination."""
+
+    spec: ShardSpec
+    dests: tuple  # one Destination per target of `resize`
+    on_error: str
+    resize: ResizeOptions
+
+
 def _write_all(fd, parts):
     """os.writev until every byte of `parts` is written (no copy of the payload)."""
     total = sum(len(p) for p in parts)
@@ -78,6 +94,82 @@ def _start_writeback(fd, offset, length):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
 
 
+class ShardSink:
+    """One shard and its DALI index being written, a record at a time; atomic on finish().
+
+    Several sinks can be open at once in one process: a resized build writes one shard per
+    target from each image read. The shard and the index appear under their names only
+    when both are complete; close() without finish() leaves nothing behind.
+    """
+
+    def __init__(self, name, output_dir, index_dir):
+        self.name, self.output_dir = name, output_dir
+        self.shard_path = Path(output_dir) / name
+        self.index_path = Path(index_dir) / index_name(name)
+        self.shard_tmp, self.index_tmp = temp_name(self.shard_path), temp_name(self.index_path)
+        self._digest = hashlib.sha256()
+        self._offsets = []
+        self._offset = self._flushed = 0
+        self._fd = None
+        with self._said():
+            self._fd = os.open(self.shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    @contextlib.contextmanager
+    def _said(self):
+        """A full disk, a quota: say where, and that nothing is lost."""
+        try:
+            yield
+        except OSError as e:
+            raise BuildError(f"{self.output_dir}: {e.strerror or e} while writing {self.name}; free space, then run "
+                             "the same command again to resume") from None
+
+    def add(self, payload):
+        """Frame one record's payload parts and write them (without joining the parts)."""
+        head, foot = frame(*payload)
+        record = (head, *payload, foot)
+        with self._said():
+            _write_all(self._fd, record)
+        for part in record:
+            self._digest.update(part)
+        size = sum(len(part) for part in record)
+        self._offsets.append((self._offset, size))
+        self._offset += size
+        if self._offset - self._flushed >= WRITEBACK_EVERY:
+            _start_writeback(self._fd, self._flushed, self._offset - self._flushed)
+            self._flushed = self._offset
+
+    def finish(self):
+        """fsync, write the index, rename both into place; returns the ShardFigures."""
+        with self._said():
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            index_bytes = index_text(self._offsets).encode()
+            write_temp(self.index_path, index_bytes)  # renamed after the shard: an index never comes first
+            os.replace(self.shard_tmp, self.shard_path)
+            os.replace(self.index_tmp, self.index_path)
+            fsync_dir(self.shard_path.parent)
+            if self.index_path.parent != self.shard_path.parent:
+                fsync_dir(self.index_path.parent)
+        return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
+                            hashlib.sha256(index_bytes).hexdigest())
+
+    def close(self):
+        """Remove what an unfinished shard left (its temp files)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        for tmp in (self.shard_tmp, self.index_tmp):
+            if tmp.exists():
+                tmp.unlink()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def write_records(name, output_dir, index_dir, payloads):
     """Write one shard and its DALI index from serialized Examples, atomically.
 
@@ -85,106 +177,136 @@ def write_records(name, output_dir, index_dir, payloads):
     Returns its ShardFigures. The shard and the index appear under their names only
     when both are complete.
     """
-    shard_path = Path(output_dir) / name
-    index_path = Path(index_dir) / index_name(name)
-    shard_tmp = temp_name(shard_path)
-    index_tmp = temp_name(index_path)
-    digest = hashlib.sha256()
-    offsets = []
-    offset = flushed = 0
-    try:
-        fd = os.open(shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            for payload in payloads:
-                head, foot = frame(*payload)
-                record = (head, *payload, foot)
-                _write_all(fd, record)
-                for part in record:
-                    digest.update(part)
-                size = sum(len(part) for part in record)
-                offsets.append((offset, size))
-                offset += size
-                if offset - flushed >= WRITEBACK_EVERY:
-                    _start_writeback(fd, flushed, offset - flushed)
-                    flushed = offset
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        index_bytes = index_text(offsets).encode()
-        write_temp(index_path, index_bytes)  # renamed after the shard: an index never comes first
-        os.replace(shard_tmp, shard_path)
-        os.replace(index_tmp, index_path)
-        fsync_dir(shard_path.parent)
-        if index_path.parent != shard_path.parent:
-            fsync_dir(index_path.parent)
-    except OSError as e:  # a full disk, a quota: say where, and that nothing is lost
-        raise BuildError(f"{output_dir}: {e.strerror or e} while writing {name}; free space, then run the "
-                         "same command again to resume") from None
-    finally:
-        for tmp in (shard_tmp, index_tmp):
-            if tmp.exists():
-                tmp.unlink()
-    return ShardFigures(len(offsets), offset, digest.hexdigest(), len(index_bytes),
-                        hashlib.sha256(index_bytes).hexdigest())
+    with ShardSink(name, output_dir, index_dir) as sink:
+        for payload in payloads:
+            sink.add(payload)
+        return sink.finish()
 
 
-def _payloads(spec, reader, on_error, skipped, reencoded):
-    """Each record's payload parts, in order; bad inputs raise (fail) or go to `skipped` (skip)."""
+class _Output(NamedTuple):
+    """What one of a shard task's outputs collects: the records it left out and re-encoded, its resized count."""
+
+    skipped: list
+    reencoded: list
+    resized: list  # [count], mutable
+
+
+def _full_size(data, path):
+    return [images.prepare(data, path)]
+
+
+def _preparer(resize):
+    """image bytes, path -> [StoredImage or InputError] per output: the full-size build, or one per target."""
+    if resize is None:
+        return _full_size
+    return functools.partial(prepare_resized, options=resize)
+
+
+def _payloads(spec, reader, on_error, outputs, prepare):
+    """For each image, each output's payload parts (None where it is left out), in order.
+
+    Bad inputs raise (fail) or go to that output's `skipped` (skip). Each image is read once.
+    """
     for number, entry in enumerate(spec.entries):
         exit_if_orphaned()
         try:
-            stored = images.prepare(*reader.read(number))
+            results = prepare(*reader.read(number))
         except InputError as e:
-            if on_error == "fail":
-                raise
-            skipped.append({"file": entry.relpath, "label": entry.label, "reason": e.problem})
-            continue
-        note = images.name_disagreement(entry.filename, stored)
-        if stored.reencoded or note:
-            reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+            results = [e] * len(outputs)
+        payloads = []
         synset, text = spec.classes[entry.label]
-        yield encode_example_parts(
-            encoded=stored.data,
-            filename=entry.filename,
-            height=stored.height,
-            width=stored.width,
-            label=entry.label,
-            synset=synset,
-            text=text,
-            boxes=entry.boxes,
-        )
+        for output, stored in zip(outputs, results, strict=True):
+            if isinstance(stored, InputError):
+                if on_error == "fail":
+                    raise stored
+                output.skipped.append({"file": entry.relpath, "label": entry.label, "reason": stored.problem})
+                payloads.append(None)
+                continue
+            note = images.name_disagreement(entry.filename, stored)
+            if stored.reencoded or note:
+                output.reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+            output.resized[0] += stored.resized
+            payloads.append(encode_example_parts(
+                encoded=stored.data,
+                filename=entry.filename,
+                height=stored.height,
+                width=stored.width,
+                label=entry.label,
+                synset=synset,
+                text=text,
+                boxes=entry.boxes,
+            ))
+        yield payloads
 
 
-def codec_of(reencoded):
-    """What else a shard's bytes depend on: the encoder, when it holds re-encoded images."""
+def codec_of(reencoded, resized=0):
+    """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images."""
+    if resized:
+        return prepare_codec()
     return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
+
+
+def _write(spec, dests, on_error, resize, variants):
+    """Write the shard to every destination from one read of its images; the manifest entries, in order."""
+    outputs = [_Output([], [], [0]) for _ in dests]
+    with contextlib.ExitStack() as stack, reader_for(spec) as reader:
+        folders = []
+        for dest in dests:
+            if dest.remote:
+                staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="imagenet-build-"))
+                folders.append((staging, staging))
+            else:
+                folders.append((dest.output, dest.index))
+        sinks = [stack.enter_context(ShardSink(spec.name, out, index)) for out, index in folders]
+        for payloads in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+            for sink, payload in zip(sinks, payloads, strict=True):
+                if payload is not None:
+                    sink.add(payload)
+        figures = [sink.finish() for sink in sinks]
+        for dest, (staging, _) in zip(dests, folders, strict=True):
+            if dest.remote:  # shard first, then its index: a listed index always has its shard
+                storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
+                storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
+        identities = reader.identities
+    entries = []
+    for output, figure, variant in zip(outputs, figures, variants, strict=True):
+        entry = shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded)
+        if resize is not None:
+            entry["resized"] = output.resized[0]
+        entry["fingerprint"] = spec.fingerprint(on_error, codec_of(output.reencoded, output.resized[0]), variant)
+        entry[INPUT_STATE] = spec.input_state(identities)  # moved to the manifest's "inputs" by the driver
+        entries.append(entry)
+    return entries
 
 
 def write_shard(spec, dest, on_error):
     """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
-    skipped, reencoded = [], []
-    with reader_for(spec) as reader:
-        payloads = _payloads(spec, reader, on_error, skipped, reencoded)
-        if not dest.remote:
-            figures = write_records(spec.name, dest.output, dest.index, payloads)
-        else:
-            with tempfile.TemporaryDirectory(prefix="imagenet-build-") as staging:
-                figures = write_records(spec.name, staging, staging, payloads)
-                # shard first, then its index: a listed index always has its shard
-                storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
-                storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
-        identities = reader.identities
-    entry = shard_entry(spec.split, spec.name, figures, skipped, reencoded)
-    entry["fingerprint"] = spec.fingerprint(on_error, codec_of(reencoded))
-    entry[INPUT_STATE] = spec.input_state(identities)  # moved to the manifest's "inputs" by the driver
-    return entry
+    return _write(spec, [dest], on_error, None, [""])[0]
 
 
-def rebuilt_sha256(spec, on_error):
+def variant_of(resize):
+    """The fingerprint's record of a one-target resized build's options ("" for a full-size build)."""
+    if resize is None:
+        return ""
+    (target,) = resize.targets
+    return json.dumps(resize.recorded(target), sort_keys=True)
+
+
+def write_resized_shard(spec, dests, on_error, resize):
+    """Write one planned shard once per target of `resize`, to the destination of each, from one read
+    of its images; return the manifest entries in target order."""
+    variants = [variant_of(resize.only([t])) for t in resize.targets]
+    return _write(spec, dests, on_error, resize, variants)
+
+
+def rebuilt_sha256(spec, on_error, resize=None):
     """sha256 of the shard the inputs give now, built in memory and not written (--verify-inputs)."""
     digest = hashlib.sha256()
+    outputs = [_Output([], [], [0])]
     with reader_for(spec) as reader:
-        for payload in _payloads(spec, reader, on_error, [], []):
+        for (payload,) in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+            if payload is None:
+                continue
             head, foot = frame(*payload)
             for part in (head, *payload, foot):
                 digest.update(part)
