@@ -4,10 +4,8 @@
 registers itself on import, below.
 """
 
-from imagenet_build.sources import (
-    huggingface,  # noqa: F401,I001  (.tar.gz copies)
-    ilsvrc,  # noqa: F401  (registers its layout)
-)
+from imagenet_build.sources import ilsvrc  # noqa: F401  (registers its layout)
+from imagenet_build.sources import huggingface  # noqa: F401  (registers its layout)
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
     READERS,

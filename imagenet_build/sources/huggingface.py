@@ -135,8 +135,8 @@ def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_lo
         number = int(match.group(2))
         expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
         if expected is not None and expected != match.group(3):
-            disagree.append((f"{storage.basename(archive)}:{base}", f"named for synset {match.group(3)}, but "
-                                                                    f"{labels_file} gives {expected} for image {number}"))
+            problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
+            disagree.append((f"{storage.basename(archive)}:{base}", problem))
             continue
         items.append((match.group(1) + ".JPEG", (member_offsets[i], member_sizes[i])))
     _disagreement(disagree, "validation images", on_error, storage.parent(archive))
