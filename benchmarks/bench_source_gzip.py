@@ -1,0 +1,126 @@
+"""convert from Hugging Face's .tar.gz layout against the extracted folders (the same images).
+
+Makes N ImageNet-sized JPEGs in class folders (or reuses --work), packs them as
+the Hugging Face `data/train_images_{0..4}.tar.gz` (flat, `<name>_<synset>.JPEG`,
+gzip level 6 as `tar czf` writes), then runs, alternating, with `sync` before each:
+  folders   imagenet-build convert --train-dir
+  hf        imagenet-build convert --from data/   (decompressed once into a spool, then read by pread)
+and, in this process, the spool pass alone (decompress + list, the part a .tar.gz adds).
+Usage: python benchmarks/bench_source_gzip.py [--images 10000] [--repeats 3]
+"""
+
+import argparse
+import gzip
+import math
+import os
+import shutil
+import statistics
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from common import make_inputs  # noqa: E402
+
+
+def timed(cmd, out, env=None):
+    """(wall s, CPU s of the process and all its workers, peak RSS MB of the largest) of one whole run."""
+    import resource
+    import subprocess
+
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run(["sync"], check=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    result = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{result.stderr.decode()[-2000:]}")
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return wall, cpu, after.ru_maxrss / 1024
+
+
+def pack(inputs, data):
+    data.mkdir(parents=True)
+    images = sorted((inputs / "train").glob("*/*.JPEG"), key=lambda p: p.name)
+    for k in range(5):
+        with gzip.GzipFile(data / f"train_images_{k}.tar.gz", "wb", compresslevel=6, mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for image in images[k::5]:
+                    tar.add(image, arcname=f"{image.stem}_{image.parent.name}.JPEG")
+
+
+def spool_pass(data):
+    """Seconds (wall, CPU of this process) to decompress and list the five archives, one after the other."""
+    from imagenet_build.sources.spool import spool_and_list
+
+    archives = sorted(data.glob("train_images_*.tar.gz"))
+    with tempfile.TemporaryDirectory(dir=data.parent) as spool:
+        wall, cpu = time.perf_counter(), time.process_time()
+        for k, archive in enumerate(archives):
+            spool_and_list(str(archive), os.path.join(spool, f"{k}.tar"))
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=128)
+    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser.add_argument("--isal", help="a folder holding the isal package: also run with it on PYTHONPATH")
+    args = parser.parse_args()
+    work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-gzip-"))
+    inputs = work / "inputs"
+    if not (inputs / "labels.txt").exists():
+        shutil.rmtree(inputs, ignore_errors=True)
+        make_inputs(inputs, args.images, 100)
+    data = work / "hf" / "data"
+    if not data.exists():
+        pack(inputs, data)
+    ib = [sys.executable, "-m", "imagenet_build", "convert", "--labels-file", str(inputs / "labels.txt"),
+          "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards))]
+    out = work / "out"
+    plain = dict(os.environ, PYTHONPATH=str(HERE.parent))
+    commands = {
+        "folders": (ib + ["--train-dir", str(inputs / "train"), "--output-dir", str(out)], plain),
+        "hf .tar.gz": (ib + ["--from", str(data), "--output-dir", str(out)], plain),
+    }
+    if args.isal:
+        with_isal = dict(plain, PYTHONPATH=f"{HERE.parent}{os.pathsep}{args.isal}")
+        commands["hf + isal"] = (commands["hf .tar.gz"][0], with_isal)
+    for path in [*data.iterdir(), *(inputs / "train").rglob("*.JPEG")]:
+        path.read_bytes()  # warm the cache: both read from memory
+    runs = {name: [] for name in commands}
+    for _ in range(args.repeats):
+        for name, (cmd, env) in commands.items():
+            runs[name].append(timed(cmd, out, env))
+    spools = [spool_pass(data) for _ in range(args.repeats)]
+    images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))
+    packed = sum(p.stat().st_size for p in data.iterdir())
+    print(f"{images} images, 5 archives {packed / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each "
+          f"(median); load average {os.getloadavg()[0]:.1f}")
+    med, cpu_med = {}, {}
+    for name, r in runs.items():
+        med[name] = statistics.median(s for s, _, _ in r)
+        cpu_med[name] = statistics.median(c for _, c, _ in r)
+        print(f"  {name:12s} {med[name]:6.2f} s  {images / med[name]:7.0f} img/s  CPU {cpu_med[name]:6.2f} s  "
+              f"peak RSS {max(m for _, _, m in r):.0f} MB  runs {', '.join(f'{s:.2f}' for s, _, _ in r)}")
+    wall = statistics.median(w for w, _ in spools)
+    cpu = statistics.median(c for _, c in spools)
+    print(f"  spool pass alone (decompress + list, one core): {wall:.2f} s wall, {cpu:.2f} s CPU "
+          f"({packed / 1e6 / cpu:.0f} MB/s of CPU); bytes decompressed per image byte: 1.00")
+    for name in commands:
+        if name != "folders":
+            print(f"  {name} / folders: {med['folders'] / med[name]:.2f}x in wall time, "
+                  f"{cpu_med['folders'] / cpu_med[name]:.2f}x in CPU time")
+
+
+if __name__ == "__main__":
+    main()
