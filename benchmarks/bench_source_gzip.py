@@ -6,7 +6,9 @@ gzip level 6 as `tar czf` writes), then runs, alternating, with `sync` before ea
   folders   imagenet-build convert --train-dir
   hf        imagenet-build convert --from data/   (decompressed once into a spool, then read by pread)
 and, in this process, the spool pass alone (decompress + list, the part a .tar.gz adds).
-Usage: python benchmarks/bench_source_gzip.py [--images 10000] [--repeats 3]
+With --cardinality: instead, 1000 classes x 1281 tiny JPEGs (1.28 M, ImageNet's count) as the
+five archives, converted once to 1024 shards: the peak RSS of the full listing and plan.
+Usage: python benchmarks/bench_source_gzip.py [--images 10000] [--repeats 3] [--with-path DIR] [--cardinality]
 """
 
 import argparse
@@ -68,15 +70,55 @@ def spool_pass(data):
         return time.perf_counter() - wall, time.process_time() - cpu
 
 
+def cardinality(work, per_class=1281):
+    """Peak RSS (driver or any worker) and time of a convert of 1000 x per_class tiny images in five archives."""
+    import io
+
+    from PIL import Image
+
+    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+
+    data = work / "tiny" / "data"
+    if not data.exists():
+        data.mkdir(parents=True)
+        picture = io.BytesIO()
+        Image.new("RGB", (8, 8), (200, 30, 30)).save(picture, "JPEG")
+        picture = picture.getvalue()
+        synsets = read_labels_file(DEFAULT_LABELS_FILE)
+        archives = [tarfile.open(fileobj=gzip.GzipFile(data / f"train_images_{k}.tar.gz", "wb", compresslevel=1,
+                                                       mtime=0), mode="w", format=tarfile.GNU_FORMAT)
+                    for k in range(5)]
+        n = 0
+        for synset in synsets:
+            for i in range(per_class):
+                info = tarfile.TarInfo(f"{synset}_{i}_{synset}.JPEG")
+                info.size = len(picture)
+                archives[n % 5].addfile(info, io.BytesIO(picture))
+                n += 1
+        for tar in archives:
+            gz = tar.fileobj
+            tar.close()
+            gz.close()
+    out = work / "tiny-out"
+    cmd = [sys.executable, "-m", "imagenet_build", "convert", "--from", str(data), "--train-shards", "1024",
+           "--output-dir", str(out)]
+    wall, cpu, rss = timed(cmd, out, dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"1000 x {per_class} tiny images from 5 .tar.gz: {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=10000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shards", type=int, default=128)
     parser.add_argument("--work", help="scratch folder (default: a temporary one)")
-    parser.add_argument("--isal", help="a folder holding the isal package: also run with it on PYTHONPATH")
+    parser.add_argument("--with-path", help="also run the .tar.gz convert with this folder on PYTHONPATH")
+    parser.add_argument("--cardinality", action="store_true", help="the full-cardinality memory run instead")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-gzip-"))
+    if args.cardinality:
+        return cardinality(work)
     inputs = work / "inputs"
     if not (inputs / "labels.txt").exists():
         shutil.rmtree(inputs, ignore_errors=True)
@@ -92,9 +134,9 @@ def main():
         "folders": (ib + ["--train-dir", str(inputs / "train"), "--output-dir", str(out)], plain),
         "hf .tar.gz": (ib + ["--from", str(data), "--output-dir", str(out)], plain),
     }
-    if args.isal:
-        with_isal = dict(plain, PYTHONPATH=f"{HERE.parent}{os.pathsep}{args.isal}")
-        commands["hf + isal"] = (commands["hf .tar.gz"][0], with_isal)
+    if args.with_path:  # e.g. a patched spool.py or another inflate library
+        other = dict(plain, PYTHONPATH=f"{HERE.parent}{os.pathsep}{args.with_path}")
+        commands["hf, with-path"] = (commands["hf .tar.gz"][0], other)
     for path in [*data.iterdir(), *(inputs / "train").rglob("*.JPEG")]:
         path.read_bytes()  # warm the cache: both read from memory
     runs = {name: [] for name in commands}

@@ -43,11 +43,6 @@ import tempfile
 import zlib
 from array import array
 
-try:  # ISA-L's inflate: the same API, ~20% less CPU on this data (the `gzip` extra)
-    from isal import isal_zlib as inflater
-except ImportError:  # pragma: no cover - without the extra
-    inflater = zlib
-
 from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
 from imagenet_build.naming import SPOOL_PREFIX
@@ -56,8 +51,8 @@ from imagenet_build.sources.tars import list_members, read_range
 
 SHIFT = 40  # an entry's offset is (archive number << SHIFT) | offset in that archive's spool (1 TiB each)
 MASK = (1 << SHIFT) - 1
-CHUNK = 1 << 20  # compressed bytes read at a time
-MAX_OUT = 16 << 20  # decompressed bytes held at a time, whatever the ratio
+CHUNK = 256 << 10  # compressed bytes read at a time (small buffers: measured a little faster than 1 MiB)
+MAX_OUT = 1 << 20  # decompressed bytes held at a time, whatever the compression ratio
 _SPOOL = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
 
 
@@ -118,7 +113,7 @@ def gunzip(archive: str, target: str) -> None:
     part = target + ".part"
     with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
         with storage.open_read(archive) as raw, open(part, "wb") as out:
-            inflate, seen = inflater.decompressobj(31), False
+            inflate, seen = zlib.decompressobj(31), False
             while True:
                 chunk = raw.read(CHUNK)
                 if not chunk:
@@ -127,10 +122,10 @@ def gunzip(archive: str, target: str) -> None:
                     if inflate.eof:  # one gzip member ended: another follows, or zero padding
                         if not chunk.strip(b"\0"):
                             break
-                        inflate = inflater.decompressobj(31)
+                        inflate = zlib.decompressobj(31)
                     try:
                         out.write(inflate.decompress(chunk, MAX_OUT))
-                    except (zlib.error, inflater.error) as e:
+                    except zlib.error as e:
                         raise InputError(archive, f"not a valid gzip file ({e})") from None
                     seen = True
                     chunk = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
