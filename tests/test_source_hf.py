@@ -154,3 +154,50 @@ def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
     expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(hf)],
                  "train_images_4.tar.gz missing", out=out)
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ the parquet files the repository serves now
+
+
+@pytest.fixture(scope="module")
+def hf_parquet(tmp_path_factory):
+    pytest.importorskip("pyarrow")
+    out = tmp_path_factory.mktemp("hf-parquet") / "imagenet-1k"
+    make_sample(out, layout="hf-parquet", **OPTIONS)
+    return out
+
+
+def test_from_hf_parquet_gives_the_shards_of_the_ilsvrc_tarballs(hf_parquet, ilsvrc, reference, tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", hf_parquet, "--output-dir", out, *common(ilsvrc), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["found"].startswith(
+        "Hugging Face ILSVRC/imagenet-1k (parquet) files: 48 train, 16 validation")
+    assert shards(out) == shards(reference)
+
+
+def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_parquet, hf, tmp_path):
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    shutil.copytree(hf_parquet / "data", data)
+    first = data / "train-00001-of-00003.parquet"
+    first.write_bytes(first.read_bytes()[:-50])
+    out = tmp_path / "out"
+    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+                 "train-00001-of-00003.parquet", "not a readable parquet file", out=out)
+
+    shutil.copy(hf_parquet / "data" / first.name, first)
+    table = pq.read_table(data / "validation-00000-of-00001.parquet")
+    labels = table.column("label").to_pylist()
+    labels[0] = (labels[0] + 1) % 4
+    import pyarrow
+
+    pq.write_table(table.set_column(1, "label", pyarrow.array(labels, pyarrow.int64())),
+                   data / "validation-00000-of-00001.parquet")
+    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+                 "validation-00000-of-00001.parquet:ILSVRC2012_val_00000001_", "but its label", out=out)
+
+    (data / "train-00002-of-00003.parquet").unlink()
+    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+                 "train-00002-of-00003.parquet", "missing", out=out)

@@ -67,14 +67,16 @@ def _disagreement(problems: list, what: str, on_error: str, folder: str) -> None
                          f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
 
 
-def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool) -> SplitInput:
-    spool, listings = spool_all(copy, archives, "train", pool)
+def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=None) -> SplitInput:
+    """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
+    spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
     result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): original name, synset number,
     # archive number << SHIFT | offset in its decompressed tar, size
     names, offsets, sizes, codes, disagree = [], array("Q"), array("Q"), array("H"), []
     code_of: dict = {}
-    for k, (members, member_offsets, member_sizes, files) in enumerate(listings):
+    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
+        disagree.extend((f"{storage.basename(archives[k])}:{name}", why) for name, why in (found[0] if found else ()))
         for i, member in enumerate(members):
             if not files[i]:
                 continue
@@ -118,12 +120,28 @@ def _refuse_duplicates(items, archives, on_error, result):
         seen.add(name)
 
 
-def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
-    spool, (listed,) = spool_all(copy, [archive], "validation", pool)
-    members, member_offsets, member_sizes, files = listed
+def scan_validation(copy: Copy, archives, catalog, on_error, pool, labels_loader, labels_file, task=None) -> SplitInput:
+    """The validation archive (or parquet files): flat, labelled by the validation labels file."""
+    archives = [archives] if isinstance(archives, str) else archives
+    spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp(archives))
     items, disagree = [], []
+    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
+        archive = archives[k]
+        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in (found[0] if found else ()))
+        _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
+                          result, items, disagree)
+    _disagreement(disagree, "validation images", on_error, storage.parent(archives[0]))
+    if disagree:
+        result.left_out.extend(disagree)
+        result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
+                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    return flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+
+
+def _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
+                      result, items, disagree):
     for i, member in enumerate(members):
         if not files[i]:
             continue
@@ -138,13 +156,7 @@ def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_lo
             problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
             disagree.append((f"{storage.basename(archive)}:{base}", problem))
             continue
-        items.append((match.group(1) + ".JPEG", (member_offsets[i], member_sizes[i])))
-    _disagreement(disagree, "validation images", on_error, storage.parent(archive))
-    if disagree:
-        result.left_out.extend(disagree)
-        result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
-                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
-    return flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+        items.append((match.group(1) + ".JPEG", (k << SHIFT | member_offsets[i], member_sizes[i])))
 
 
 def assemble(pieces: list) -> Copy:

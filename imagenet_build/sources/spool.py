@@ -167,12 +167,12 @@ def spool_name(number: int, archive: str) -> str:
     return f"{number:04d}-{base[:-3] if base.endswith('.gz') else base}"
 
 
-def spool_all(copy, archives: list, split: str, pool) -> tuple[str, list]:
+def spool_all(copy, archives: list, split: str, pool, task=spool_and_list) -> tuple[str, list]:
     """Decompress the split's archives in parallel; (spool folder, [listing of archive k])."""
     spool = make_spool(copy, archives, split)
     tasks = [(archive, os.path.join(spool, spool_name(k, archive))) for k, archive in enumerate(archives)]
     found = {}
-    pool.run(spool_and_list, tasks, lambda task, listed: found.__setitem__(task[1], listed))
+    pool.run(task, tasks, lambda task, listed: found.__setitem__(task[1], listed))
     return spool, [found[target] for _, target in tasks]
 
 
