@@ -29,23 +29,29 @@ sys.path.insert(0, str(HERE.parent))
 
 from common import make_inputs  # noqa: E402
 
+PROBE = (
+    "import resource, subprocess, sys, time; t = time.perf_counter(); "
+    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
+    "s = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "sys.stderr.write(r.stderr.decode()[-2000:]); "
+    "print(s, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024); sys.exit(r.returncode)"
+)
+
 
 def timed(cmd, out, env=None):
-    """(wall s, CPU s of the process and all its workers, peak RSS MB of the largest) of one whole run."""
-    import resource
+    """(wall s, CPU s of the process and all its workers, peak RSS MB of the largest) of one whole run.
+
+    Through a small probe process: a child forked from this (large) process would report this one's RSS.
+    """
     import subprocess
 
     shutil.rmtree(out, ignore_errors=True)
     subprocess.run(["sync"], check=True)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    result = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run([sys.executable, "-c", PROBE, *cmd], capture_output=True, text=True, env=env)
     if result.returncode:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{result.stderr.decode()[-2000:]}")
-    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    return wall, cpu, after.ru_maxrss / 1024
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
+    wall, cpu, rss = map(float, result.stdout.split()[-3:])
+    return wall, cpu, rss
 
 
 def pack(inputs, data):

@@ -40,7 +40,7 @@ NAME = "Hugging Face ILSVRC/imagenet-1k"
 TRAIN_ARCHIVES = 5
 TRAIN_ARCHIVE = re.compile(r"^train_images_(\d+)\.tar\.gz$")
 ARCHIVES = {"val_images.tar.gz": "validation", "test_images.tar.gz": "test"}
-TRAIN_MEMBER = re.compile(r"^((n\d{8})_\d+)_(n\d{8})\.JPEG$")
+TRAIN_MEMBER = re.compile(r"^((n\d{8})_\d{1,18})_(n\d{8})\.JPEG$")
 VALIDATION_MEMBER = re.compile(r"^(ILSVRC2012_val_(\d{8}))_(n\d{8})\.JPEG$")
 
 
@@ -71,9 +71,11 @@ def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=No
     """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
     spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
     result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp(archives))
-    # compact columns over all archives (1.28 M images): original name, synset number,
-    # archive number << SHIFT | offset in its decompressed tar, size
-    names, offsets, sizes, codes, disagree = [], array("Q"), array("Q"), array("H"), []
+    # compact columns over all archives (1.28 M images): the image number of its original name
+    # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
+    # archive number << SHIFT | offset in its decompressed tar, size. No string per image until the
+    # listing: that would cost the driver ~90 MB more at full size.
+    numbers, offsets, sizes, codes, disagree, odd = array("Q"), array("Q"), array("Q"), array("H"), [], {}
     code_of: dict = {}
     for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
         disagree.extend((f"{storage.basename(archives[k])}:{name}", why) for name, why in (found[0] if found else ()))
@@ -89,7 +91,10 @@ def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=No
                 disagree.append((f"{storage.basename(archives[k])}:{base}",
                                  f"named for synset {match.group(2)} but labelled {match.group(3)}"))
                 continue
-            names.append(match.group(1) + ".JPEG")
+            number = match.group(1)[len(match.group(2)) + 1:]
+            if str(int(number)) != number:
+                odd[len(numbers)] = match.group(1) + ".JPEG"
+            numbers.append(int(number))
             codes.append(code_of.setdefault(match.group(3), len(code_of)))
             offsets.append(k << SHIFT | member_offsets[i])
             sizes.append(member_sizes[i])
@@ -102,7 +107,8 @@ def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=No
         rows.setdefault(code, array("I")).append(i)
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in code_of:
-            items = [(names[i], (offsets[i], sizes[i])) for i in rows.pop(code_of[synset])]
+            items = [(odd.get(i) or f"{synset}_{numbers[i]}.JPEG", (offsets[i], sizes[i]))
+                     for i in rows.pop(code_of[synset])]
             _refuse_duplicates(items, archives, on_error, result)
             add_class(result, synset, label, items, on_error, "synset")
     require_images(result, storage.parent(archives[0]), catalog)

@@ -2,36 +2,37 @@
 
 gzip has no random access, and slim's shuffle puts images from all over the
 dataset into every shard, so each worker needs the images in arbitrary order.
-Two ways were measured (10,000 ImageNet-sized JPEGs, 1.0 GB, in one .tar.gz;
-2 shared cores; CPU seconds, as wall time was inflated by other load):
+Measured on 10,000 ImageNet-sized JPEGs (1.0 GB; 2 cores shared with other
+work, so CPU seconds are the steadier figure; benchmarks/bench_source_gzip.py):
 
-- seek points (rapidgzip 0.16: export_index / import_index; indexed_gzip 1.10
-  is the same zran scheme): each image costs decompressing from the nearest
-  seek point before it. With points every 4 MiB / 1 MiB / 256 KiB / 64 KiB an
-  image cost 12.8 / 3.8 / 1.3 / 0.8 ms of CPU (amplification ~35x / 10x / 3.5x /
-  2x the image's own bytes), and the index took 8 / 31 / 125 / 498 MB per GB of
-  data (a 32 KiB window per point; 4.2 GB at 1 MiB for the 135 GB train set),
-  all of it loaded by each worker (RSS 274 MB at 256 KiB for 1 GB of data).
-  A convert from folders costs ~0.4 ms of CPU per image, so even 64 KiB points
-  would make it ~3x slower, with an index larger than the memory budget.
-- streaming (this module): decompress each archive once, sequentially, into an
-  uncompressed tar in a spool folder, then read each image with one pread as
-  the ILSVRC tarballs are read (amplification 1). zlib inflates this data at
-  ~230 MB/s of CPU (4.4 s per GB; isal 3.6 s, rapidgzip single-threaded 4.3 s:
-  not worth a dependency), so the spool costs one pass over the data, which
-  is the least any reader of a .tar.gz pays (listing the archive needs it too):
-  the listing is taken from the spool, by tar headers only. Archives are
-  decompressed in parallel on the workers (Hugging Face's 5 train archives +
-  validation keep both cores busy). Memory: a bounded buffer per archive.
+- converting the extracted folders costs 2.5 s of CPU in all (0.25 ms/image);
+- inflating the .tar.gz once costs 4.4-5.0 s of CPU (zlib, ~210 MB/s; ISA-L
+  and zlib-ng measured 0-30% faster, within this machine's noise: not worth a
+  dependency). So any reader pays at least twice the folders' CPU for gzip
+  alone: ~0.35x the folders' speed on 2 cores is the floor of a one-pass design.
+- seek points (rapidgzip 0.16 export_index/import_index; indexed_gzip 1.10 is
+  the same zran scheme): each image costs inflating from the nearest point
+  before it. Points every 4 MiB / 1 MiB / 256 KiB / 64 KiB cost 12.8 / 3.8 /
+  1.3 / 0.8 ms of CPU per image — 50x / 15x / 5x / 3x what a folder convert
+  spends on it — and the index takes 8 / 31 / 125 / 498 MB per GB of data (a
+  32 KiB window per point: 4 GB at 1 MiB for the 135 GB train set), loaded
+  whole by every worker (RSS 274 MB at 256 KiB for 1 GB). Rejected.
+- streaming (this module): inflate each archive once, sequentially, into an
+  uncompressed tar in a spool folder, list it by its tar headers, and read
+  each image with one pread as the ILSVRC tarballs are read (1.00 byte
+  inflated per image byte). Archives are inflated in parallel on the workers
+  (Hugging Face's five train archives keep both cores busy); memory is a
+  bounded buffer per archive. Measured 0.36-0.38x the folders' speed (CPU
+  6.9 s against 2.5 s), at the floor above.
 
 The price is disk: the spool holds the decompressed data (~140 GB for the train
-split) until the build ends — the same as extracting the archives first, but
-one file per archive instead of 1.28 M, and removed when the build ends (or
-left by a killed run, then removed by the next one). It lives in a hidden
+split) until the build ends — what extracting the archives first would take,
+but one file per archive instead of 1.28 M, and removed when the build ends,
+failed or not (a killed run's is removed by the next run). It is a hidden
 folder of the output folder (`.imagenet-build-spool-<pid>-*`, which the output
 check accepts), so read-only inputs and archives in an object store (read as a
 stream, never seeked) work; for an output in an object store it goes to the
-local temporary folder. A run that lacks the free space is refused up front.
+local temporary folder. A run without the free space is refused before it starts.
 """
 
 from __future__ import annotations
