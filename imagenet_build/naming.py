@@ -20,6 +20,7 @@ LOCK_NAME = ".imagenet-build.lock"
 INDEX_SUFFIX = ".idx"
 DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
 BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
+SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
 
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 _TEMP = re.compile(r"^\..+\.\d+\.tmp$")

@@ -28,6 +28,7 @@ EXTRAS = {
     "numpy": ("tf", "numpy"),
     "torchvision": ("torch", "torchvision"),
     "torch": ("torch", "PyTorch"),
+    "pyarrow": ("parquet", "pyarrow"),
 }
 
 

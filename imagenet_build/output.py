@@ -21,6 +21,7 @@ from imagenet_build.naming import (
     LABELS_NAME,
     LOCK_NAME,
     MANIFEST_NAME,
+    SPOOL_PREFIX,
     is_build_shard,
     is_temp_name,
     shard_of_index,
@@ -79,6 +80,8 @@ def check_output_dir(dest, planned_names, overwrite):
             ours.append(storage.join(output, entry))
         elif entry == BEAM_RESULTS and is_dir:
             continue  # an interrupted Beam run's figures: the next run replaces them
+        elif entry.startswith(SPOOL_PREFIX) and is_dir:
+            continue  # .tar.gz inputs decompressed for this run (removed when it ends), or a killed run's
         elif not (index_inside and entry == index_name and is_dir):
             strangers.append(entry)
     index_strangers = []

@@ -7,6 +7,7 @@ registers itself on import, below.
 from imagenet_build.sources import ilsvrc  # noqa: F401  (registers its layout)
 from imagenet_build.sources import kaggle  # noqa: F401  (registers its layout)
 from imagenet_build.sources import webdataset  # noqa: F401  (registers its layout)
+from imagenet_build.sources import blurred, hf_parquet, huggingface  # noqa: F401  (register their layouts)
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
     READERS,

@@ -42,6 +42,13 @@ class Copy:
     boxes: Callable | None = None
     notes: list[str] = field(default_factory=list)
     where: dict = field(default_factory=dict)  # role -> path, for the manifest's inputs
+    work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
+    cleanups: list = field(default_factory=list)  # run by close(), when the build ends
+
+    def close(self):
+        """Remove what the scans left for the readers (a decompressed .tar.gz), whatever the outcome."""
+        while self.cleanups:
+            self.cleanups.pop()()
 
 
 @dataclass(frozen=True)

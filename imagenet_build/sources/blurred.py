@@ -1,0 +1,184 @@
+"""The face-blurred ILSVRC2012 (image-net.org; Yang et al., ICML 2022): `train_blurred.tar.gz`, `val_blurred.tar.gz`.
+
+Pieces: the two archives (by name), or the folder holding them. Both splits are
+in class folders, with lowercase `.jpg`: `train_blurred/<wnid>/<wnid>_<n>.jpg`,
+`val_blurred/<wnid>/ILSVRC2012_val_<8 digits>.jpg` (the top folder is skipped,
+whatever it is called). Every image was re-encoded by the blurring (Pillow), so
+no record equals the original build's byte for byte; the names do: each image
+keeps its original ILSVRC2012 name (`.jpg` back to `.JPEG`) in `image/filename`,
+and the same slim order and labels, so records line up by name with a build
+from the originals. Train labels come from the class folder (the name's own
+synset must agree); validation images are labelled from the validation labels
+file, as for every copy, and their class folder must agree with it. A
+disagreement is an error under --on-error fail, and leaves the image out,
+listed, under skip.
+
+The release lacks a few images of the original (one user count: 101 train, 3
+validation, all very large ones; no official list): a missing validation image
+is named in a note (the validation labels file says which exist); for train,
+with no list of the originals to compare with, a note gives how many fewer than
+ILSVRC2012's 1,281,167 there are. Neither is an error. `verify --expect-imagenet`
+expects this release's own totals.
+
+The archives are decompressed once into a spool (see spool.py for why and what it costs).
+"""
+
+from __future__ import annotations
+
+import re
+
+from imagenet_build import storage
+from imagenet_build.errors import InputError
+from imagenet_build.sources.base import (
+    SHOWN,
+    SplitInput,
+    add_class,
+    flat_validation,
+    match_classes,
+    require_images,
+)
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.spool import spool_all, stamp
+
+NAME = "face-blurred ILSVRC2012 (image-net.org)"
+ARCHIVES = {"train_blurred.tar.gz": "train", "val_blurred.tar.gz": "validation"}
+TRAIN_MEMBER = re.compile(r"(?:^|/)(n\d{8})/((n\d{8})_\d+)\.jpg$")
+VALIDATION_MEMBER = re.compile(r"(?:^|/)(n\d{8})/(ILSVRC2012_val_(\d{8}))\.jpg$")
+ILSVRC_TRAIN = 1281167
+# As counted by a user of the release (princetonvisualai/imagenet-face-obfuscation issue #4): 101 train
+# and 3 validation images of ILSVRC2012 are not in it.
+TOTALS = {"train": ILSVRC_TRAIN - 101, "validation": 50000 - 3}
+
+
+def identify(path: str) -> list:
+    base = storage.basename(path)
+    if base in ARCHIVES:
+        return [Piece(NAME, ARCHIVES[base], path)]
+    names = listing(path)
+    return [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES and not names[n]]
+
+
+def _refuse(problems: list, what: str, on_error: str, archive: str) -> None:
+    if problems and on_error == "fail":
+        name, problem = problems[0]
+        raise InputError(f"{archive}:{name}", f"{problem} ({len(problems)} such {what}); "
+                                              "--on-error skip builds without them")
+
+
+def scan_train(copy: Copy, archive: str, catalog, on_error: str, pool) -> SplitInput:
+    spool, (listed,) = spool_all(copy, [archive], "train", pool)
+    members, offsets, sizes, files = listed
+    result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    by_synset: dict = {}
+    disagree = []
+    for i, member in enumerate(members):
+        if not files[i]:
+            continue
+        match = TRAIN_MEMBER.search(member)
+        if not match:
+            result.ignored.append(member)
+        elif match.group(1) != match.group(3):
+            disagree.append((member, f"in class folder {match.group(1)} but named for synset {match.group(3)}"))
+        else:
+            by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
+    _refuse(disagree, "train images", on_error, archive)
+    result.left_out.extend(disagree)
+    match_classes(result, spool, sorted(by_synset), catalog, on_error, "class folder")
+    for label, synset in enumerate(catalog.synsets, start=1):
+        if synset in by_synset:
+            add_class(result, synset, label, by_synset.pop(synset), on_error, "class folder")
+    require_images(result, archive, catalog)
+    if catalog.num_classes == 1000 and len(result) < ILSVRC_TRAIN:
+        result.notes.append(f"train: {ILSVRC_TRAIN - len(result):,} image(s) fewer than ILSVRC2012's "
+                            f"{ILSVRC_TRAIN:,}: this release lacks some (a user counted 101)")
+    return result
+
+
+def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+    spool, (listed,) = spool_all(copy, [archive], "validation", pool)
+    members, offsets, sizes, files = listed
+    validation_labels = labels_loader()
+    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    items, disagree, numbers = [], [], set()
+    for i, member in enumerate(members):
+        if not files[i]:
+            continue
+        match = VALIDATION_MEMBER.search(member)
+        if not match:
+            result.ignored.append(member)
+            continue
+        number = int(match.group(3))
+        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        if expected is not None and expected != match.group(1):
+            disagree.append((member, f"in class folder {match.group(1)}, but {labels_file} gives {expected} "
+                                     f"for image {number}"))
+            continue
+        numbers.add(number)
+        items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
+    _refuse(disagree, "validation images", on_error, archive)
+    if disagree:
+        result.left_out.extend(disagree)
+        result.notes.append(f"validation: {len(disagree)} image(s) left out, their class folder disagrees with "
+                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+    wanted = set(catalog.synsets)
+    disagreeing = {int(VALIDATION_MEMBER.search(m).group(3)) for m, _ in disagree}
+    missing = [f"ILSVRC2012_val_{n:08d}.JPEG" for n, synset in enumerate(validation_labels, start=1)
+               if synset in wanted and n not in numbers and n not in disagreeing]
+    if missing:
+        result.notes.append(f"validation: {len(missing)} image(s) of ILSVRC2012 are not in this release: "
+                            + ", ".join(missing[:SHOWN]) + (" ..." if len(missing) > SHOWN else ""))
+    return result
+
+
+def assemble(pieces: list) -> Copy:
+    roles = {piece.role: piece.path for piece in pieces}
+    copy = Copy(NAME, f"{NAME} archives", where=dict(roles))
+    if "train" in roles:
+        copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, roles["train"], catalog, on_error, pool)
+    if "validation" in roles:
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
+            copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
+    return copy
+
+
+def write_sample(ilsvrc_sample, out):
+    """`train_blurred.tar.gz`, `val_blurred.tar.gz`: the sample's images in class folders as `.jpg`, every
+    third RGB one re-encoded by Pillow (as the blurring did), the last train and validation image left out."""
+    import gzip
+    import io
+    import tarfile
+    from pathlib import Path
+
+    from PIL import Image
+
+    from imagenet_build.sample import _tar_add
+
+    sample = Path(ilsvrc_sample)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    def blurred(path, n):
+        data = path.read_bytes()
+        with Image.open(io.BytesIO(data)) as image:
+            if n % 3 or image.format != "JPEG" or image.mode != "RGB":
+                return data
+            again = io.BytesIO()
+            image.save(again, "JPEG", quality=75)
+            return again.getvalue()
+
+    def archive(name, top, members):
+        with gzip.GzipFile(out / name, "wb", mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for n, (synset, path) in enumerate(members):
+                    _tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
+
+    train = sorted(sample.glob("train/*/*.JPEG"))
+    archive("train_blurred.tar.gz", "train_blurred", [(p.parent.name, p) for p in train[:-1]])
+    synsets = (sample / "validation_labels.txt").read_text().split()
+    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    archive("val_blurred.tar.gz", "val_blurred",
+            [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
+
+
+register(Layout(NAME, identify, assemble, short="blurred", write_sample=write_sample, totals=TOTALS))

@@ -1,0 +1,154 @@
+"""Hugging Face `ILSVRC/imagenet-1k` as served now: `data/{train,validation,test}-NNNNN-of-NNNNN.parquet`.
+
+Each row is `image` {bytes, path} and `label` (0-based, in the sorted-synset order of
+the repository's classes.py). `image.path` is the old tar member name
+(`n01440764_10026_n01440764.JPEG`), so names, labels and checks are those of the
+.tar.gz layout (huggingface.py), and the shards are the same bytes. The `label`
+column must agree with the name's synset (an error under --on-error fail, left
+out under skip).
+
+Reading: a parquet file can be read by row group, but the repository's row
+groups hold many images each, and every shard needs images from all 294 files,
+so reading one image would read its whole row group. Instead each file is read
+once, in order, a batch of rows at a time, and its images are written one after
+the other into a spool file, as a .tar.gz is decompressed (see spool.py); the
+workers then read each image with one pread. Needs pyarrow (`imagenet-build[parquet]`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+
+from imagenet_build import optional, storage
+from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+from imagenet_build.errors import InputError, input_errors
+from imagenet_build.sources import huggingface
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+
+NAME = "Hugging Face ILSVRC/imagenet-1k (parquet)"
+FILE = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
+BATCH = 64  # rows held at a time (~7 MB of ImageNet images)
+
+
+def identify(path: str) -> list:
+    base = storage.basename(path)
+    if FILE.match(base):
+        return [Piece(NAME, base, path)]
+    names = listing(path)
+    if names.get("data") and not any(FILE.match(n) for n in names):
+        path, names = storage.join(path, "data"), listing(storage.join(path, "data"))
+    return [Piece(NAME, n, storage.join(path, n)) for n in sorted(names) if FILE.match(n) and not names[n]]
+
+
+def spool_parquet(path: str, target: str):
+    """A worker task: one parquet file's images into `target`, one after the other; its listing.
+
+    Returns the columns of spool.spool_and_list, and the rows whose `label` disagrees with their name.
+    """
+    pq = optional.require("pyarrow.parquet", "reading Hugging Face's parquet files")
+    import pyarrow
+
+    synsets = read_labels_file(DEFAULT_LABELS_FILE)  # classes.py's order: the 1000 synsets, sorted
+    names, offsets, sizes, files, disagree = [], array("Q"), array("Q"), array("b"), []
+    part = target + ".part"
+    try:
+        with input_errors(path, expected="a parquet file", missing="file not found"), \
+                storage.open_read(path, random_access=True) as f, open(part, "wb") as out:
+            try:
+                table = pq.ParquetFile(f)
+                if not {"image", "label"} <= set(table.schema_arrow.names):
+                    raise InputError(path, f"has columns {', '.join(table.schema_arrow.names)}, not image and "
+                                           "label: not a Hugging Face imagenet-1k file")
+                offset = 0
+                for batch in table.iter_batches(batch_size=BATCH, columns=["image", "label"]):
+                    images = batch.column("image")
+                    column = images.field("bytes").to_pylist(), images.field("path").to_pylist()
+                    labels = batch.column("label").to_pylist()
+                    for row, label in enumerate(labels):
+                        data, name = column[0][row] or b"", column[1][row] or ""
+                        match = re.search(r"_(n\d{8})\.JPEG$", name)
+                        if match and label is not None and 0 <= label < len(synsets) and synsets[label] != \
+                                match.group(1):
+                            disagree.append((name, f"named for synset {match.group(1)} but its label {label} "
+                                                   f"is {synsets[label]}"))
+                            continue
+                        out.write(data)
+                        names.append(name)
+                        offsets.append(offset)
+                        sizes.append(len(data))
+                        files.append(1)
+                        offset += len(data)
+            except pyarrow.ArrowException as e:
+                raise InputError(path, f"not a readable parquet file ({e}): truncated or damaged?") from None
+        os.replace(part, target)
+    except BaseException:
+        if os.path.exists(part):
+            os.unlink(part)
+        raise
+    return names, offsets, sizes, files, disagree
+
+
+def assemble(pieces: list) -> Copy:
+    copy = Copy(NAME, f"{NAME} files", where={piece.role: piece.path for piece in pieces})
+    splits: dict = {}
+    for piece in pieces:
+        split, number, count = FILE.match(piece.role).groups()
+        splits.setdefault(split, {})[int(number)] = (int(count), piece.path)
+    for split, found in splits.items():
+        count = max(c for c, _ in found.values())
+        missing = [f"{split}-{k:05d}-of-{count:05d}.parquet" for k in range(count) if k not in found]
+        if missing or any(c != count for c, _ in found.values()):
+            first = next(iter(found.values()))[1]
+            shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+            raise InputError(storage.parent(first), f"{len(missing) or 'some'} {split} file(s) missing or of another "
+                                                    f"set ({shown}): give all the files of a split")
+        splits[split] = [found[k][1] for k in range(count)]
+    if "train" in splits:
+        copy.scan_train = lambda catalog, on_error, pool: huggingface.scan_train(
+            copy, splits["train"], catalog, on_error, pool, task=spool_parquet)
+    if "validation" in splits:
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: huggingface.scan_validation(
+            copy, splits["validation"], catalog, on_error, pool, labels, labels_file, task=spool_parquet)
+    if "test" in splits:
+        copy.notes.append(f"{len(splits['test'])} test file(s) ignored: the test split has no labels")
+    if not (copy.scan_train or copy.scan_validation):
+        raise InputError(pieces[0].path, "only the unlabelled test split was given")
+    return copy
+
+
+def write_sample(ilsvrc_sample, out):
+    """`data/train-0000k-of-00003.parquet` (train dealt round-robin: the real row order is not documented),
+    `data/validation-00000-of-00001.parquet`, `data/test-00000-of-00001.parquet`."""
+    from pathlib import Path
+
+    pq = optional.require("pyarrow.parquet", "writing a parquet sample")
+    import pyarrow
+
+    sample, data = Path(ilsvrc_sample), Path(out) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    synsets = read_labels_file(DEFAULT_LABELS_FILE)
+
+    def write(name, rows):
+        table = pyarrow.table({
+            "image": pyarrow.array([{"bytes": p.read_bytes(), "path": n} for n, p, _ in rows],
+                                   pyarrow.struct([("bytes", pyarrow.binary()), ("path", pyarrow.string())])),
+            "label": pyarrow.array([label for _, _, label in rows], pyarrow.int64()),
+        })
+        pq.write_table(table, data / name, row_group_size=4)
+
+    train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    rows = [(f"{p.stem}_{p.parent.name}.JPEG", p, synsets.index(p.parent.name)) for p in train]
+    for k in range(3):
+        write(f"train-{k:05d}-of-00003.parquet", rows[k::3])
+    truth = (sample / "validation_labels.txt").read_text().split()
+    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    write("validation-00000-of-00001.parquet",
+          [(f"{p.stem}_{truth[int(p.stem[-8:]) - 1]}.JPEG", p, synsets.index(truth[int(p.stem[-8:]) - 1]))
+           for p in validation])
+    write("test-00000-of-00001.parquet",
+          [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, p in enumerate(validation[:2], start=1)])
+
+
+register(Layout(NAME, identify, assemble, short="hf-parquet", write_sample=write_sample))

@@ -1,0 +1,225 @@
+"""Hugging Face `ILSVRC/imagenet-1k` (the .tar.gz era): `data/train_images_{0..4}.tar.gz`, `data/val_images.tar.gz`.
+
+Pieces: the archives (by name), the `data/` folder holding them, or the
+repository's root. `test_images.tar.gz` has no labels and is ignored (a note).
+Each archive is a flat tar of JPEGs whose names carry the synset as a suffix:
+`n01440764_10026_n01440764.JPEG`, `ILSVRC2012_val_00000001_n01751748.JPEG`.
+The suffix is cut to give back the original name (what `image/filename`
+holds, so the records equal the build from the ILSVRC2012 tarballs); a train
+image's label is its synset, checked against the labels file; a validation
+image's label comes from the validation labels file as for every copy, and the
+suffix must agree with it. A disagreement (either way) is an error under
+--on-error fail — the image's label would be a guess — and leaves the image
+out, listed, under skip. How the train images are spread over the five
+archives is not documented, so nothing here assumes it; all five must be
+given (a partial download is refused, naming what is missing).
+
+The archives are decompressed once into a spool (see spool.py for why and what it costs).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+
+from imagenet_build import storage
+from imagenet_build.errors import InputError
+from imagenet_build.sources.base import (
+    SHOWN,
+    SplitInput,
+    add_class,
+    basename,
+    flat_validation,
+    match_classes,
+    require_images,
+)
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.spool import SHIFT, spool_all, stamp
+
+NAME = "Hugging Face ILSVRC/imagenet-1k"
+TRAIN_ARCHIVES = 5
+TRAIN_ARCHIVE = re.compile(r"^train_images_(\d+)\.tar\.gz$")
+ARCHIVES = {"val_images.tar.gz": "validation", "test_images.tar.gz": "test"}
+TRAIN_MEMBER = re.compile(r"^((n\d{8})_\d{1,18})_(n\d{8})\.JPEG$")
+VALIDATION_MEMBER = re.compile(r"^(ILSVRC2012_val_(\d{8}))_(n\d{8})\.JPEG$")
+
+
+def _role(base: str) -> str | None:
+    match = TRAIN_ARCHIVE.match(base)
+    return f"train_images_{match.group(1)}" if match else ARCHIVES.get(base)
+
+
+def identify(path: str) -> list:
+    base = storage.basename(path)
+    if _role(base):
+        return [Piece(NAME, _role(base), path)]
+    names = listing(path)
+    if names.get("data") and not any(_role(n) for n in names):
+        path, names = storage.join(path, "data"), listing(storage.join(path, "data"))
+    return [Piece(NAME, _role(n), storage.join(path, n)) for n in sorted(names) if _role(n) and not names[n]]
+
+
+def _disagreement(problems: list, what: str, on_error: str, folder: str) -> None:
+    """Names whose synset disagrees with their label: fail names the first; skip leaves them out, listed."""
+    if problems and on_error == "fail":
+        name, problem = problems[0]
+        raise InputError(storage.join(folder, name) if folder else name,
+                         f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
+
+
+def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=None) -> SplitInput:
+    """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
+    spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
+    result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp(archives))
+    # compact columns over all archives (1.28 M images): the image number of its original name
+    # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
+    # archive number << SHIFT | offset in its decompressed tar, size. No string per image until the
+    # listing: that would cost the driver ~90 MB more at full size.
+    numbers, offsets, sizes, codes, disagree, odd = array("Q"), array("Q"), array("Q"), array("H"), [], {}
+    code_of: dict = {}
+    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
+        disagree.extend((f"{storage.basename(archives[k])}:{name}", why) for name, why in (found[0] if found else ()))
+        for i, member in enumerate(members):
+            if not files[i]:
+                continue
+            base = basename(member)
+            match = TRAIN_MEMBER.match(base)
+            if not match:
+                result.ignored.append(f"{storage.basename(archives[k])}:{member}")
+                continue
+            if match.group(2) != match.group(3):
+                disagree.append((f"{storage.basename(archives[k])}:{base}",
+                                 f"named for synset {match.group(2)} but labelled {match.group(3)}"))
+                continue
+            number = match.group(1)[len(match.group(2)) + 1:]
+            if str(int(number)) != number:
+                odd[len(numbers)] = match.group(1) + ".JPEG"
+            numbers.append(int(number))
+            codes.append(code_of.setdefault(match.group(3), len(code_of)))
+            offsets.append(k << SHIFT | member_offsets[i])
+            sizes.append(member_sizes[i])
+        listings[k] = None
+    _disagreement(disagree, "train images", on_error, storage.parent(archives[0]))
+    result.left_out.extend(disagree)
+    match_classes(result, spool, sorted(code_of), catalog, on_error, "synset")
+    rows: dict = {}
+    for i, code in enumerate(codes):
+        rows.setdefault(code, array("I")).append(i)
+    for label, synset in enumerate(catalog.synsets, start=1):
+        if synset in code_of:
+            items = [(odd.get(i) or f"{synset}_{numbers[i]}.JPEG", (offsets[i], sizes[i]))
+                     for i in rows.pop(code_of[synset])]
+            _refuse_duplicates(items, archives, on_error, result)
+            add_class(result, synset, label, items, on_error, "synset")
+    require_images(result, storage.parent(archives[0]), catalog)
+    return result
+
+
+def _refuse_duplicates(items, archives, on_error, result):
+    """One image name twice (in two archives): the original has each name once."""
+    seen = set()
+    for name, _ in items:
+        if name in seen:
+            if on_error == "fail":
+                raise InputError(name, f"found twice in {', '.join(map(storage.basename, archives))}")
+            result.notes.append(f"{name} found twice in the train archives: both kept")
+        seen.add(name)
+
+
+def scan_validation(copy: Copy, archives, catalog, on_error, pool, labels_loader, labels_file, task=None) -> SplitInput:
+    """The validation archive (or parquet files): flat, labelled by the validation labels file."""
+    archives = [archives] if isinstance(archives, str) else archives
+    spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
+    validation_labels = labels_loader()
+    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp(archives))
+    items, disagree = [], []
+    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
+        archive = archives[k]
+        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in (found[0] if found else ()))
+        _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
+                          result, items, disagree)
+    _disagreement(disagree, "validation images", on_error, storage.parent(archives[0]))
+    if disagree:
+        result.left_out.extend(disagree)
+        result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
+                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    return flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+
+
+def _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
+                      result, items, disagree):
+    for i, member in enumerate(members):
+        if not files[i]:
+            continue
+        base = basename(member)
+        match = VALIDATION_MEMBER.match(base)
+        if not match:
+            result.ignored.append(base)
+            continue
+        number = int(match.group(2))
+        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        if expected is not None and expected != match.group(3):
+            problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
+            disagree.append((f"{storage.basename(archive)}:{base}", problem))
+            continue
+        items.append((match.group(1) + ".JPEG", (k << SHIFT | member_offsets[i], member_sizes[i])))
+
+
+def assemble(pieces: list) -> Copy:
+    roles = {piece.role: piece.path for piece in pieces}
+    copy = Copy(NAME, f"{NAME} .tar.gz archives", where=dict(roles))
+    train = {int(role.rsplit("_", 1)[1]): path for role, path in roles.items() if role.startswith("train_images_")}
+    if train:
+        wanted = [f"train_images_{k}.tar.gz" for k in range(TRAIN_ARCHIVES)]
+        missing = [name for k, name in enumerate(wanted) if k not in train]
+        extra = sorted(k for k in train if k >= TRAIN_ARCHIVES)
+        if missing or extra:
+            first = next(iter(train.values()))
+            problem = (f"{', '.join(missing)} missing: the train split is spread over {', '.join(wanted)}; "
+                       "give all five (a partial download would build a train split lacking images)"
+                       if missing else f"train_images_{extra[0]}.tar.gz is not one of {', '.join(wanted)}")
+            raise InputError(storage.parent(first), problem)
+        archives = [train[k] for k in range(TRAIN_ARCHIVES)]
+        copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, archives, catalog, on_error, pool)
+    if "validation" in roles:
+        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
+            copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
+    if "test" in roles:
+        copy.notes.append(f"{roles['test']} ignored: the test split has no labels")
+    if not (train or "validation" in roles):
+        raise InputError(roles["test"], "only the unlabelled test split was given: give train_images_{0..4}.tar.gz "
+                                        "and/or val_images.tar.gz")
+    return copy
+
+
+def write_sample(ilsvrc_sample, out):
+    """`data/train_images_{0..4}.tar.gz` (train images dealt round-robin in name order: how the real
+    archives split them is not documented), `data/val_images.tar.gz`, `data/test_images.tar.gz`."""
+    import gzip
+    import tarfile
+    from pathlib import Path
+
+    from imagenet_build.sample import _tar_add
+
+    ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
+    data.mkdir(parents=True, exist_ok=True)
+
+    def archive(name, members):
+        with gzip.GzipFile(data / name, "wb", mtime=0) as gz:
+            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for member, path in members:
+                    _tar_add(tar, member, path.read_bytes())
+
+    train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    for k in range(TRAIN_ARCHIVES):
+        archive(f"train_images_{k}.tar.gz",
+                [(f"{p.stem}_{p.parent.name}.JPEG", p) for p in train[k::TRAIN_ARCHIVES]])
+    synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
+    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    archive("val_images.tar.gz",
+            [(f"{p.stem}_{synsets[int(p.stem.rsplit('_', 1)[1]) - 1]}.JPEG", p) for p in validation])
+    archive("test_images.tar.gz",
+            [(f"ILSVRC2012_test_{n:08d}.JPEG", p) for n, p in enumerate(validation[:2], start=1)])
+
+
+register(Layout(NAME, identify, assemble, short="hf", write_sample=write_sample))
