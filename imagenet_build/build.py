@@ -252,15 +252,15 @@ def _check_resize_root(dest, index_dir):
 def _convert(opts, pool, dest, started, resize):
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
     if copy is None:
-        return _convert_copy(opts, pool, dest, started, None)
+        return _convert_copy(opts, pool, dest, started, resize, None)
     copy.work_dir = "" if dest.remote else dest.output
     try:
-        return _convert_copy(opts, pool, dest, started, copy)
+        return _convert_copy(opts, pool, dest, started, resize, copy)
     finally:
         copy.close()
 
 
-def _convert_copy(opts, pool, dest, started, copy):
+def _convert_copy(opts, pool, dest, started, resize, copy):
     cat = _load_catalog(opts)
     boxes = _read_boxes(opts, cat, copy)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
