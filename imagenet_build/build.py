@@ -25,7 +25,7 @@ from imagenet_build.boxes import (
     read_box_csv,
 )
 from imagenet_build.errors import BuildError, UsageError
-from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, MANIFEST_NAME
+from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, LOCK_NAME, MANIFEST_NAME, SPOOL_PREFIX
 from imagenet_build.output import (
     check_output_dir,
     destination,
@@ -244,6 +244,8 @@ def _check_resize_root(dest, index_dir):
     """A resized build's OUTPUT holds resized builds only (a full-size build's folder would take them for strangers)."""
     for folder in [dest.output] + ([dest.index] if index_dir else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
+            if entry == LOCK_NAME or entry.startswith(SPOOL_PREFIX):
+                continue  # a running build's lock; the images of a compressed source, unpacked for this run
             if not (is_dir and RESIZED_FOLDER.match(entry)):
                 raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "
                                  "choose an empty or new folder for --resize builds")

@@ -201,3 +201,13 @@ def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_
     (data / "train-00002-of-00003.parquet").unlink()
     expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
                  "train-00002-of-00003.parquet", "missing", out=out)
+
+
+def test_resized_builds_from_hf_leave_no_spool(hf, tmp_path):
+    """The unpacked archives live in the output folder for the run only, beside the resized builds."""
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", hf, "--output-dir", out, *common(hf), "--resize", "shorter:64,96")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["shorter-64", "shorter-96"]
+    for size in ("shorter-64", "shorter-96"):
+        assert run_cli("verify", out / size).exit_code == 0
