@@ -115,7 +115,7 @@ def _scan_inputs(opts, cat, val_labels_file, pool, copy):
     return split_inputs
 
 
-def _found(copy, split_inputs, boxes):
+def _found(copy, split_inputs, boxes) -> str:
     """"<copy>: 1,281,167 train, 50,000 validation, 544,546 annotated": what --from found."""
     counts = [f"{len(s):,} {s.split}" for s in split_inputs]
     if boxes:
@@ -217,7 +217,7 @@ def _resize_options(opts):
 class _Build:
     """One build being written: where it goes, its layout options, the shards it holds, its manifest."""
 
-    def __init__(self, dest, options, resize):
+    def __init__(self, dest, options, resize) -> None:
         self.dest, self.options, self.resize = dest, options, resize  # resize: one target, or None
         self.previous = None
         self.done = {}
@@ -301,7 +301,7 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
         }
     last_write = [time.monotonic()]
 
-    def save(complete):
+    def save(complete) -> None:
         for build in builds:
             manifest_mod.write_manifest(build.dest.output, _manifest(build.header, plans, build.done, complete))
         last_write[0] = time.monotonic()
@@ -313,7 +313,7 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
     by_dest = {build.dest: build for build in builds}
     written = []
 
-    def finished(task, result):
+    def finished(task, result) -> None:
         dests, entries = ([task.dest], [result]) if resize is None else (task.dests, result)
         for dest, entry in zip(dests, entries, strict=True):
             by_dest[dest].done[entry["name"]] = entry

@@ -13,7 +13,7 @@ import sys
 import click
 
 
-def _error_line(message, as_json, exit_code):
+def _error_line(message, as_json, exit_code) -> None:
     """The one ending of a failed command: `error: ...` on stderr, and with --json a document on stdout."""
     if as_json:
         _print_json({"ok": False, "error": message, "exit_code": exit_code})
@@ -59,7 +59,7 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def _report_and_exit(result, as_json, format_report):
+def _report_and_exit(result, as_json, format_report) -> None:
     """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
     if as_json:
         _print_json(result)
@@ -69,13 +69,13 @@ def _report_and_exit(result, as_json, format_report):
     sys.exit(0 if result["ok"] else 1)
 
 
-def _print_json(document):
+def _print_json(document) -> None:
     click.echo(json.dumps(document, indent=1, sort_keys=True))
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="imagenet-build")
-def cli():
+def cli() -> None:
     """ImageNet (ILSVRC2012) to TF-slim TFRecord shards with DALI indexes.
 
     Start with `imagenet-build sample DIR` for a small dataset to try, then
@@ -161,7 +161,7 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--exif-transpose", is_flag=True, help="Turn resized images upright by their EXIF orientation first "
               "(default: ignore it, as TensorFlow's decoder and slim do).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def convert(as_json, **options):
+def convert(as_json, **options) -> None:
     """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
@@ -196,9 +196,9 @@ def convert(as_json, **options):
         click.echo(f"manifest: {summary['manifest']}")
 
 
-def _print_build(summary, indent=""):
+def _print_build(summary, indent="") -> None:
     """One build's lines of convert's report."""
-    def echo(line):
+    def echo(line) -> None:
         click.echo(indent + line)
 
     for split, s in summary["splits"].items():
@@ -228,7 +228,7 @@ def _print_build(summary, indent=""):
 @click.option("--expect-imagenet", is_flag=True, help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
-def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
+def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json) -> None:
     """Prove the shards in FOLDER and their DALI indexes sound.
 
     Checks every record's framing and both CRC32Cs, every DALI index against the
@@ -249,7 +249,7 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
 @click.option("--index-dir", type=existing_dir, help="Where to write the indexes. [default: dali_idx/ beside each file]")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def index(inputs, index_dir, workers, as_json):
+def index(inputs, index_dir, workers, as_json) -> None:
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).
 
     Byte-identical to DALI's tfrecord2idx for every sound file, but reads only
@@ -385,7 +385,7 @@ def bboxes(source, synsets, output, strict, as_json):
 @click.option("--move", "method", flag_value="move", help="Move into the folders.")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def prepare_val(val_dir, labels, method, dry_run, as_json):
+def prepare_val(val_dir, labels, method, dry_run, as_json) -> None:
     """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
 
     convert never needs this (it reads the flat folder and the labels file).
@@ -421,7 +421,7 @@ def prepare_val(val_dir, labels, method, dry_run, as_json):
               help="Write the same images as another copy of ImageNet is laid out (see convert --from): "
               "ilsvrc, and the others the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def sample(out, as_json, **options):
+def sample(out, as_json, **options) -> None:
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
 
     OUT/train/<synset>/*.JPEG, flat OUT/validation/ILSVRC2012_val_*.JPEG with
@@ -450,5 +450,5 @@ def sample(out, as_json, **options):
     )
 
 
-def main():
+def main() -> None:
     cli(prog_name="imagenet-build")

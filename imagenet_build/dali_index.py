@@ -23,7 +23,7 @@ from imagenet_build.workers import Workers, progress_bar
 _LINE = re.compile(r"^(\d+) (\d+)$")
 
 
-def index_line(offset, size):
+def index_line(offset, size) -> str:
     return f"{offset} {size}\n"
 
 
@@ -171,7 +171,7 @@ def index_shards(inputs, index_dir=None, workers=0):
     indexed, refused = [], []
     bar = progress_bar(len(tasks), 0, "index", "file")
 
-    def done(task, result):
+    def done(task, result) -> None:
         shard, records, problem = result
         if problem is None:
             indexed.append({"file": shard, "index": task.index_path, "records": records})

@@ -75,7 +75,7 @@ def _random_box(rng, width, height):
     return x0, y0, x1, y1
 
 
-def _annotation(name, synset, width, height, boxes, floats=False):
+def _annotation(name, synset, width, height, boxes, floats=False) -> str:
     """A Pascal-VOC XML annotation as ImageNet's bbox archive has them."""
     def number(v):
         return f"{v}.0" if floats else str(v)
@@ -93,7 +93,7 @@ def _annotation(name, synset, width, height, boxes, floats=False):
     )
 
 
-def _tar_add(tar, name, data):
+def _tar_add(tar, name, data) -> None:
     """Add bytes with fixed metadata, so the same sample gives the same archive bytes."""
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), 0, 0o644
@@ -123,7 +123,7 @@ def _sample_in_layout(out, layout, **options):
     return dict(counts, layout=layout)
 
 
-def write_tarballs(out):
+def write_tarballs(out) -> None:
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)
     with tarfile.open(out / "ILSVRC2012_img_train.tar", "w", format=tarfile.GNU_FORMAT) as outer:

@@ -36,7 +36,7 @@ def frame(*parts):
 class FramingError(ValueError):
     """The file stops being a sequence of records at byte `offset`; nothing after it can be trusted."""
 
-    def __init__(self, offset, message):
+    def __init__(self, offset, message) -> None:
         self.offset = offset
         self.message = message
         super().__init__(f"byte {offset}: {message}")

@@ -203,7 +203,7 @@ def build_model(name, classes):
 # ------------------------------------------------------------------ the check
 
 
-def _train(batches, model, losses):
+def _train(batches, model, losses) -> str:
     """Train on batches(), appending each loss; returns why training stopped early, or ""."""
     import tensorflow as tf
 

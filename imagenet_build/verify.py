@@ -66,22 +66,22 @@ WARNINGS = {
 class Problems:
     """Problems by check: the first SHOWN_PER_CHECK of each kept, all counted."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.shown = []
         self.counts = Counter()
         self._shown_counts = Counter()
 
-    def add(self, check, file=None, record=None, offset=None, message=""):
+    def add(self, check, file=None, record=None, offset=None, message="") -> None:
         self._keep({"check": check, "file": file, "record": record, "offset": offset, "message": message})
         self.counts[check] += 1
 
-    def merge(self, shown, counts):
+    def merge(self, shown, counts) -> None:
         """Add a task's problems: those it kept, and the count of all it found."""
         for problem in shown:
             self._keep(problem)
         self.counts.update(counts)
 
-    def _keep(self, problem):
+    def _keep(self, problem) -> None:
         if self._shown_counts[problem["check"]] < SHOWN_PER_CHECK:
             self._shown_counts[problem["check"]] += 1
             self.shown.append(problem)
@@ -187,7 +187,7 @@ def _check_decodes(encoded, height, width):
 class _HashingReader:
     """A file's read() that also feeds what it returns to a digest: one pass for records and sha256."""
 
-    def __init__(self, f, digest):
+    def __init__(self, f, digest) -> None:
         self._f, self._digest = f, digest
 
     def read(self, n):
@@ -291,7 +291,7 @@ def _shard_set(root, index_dir, problems):
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
 
 
-def _orphan_indexes(index_dir, shard_names, problems):
+def _orphan_indexes(index_dir, shard_names, problems) -> None:
     folder = storage.basename(index_dir)
     for entry in sorted(storage.listdir(index_dir)):
         if entry.startswith("."):
@@ -303,7 +303,7 @@ def _orphan_indexes(index_dir, shard_names, problems):
             problems.add("index", f"{folder}/{entry}", None, None, "index file with no shard")
 
 
-def _check_manifest(manifest, results, quick, problems, notes):
+def _check_manifest(manifest, results, quick, problems, notes) -> None:
     if not manifest.get("complete"):
         problems.add("manifest", MANIFEST_NAME, None, None, "the build is not complete (convert was interrupted)")
     listed = {entry["name"]: entry for entry in manifest.get("shards", [])}
@@ -328,7 +328,7 @@ def _check_manifest(manifest, results, quick, problems, notes):
         notes.append("--quick: sha256 and label counts against the manifest not checked")
 
 
-def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes):
+def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes) -> None:
     """`seen`: {label: synsets seen with it}; `split_counts`: {split: Counter of labels}."""
     num_classes = (manifest or {}).get("num_classes") or (IMAGENET_CLASSES if expect_imagenet else None)
     synsets = (manifest or {}).get("synsets")
@@ -404,7 +404,7 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     results, seen, split_counts = {}, {}, {}
     bar = progress_bar(len(paths), 0, "verify", "shard")
 
-    def done(task, result):
+    def done(task, result) -> None:
         for label, names in result.pop("label_synsets").items():
             seen.setdefault(label, set()).update(names)
         split = parse_shard_name(result["name"]).split
