@@ -68,7 +68,7 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     order = shuffled_order(len(images))
     suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
 
-    def payloads(begin: int, end: int) -> Iterator[bytes]:
+    def payloads(begin: int, end: int) -> Iterator[tuple[bytes, bytes, bytes]]:
         for i in order[begin:end]:
             label = int(labels[i]) + 1
             yield encode_example_parts(
