@@ -5,15 +5,20 @@ Results go to stdout (or one JSON document with --json), progress to stderr,
 and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import signal
 import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any, Callable, NoReturn
 
 import click
 
 
-def _error_line(message, as_json, exit_code) -> None:
+def _error_line(message: str, as_json: bool, exit_code: int) -> NoReturn:
     """The one ending of a failed command: `error: ...` on stderr, and with --json a document on stdout."""
     if as_json:
         _print_json({"ok": False, "error": message, "exit_code": exit_code})
@@ -28,7 +33,14 @@ class _Commands(click.Group):
     `verb --json > report.json` always leaves a JSON document. Never a traceback for these.
     """
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         from imagenet_build.errors import BuildError
 
         argv = list(sys.argv[1:] if args is None else args)
@@ -55,11 +67,13 @@ class _Commands(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def _report_and_exit(result, as_json, format_report) -> None:
+def _report_and_exit(
+    result: dict[str, Any], as_json: bool, format_report: Callable[[dict[str, Any]], list[str]]
+) -> NoReturn:
     """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
     if as_json:
         _print_json(result)
@@ -69,7 +83,7 @@ def _report_and_exit(result, as_json, format_report) -> None:
     sys.exit(0 if result["ok"] else 1)
 
 
-def _print_json(document) -> None:
+def _print_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=1, sort_keys=True))
 
 
@@ -161,7 +175,7 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--exif-transpose", is_flag=True, help="Turn resized images upright by their EXIF orientation first "
               "(default: ignore it, as TensorFlow's decoder and slim do).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def convert(as_json, **options) -> None:
+def convert(as_json: bool, **options: Any) -> None:
     """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
@@ -196,9 +210,9 @@ def convert(as_json, **options) -> None:
         click.echo(f"manifest: {summary['manifest']}")
 
 
-def _print_build(summary, indent="") -> None:
+def _print_build(summary: dict[str, Any], indent: str = "") -> None:
     """One build's lines of convert's report."""
-    def echo(line) -> None:
+    def echo(line: str) -> None:
         click.echo(indent + line)
 
     for split, s in summary["splits"].items():
@@ -228,7 +242,8 @@ def _print_build(summary, indent="") -> None:
 @click.option("--expect-imagenet", is_flag=True, help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
-def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json) -> None:
+def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_imagenet: bool, workers: int,
+           as_json: bool) -> None:
     """Prove the shards in FOLDER and their DALI indexes sound.
 
     Checks every record's framing and both CRC32Cs, every DALI index against the
@@ -249,7 +264,7 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json) ->
 @click.option("--index-dir", type=existing_dir, help="Where to write the indexes. [default: dali_idx/ beside each file]")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def index(inputs, index_dir, workers, as_json) -> None:
+def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json: bool) -> None:
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).
 
     Byte-identical to DALI's tfrecord2idx for every sound file, but reads only
@@ -271,7 +286,7 @@ def index(inputs, index_dir, workers, as_json) -> None:
     sys.exit(0 if result["ok"] else 1)
 
 
-def _floats3(ctx, param, value):
+def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
     if value is None:
         return None
     try:
@@ -303,8 +318,9 @@ def _floats3(ctx, param, value):
 @click.option("--std", callback=_floats3, help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-def trainer_check(folder, split, framework, device, steps, batch_size, model, num_shards, workers, mean, std,
-                  compare_tf, as_json):
+def trainer_check(folder: str, split: str, framework: str, device: str, steps: int | None, batch_size: int | None,
+                  model: str | None, num_shards: int, workers: int | None, mean: tuple[float, ...] | None,
+                  std: tuple[float, ...] | None, compare_tf: bool, as_json: bool) -> None:
     """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
     Every record read exactly once per epoch across --num-shards ranks (a short or
@@ -343,7 +359,7 @@ def trainer_check(folder, split, framework, device, steps, batch_size, model, nu
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file to write (atomically). [default: stdout]")
 @click.option("--strict", is_flag=True, help="Fail on a malformed XML file instead of skipping it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout (needs -o).")
-def bboxes(source, synsets, output, strict, as_json):
+def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, as_json: bool) -> None:
     """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
 
     SOURCE is the extracted <synset>/*.xml folder or ILSVRC2012_bbox_train_v2.tar.gz
@@ -385,7 +401,7 @@ def bboxes(source, synsets, output, strict, as_json):
 @click.option("--move", "method", flag_value="move", help="Move into the folders.")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def prepare_val(val_dir, labels, method, dry_run, as_json) -> None:
+def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as_json: bool) -> None:
     """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
 
     convert never needs this (it reads the flat folder and the labels file).
@@ -421,7 +437,7 @@ def prepare_val(val_dir, labels, method, dry_run, as_json) -> None:
               help="Write the same images as another copy of ImageNet is laid out (see convert --from): "
               "ilsvrc, and the others the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def sample(out, as_json, **options) -> None:
+def sample(out: str, as_json: bool, **options: Any) -> None:
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
 
     OUT/train/<synset>/*.JPEG, flat OUT/validation/ILSVRC2012_val_*.JPEG with
