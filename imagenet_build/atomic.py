@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 from imagenet_build.errors import PathLike
-
 from imagenet_build.naming import temp_name
 
 

@@ -14,9 +14,9 @@ import json
 import os
 import random
 from array import array
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from imagenet_build.boxes import unpack_boxes
 from imagenet_build.errors import BuildError

@@ -23,7 +23,6 @@ from imagenet_build.trainer_checks import Report, check_batches, check_epoch, ch
 from imagenet_build.workers import progress_bar
 
 
-
 def resolve_device(device: str) -> str:
     """"cuda" or "cpu" for --device auto|gpu|cuda|cpu."""
     torch = require("torch", "trainer-check --framework torch")

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-
 from typing import Any, Callable
 
 from imagenet_build.errors import BuildError

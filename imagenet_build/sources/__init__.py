@@ -4,9 +4,11 @@
 registers itself on import, below.
 """
 
-from imagenet_build.sources import ilsvrc  # noqa: F401  (registers its layout)
-from imagenet_build.sources import kaggle  # noqa: F401  (registers its layout)
-from imagenet_build.sources import webdataset  # noqa: F401  (registers its layout)
+from imagenet_build.sources import (
+    ilsvrc,  # noqa: F401  (registers its layout)
+    kaggle,  # noqa: F401  (registers its layout)
+    webdataset,  # noqa: F401  (registers its layout)
+)
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
     READERS,

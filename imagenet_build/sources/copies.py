@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, UsageError
