@@ -67,15 +67,18 @@ def main():
     ib = [sys.executable, "-m", "imagenet_build"]
     commands = {
         "copy": (["sh", "-c", f'xargs -0 cat < "{list_file}" > "{work / "copy.bin"}"'], work / "copy.bin"),
-        "copy+sync": (["sh", "-c", f'xargs -0 cat < "{list_file}" > "{work / "copy.bin"}" && sync "{work / "copy.bin"}"'],
+        "copy+sync": (["sh", "-c",
+                       f'xargs -0 cat < "{list_file}" > "{work / "copy.bin"}" && sync "{work / "copy.bin"}"'],
                       work / "copy.bin"),
         "convert": (ib + ["convert", "--train-dir", str(inputs / "train"), "--labels-file", str(inputs / "labels.txt"),
-                          "--output-dir", str(work / "out-convert"), "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards)),
+                          "--output-dir", str(work / "out-convert"), "--train-shards", str(args.shards),
+                          "--layout-threads", str(math.gcd(8, args.shards)),
                           "--workers", str(cores)], work / "out-convert"),
     }
     if not args.skip_slim:
         commands["slim"] = ([sys.executable, str(HERE / "slim_baseline.py"), str(inputs / "train"),
-                             str(inputs / "labels.txt"), str(work / "out-slim"), str(args.shards), "8"], work / "out-slim")
+                             str(inputs / "labels.txt"), str(work / "out-slim"), str(args.shards), "8"],
+                            work / "out-slim")
     if not args.cold:  # warm the page cache once, so every run reads from memory
         subprocess.run(commands["copy"][0], check=True)
     runs = {name: [] for name in commands}
@@ -89,7 +92,8 @@ def main():
     med = {name: statistics.median(s for s, _ in r) for name, r in runs.items()}
     for name, r in runs.items():
         seconds = med[name]
-        print(f"  {name:10s} {seconds:7.2f} s  {len(files) / seconds:8.0f} images/s  {total_bytes / seconds / 1e6:7.0f} MB/s"
+        print(f"  {name:10s} {seconds:7.2f} s  {len(files) / seconds:8.0f} images/s  "
+              f"{total_bytes / seconds / 1e6:7.0f} MB/s"
               f"  peak RSS {max(m for _, m in r):6.0f} MB   runs: {', '.join(f'{s:.2f}' for s, _ in r)}")
     print(f"  convert / copy      throughput: {med['copy'] / med['convert']:.2f}x")
     print(f"  convert / copy+sync throughput: {med['copy+sync'] / med['convert']:.2f}x")

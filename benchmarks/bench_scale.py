@@ -35,7 +35,8 @@ def main():
     server = start_s3()
     try:
         base = [sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(inputs / "train"),
-                "--labels-file", str(inputs / "labels.txt"), "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards)), "--overwrite"]
+                "--labels-file", str(inputs / "labels.txt"), "--train-shards", str(args.shards),
+                "--layout-threads", str(math.gcd(8, args.shards)), "--overwrite"]
         commands = {
             "local": base + ["--output-dir", str(work / "scale-out")],
             "beam-direct": base + ["--output-dir", str(work / "scale-out"), "--runner", "beam"],

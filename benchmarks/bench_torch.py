@@ -29,9 +29,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs  # noqa: E402
-
 import torch  # noqa: E402
+from common import make_inputs  # noqa: E402
 
 
 def read_bytes(path):

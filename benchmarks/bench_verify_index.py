@@ -41,7 +41,8 @@ def per_shard(script, build, out, hide_tf):
     """A shell loop calling tfrecord2idx once per shard."""
     py = sys.executable
     call = f'"{py}" -c "{HIDE_TF}" "{script}"' if hide_tf else f'"{py}" "{script}"'
-    return ["sh", "-c", f'mkdir -p "{out}"; for f in "{build}"/*-of-*; do {call} "$f" "{out}/$(basename "$f").idx"; done']
+    return ["sh", "-c",
+            f'mkdir -p "{out}"; for f in "{build}"/*-of-*; do {call} "$f" "{out}/$(basename "$f").idx"; done']
 
 
 def main():
@@ -60,7 +61,8 @@ def main():
             make_inputs(inputs, args.images, 100)
         subprocess.run(ib + ["convert", "--train-dir", str(inputs / "train"), "--labels-file",
                              str(inputs / "labels.txt"), "--output-dir", str(build),
-                             "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards))], check=True, capture_output=True)
+                             "--train-shards", str(args.shards), "--layout-threads", str(math.gcd(8, args.shards))],
+                       check=True, capture_output=True)
     shards = sorted(build.glob("*-of-*"))
     total = sum(p.stat().st_size for p in shards)
     script = shutil.which("tfrecord2idx", path=os.path.dirname(sys.executable))
@@ -83,7 +85,8 @@ def main():
     med = {name: statistics.median(r) for name, r in runs.items()}
     print(f"{len(shards)} shards, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median)")
     for name, r in runs.items():
-        print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s   runs: {', '.join(f'{s:.2f}' for s in r)}")
+        print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s   "
+              f"runs: {', '.join(f'{s:.2f}' for s in r)}")
     print(f"  verify (full)  vs tf.data pass: {med['tf.data'] / med['verify']:.1f}x faster")
     print(f"  verify --quick vs tf.data pass: {med['tf.data'] / med['verify-q']:.1f}x faster")
     print(f"  index vs tfrecord2idx per shard, TensorFlow installed: {med['t2i-tf'] / med['index']:.1f}x faster")

@@ -13,7 +13,7 @@ def make_inputs(root, images, classes):
     """`images` JPEGs in `classes` folders; 64 distinct pictures reused (convert never decodes them)."""
     from PIL import Image
 
-    from imagenet_build.catalog import read_labels_file, DEFAULT_LABELS_FILE
+    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
 
     rng = random.Random(0)
     pictures = []

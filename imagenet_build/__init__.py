@@ -4,10 +4,14 @@ Data flows one way: sources -> catalog -> plan -> encode -> write -> manifest.
 Importing the package is cheap; nothing here imports TensorFlow.
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
 
 
-def write_arrays(*args, **kwargs):
+def write_arrays(*args: Any, **kwargs: Any) -> dict[str, Any]:
     """NumPy images and labels -> sharded TFRecords with indexes and manifest (see imagenet_build.arrays)."""
     from imagenet_build.arrays import write_arrays as write
 

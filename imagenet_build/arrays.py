@@ -5,21 +5,25 @@ like every other build. Order and shard layout are slim's (seed-12345 shuffle,
 linspace), so the bytes are a function of the arrays and the options alone.
 """
 
+from __future__ import annotations
+
 import io
 import json
 from array import array
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from imagenet_build import manifest as manifest_mod
 from imagenet_build.atomic import write_atomic
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.example import encode_example_parts
 from imagenet_build.naming import DEFAULT_INDEX_DIR, LABELS_NAME, shard_name
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.writer import shard_entry, write_records
 
 
-def _encode(pixels, lossless, quality):
+def _encode(pixels: Any, lossless: bool, quality: int) -> bytes:
     from PIL import Image
 
     out = io.BytesIO()
@@ -31,8 +35,9 @@ def _encode(pixels, lossless, quality):
     return out.getvalue()
 
 
-def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, class_names=None, quality=95,
-                 lossless=False, layout_threads=1, index_dir=None):
+def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "train", num_shards: int = 1, *,
+                 class_names: Sequence[Any] | None = None, quality: int = 95, lossless: bool = False,
+                 layout_threads: int = 1, index_dir: PathLike | None = None) -> manifest_mod.Manifest:
     """Write uint8 images [N, H, W, 3] with integer labels [N] (0-based) as `<split>-NNNNN-of-SSSSS` shards.
 
     Each image is JPEG-encoded at `quality`, or PNG with lossless=True (image/format then says PNG).
@@ -63,7 +68,7 @@ def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, cla
     order = shuffled_order(len(images))
     suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
 
-    def payloads(begin, end):
+    def payloads(begin: int, end: int) -> Iterator[tuple[bytes, bytes, bytes]]:
         for i in order[begin:end]:
             label = int(labels[i]) + 1
             yield encode_example_parts(
@@ -98,7 +103,7 @@ def write_arrays(images, labels, output_dir, split="train", num_shards=1, *, cla
         "bytes": sum(s["bytes"] for s in shards), "left_out": [],
         "label_counts": {str(k + 1): n for k, n in enumerate(counts) if n},
     }
-    manifest = {
+    manifest: manifest_mod.Manifest = {
         "format": manifest_mod.FORMAT,
         "complete": True,
         "options": {"source": "arrays", "layout_threads": layout_threads,

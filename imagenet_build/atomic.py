@@ -4,13 +4,16 @@ A reader (or a rerun after a crash) sees either the old file or the whole new
 one, never a part.
 """
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
 
+from imagenet_build.errors import PathLike
 from imagenet_build.naming import temp_name
 
 
-def fsync_dir(path):
+def fsync_dir(path: PathLike) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -18,7 +21,7 @@ def fsync_dir(path):
         os.close(fd)
 
 
-def write_temp(path, data):
+def write_temp(path: PathLike, data: bytes) -> Path:
     """Write bytes to a temporary name beside `path` and fsync; returns that name (to rename, or
     to remove). On failure nothing is left."""
     tmp = temp_name(path)
@@ -33,7 +36,7 @@ def write_temp(path, data):
     return tmp
 
 
-def write_atomic(path, data):
+def write_atomic(path: PathLike, data: bytes) -> None:
     """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
     path = Path(path)
     tmp = write_temp(path, data)

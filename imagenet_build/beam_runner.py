@@ -8,21 +8,31 @@ atomically), so a runner may retry a task freely. apache-beam is the `[beam]`
 extra, imported only here.
 """
 
+from __future__ import annotations
+
 import json
 import shlex
 import tempfile
+from collections.abc import Iterable
+from typing import Any, Callable
 
 from imagenet_build import storage
 from imagenet_build.optional import require
 
 
-def _task(task, fn):
+def _task(task: tuple[int, tuple[Any, ...]], fn: Callable[..., Any]) -> str:
     """One shard on a Beam worker; its manifest entry as a JSON line, with the task's place in the plan."""
     number, args = task
     return json.dumps({"number": number, "entry": fn(*args)}, sort_keys=True)
 
 
-def run_on_beam(fn, tasks, on_result, beam_options="", results_dir=None):
+def run_on_beam(
+    fn: Callable[..., Any],
+    tasks: Iterable[Any],
+    on_result: Callable[[Any, Any], None],
+    beam_options: str = "",
+    results_dir: str | None = None,
+) -> None:
     """fn(*task) for each task on Beam; on_result(task, result) on the driver once the pipeline is done.
 
     The figures travel back through files under results_dir, which remote workers must reach (the

@@ -6,34 +6,43 @@ image's base name, for either split, as slim's build does. convert --bbox-tar
 goes through the same CSV lines, so it gives what `bboxes` + --bounding-box-file give.
 """
 
+from __future__ import annotations
+
 import math
 from array import array
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.errors import InputError, PathLike, input_errors
+
+if TYPE_CHECKING:
+    from xml.etree.ElementTree import Element
+
+Box = tuple[float, ...]  # (xmin, ymin, xmax, ymax), normalised
 
 BOX_BYTES = 4 * 8  # one packed box: four float64
 
 
-def unpack_boxes(packed):
+def unpack_boxes(packed: bytes) -> tuple[Box, ...]:
     """((xmin, ymin, xmax, ymax), ...) from the packed form read_box_csv keeps."""
     values = array("d", packed)
     return tuple(tuple(values[i : i + 4]) for i in range(0, len(values), 4))
 
 
-def read_box_csv(path):
+def read_box_csv(path: PathLike) -> dict[str, bytes]:
     """{filename: packed boxes} from slim's CSV file (see parse_box_lines)."""
     with input_errors(path, expected="a CSV file", missing="bounding-box file not found"):
         with open(path, encoding="utf-8-sig") as f:
             return parse_box_lines(f, path)
 
 
-def parse_box_lines(lines, path):
+def parse_box_lines(lines: Iterable[str], path: PathLike) -> dict[str, bytes]:
     """{filename: packed boxes} in line order (see unpack_boxes); floats as Python parses them.
 
     Packed as float64 bytes rather than tuples: ImageNet has 544,546 boxed images,
     and tuples of floats would cost the build ~100 MB more memory.
     """
-    boxes = {}
+    boxes: dict[str, Any] = {}  # an array of each image's boxes while parsing, its bytes in the end
     for number, line in enumerate(lines, start=1):
         line = line.strip()
         if not line:
@@ -61,7 +70,7 @@ def parse_box_lines(lines, path):
 # ------------------------------------------------------------------ XML -> CSV (slim's process_bounding_boxes)
 
 
-def _item(root, name, index=0):
+def _item(root: Element, name: str, index: int = 0) -> str | None:
     """Text of the index-th <name> anywhere in the tree, or None (slim's GetItem)."""
     for count, item in enumerate(root.iter(name)):
         if count == index:
@@ -69,13 +78,13 @@ def _item(root, name, index=0):
     return None
 
 
-def _number(root, name, index=0):
+def _number(root: Element, name: str, index: int = 0) -> int:
     """slim's GetInt: int(float(text)), truncating; -1 when absent."""
     text = _item(root, name, index)
     return -1 if text is None else int(float(text))
 
 
-def xml_boxes(data):
+def xml_boxes(data: bytes) -> list[tuple[str | None, float, float, float, float]]:
     """[(label, xmin, ymin, xmax, ymax)] scaled and clamped as slim does; ValueError for a bad file.
 
     Faithful to slim, quirks included: coordinates are truncated to int, every
@@ -103,7 +112,7 @@ def xml_boxes(data):
     if width == 0 or height == 0:
         raise ValueError(f"image size {width}x{height} has a zero side")
     label = _item(root, "name")
-    boxes = []
+    boxes: list[tuple[str | None, float, float, float, float]] = []
     for x0, y0, x1, y1 in corners:
         xmin, xmax, ymin, ymax = x0 / width, x1 / width, y0 / height, y1 / height
         boxes.append((
@@ -116,7 +125,7 @@ def xml_boxes(data):
     return boxes
 
 
-def iter_xml_files(source):
+def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
     """Yield (synset folder, xml stem, bytes) from `<synset>/<stem>.xml` in a folder or a .tar.gz (file or URL)."""
     import tarfile
     from pathlib import Path
@@ -135,18 +144,26 @@ def iter_xml_files(source):
             for member in tar:
                 parts = member.name.split("/")
                 if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
-                    yield parts[-2], parts[-1][: -len(".xml")], tar.extractfile(member).read()
+                    member_file = tar.extractfile(member)
+                    assert member_file is not None  # a regular file has a file object
+                    yield parts[-2], parts[-1][: -len(".xml")], member_file.read()
     except (tarfile.TarError, EOFError, OSError) as e:
         raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
 
 
-def boxes_to_csv_lines(source, synsets, strict=False, files=None):
+def boxes_to_csv_lines(
+    source: PathLike,
+    synsets: Iterable[str] | None,
+    strict: bool = False,
+    files: Iterable[tuple[str, str, bytes]] | None = None,
+) -> tuple[list[str], dict[str, int], list[dict[str, str]]]:
     """slim's CSV lines (sorted) from the XML annotations, and the counts and problems on the way.
 
     files: (synset folder, xml stem, bytes) read elsewhere (e.g. from a zip), `source` then only names them.
     """
     keep = set(synsets) if synsets is not None else None
-    lines, problems = [], []
+    lines: list[str] = []
+    problems: list[dict[str, str]] = []
     counts = {"xml_files": 0, "saved_files": 0, "skipped_files": 0, "saved_boxes": 0,
               "skipped_boxes": 0, "bad_files": 0}
     for synset, stem, data in iter_xml_files(source) if files is None else files:

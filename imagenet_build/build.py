@@ -6,13 +6,16 @@ for (resume), write the rest (writer, on worker processes or Apache Beam), and
 record each finished shard in the manifest, written complete last.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional, TypeVar
 
 from imagenet_build import catalog as catalog_mod
 from imagenet_build import manifest as manifest_mod
@@ -24,9 +27,10 @@ from imagenet_build.boxes import (
     parse_box_lines,
     read_box_csv,
 )
-from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, LOCK_NAME, MANIFEST_NAME, SPOOL_PREFIX
 from imagenet_build.output import (
+    Destination,
     check_output_dir,
     destination,
     locked,
@@ -37,6 +41,8 @@ from imagenet_build.resume import SHARD_INPUTS, read_previous, shards_to_keep
 from imagenet_build.workers import Workers, progress_bar
 from imagenet_build.writer import INPUT_STATE, ResizedShardTask, ShardTask, write_resized_shard, write_shard
 
+A = TypeVar("A")
+B = TypeVar("B")
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # resize.Target.folder
 
@@ -61,18 +67,18 @@ class ConvertOptions:
     on_error: str = "fail"
     overwrite: bool = False
     classes_from_folders: bool = False
-    from_paths: tuple = ()  # --from: any copy of ImageNet, recognised by sources.find_copy
+    from_paths: tuple[str, ...] = ()  # --from: any copy of ImageNet, recognised by sources.find_copy
     subset: Optional[str] = None  # --subset: a file of image names, or a shipped list (imagenet-1pct, imagenet-10pct)
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     runner: str = "local"  # or "beam": one Beam task per shard
     beam_options: str = ""
-    resize: str = None  # --resize shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
-    quality: int = None  # --quality of resized images [default 90]
+    resize: Optional[str] = None  # --resize shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
+    quality: Optional[int] = None  # --quality of resized images [default 90]
     resize_larger_only: bool = True  # False: --resize-all
     exif_transpose: bool = False
 
 
-def _layout_options(opts, index_dir_label, splits):
+def _layout_options(opts: ConvertOptions, index_dir_label: str, splits: list[str]) -> dict[str, Any]:
     """The options that fix which files a build has; a rerun must repeat them to resume."""
     return {
         "splits": sorted(splits),
@@ -84,8 +90,10 @@ def _layout_options(opts, index_dir_label, splits):
     }
 
 
-def _scan_inputs(opts, cat, val_labels_file, pool, copy):
-    def val_labels():
+def _scan_inputs(
+    opts: ConvertOptions, cat: catalog_mod.Catalog, val_labels_file: str, pool: Workers, copy: sources.Copy | None
+) -> list[sources.SplitInput]:
+    def val_labels() -> list[str]:
         return catalog_mod.read_validation_labels(val_labels_file)
 
     split_inputs = []
@@ -115,7 +123,7 @@ def _scan_inputs(opts, cat, val_labels_file, pool, copy):
     return split_inputs
 
 
-def _found(copy, split_inputs, boxes):
+def _found(copy: sources.Copy, split_inputs: list[sources.SplitInput], boxes: dict[str, bytes]) -> str:
     """"<copy>: 1,281,167 train, 50,000 validation, 544,546 annotated": what --from found."""
     counts = [f"{len(s):,} {s.split}" for s in split_inputs]
     if boxes:
@@ -123,15 +131,20 @@ def _found(copy, split_inputs, boxes):
     return f"{copy.description}: {', '.join(counts)}"
 
 
-def _apply_subset(opts, split_inputs):
+def _apply_subset(
+    opts: ConvertOptions, split_inputs: list[sources.SplitInput]
+) -> tuple[str, list[sources.SplitInput]]:
     """Keep only the images --subset names (original file names); labels keep their values.
 
     Validation names (ILSVRC2012_val_*) select from the validation split, all others from
     train; a split the list names no image of is kept whole. A listed name the source lacks
     is an error (listed as left out with --on-error skip).
     """
+    assert opts.subset is not None
     label, names = catalog_mod.read_subset(opts.subset)
-    wanted = {"validation": {n for n in names if sources.VALIDATION_NAME.match(n)}}
+    wanted: dict[str, frozenset[str] | set[str]] = {
+        "validation": {n for n in names if sources.VALIDATION_NAME.match(n)}
+    }
     wanted["train"] = names - wanted["validation"]
     kept = []
     for split_input in split_inputs:
@@ -154,16 +167,18 @@ def _apply_subset(opts, split_inputs):
     return f"{storage.basename(label)} sha256:{storage.sha256(label)}", kept
 
 
-def _load_catalog(opts):
+def _load_catalog(opts: ConvertOptions) -> catalog_mod.Catalog:
     if not opts.classes_from_folders:
         return catalog_mod.load_catalog(opts.labels_file, opts.metadata_file)
     if opts.labels_file or opts.train_tar or opts.validation_tar:
         raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
                          "not with --labels-file or the ImageNet archives")
-    return catalog_mod.catalog_from_folders(opts.train_dir or opts.validation_dir, opts.metadata_file)
+    root = opts.train_dir or opts.validation_dir
+    assert root is not None  # convert() refused a build with no inputs
+    return catalog_mod.catalog_from_folders(root, opts.metadata_file)
 
 
-def _read_boxes(opts, cat, copy):
+def _read_boxes(opts: ConvertOptions, cat: catalog_mod.Catalog, copy: sources.Copy | None) -> dict[str, bytes]:
     """Boxes from slim's CSV, or straight from the XML annotations through the same CSV lines."""
     if copy is not None and copy.boxes and not (opts.bounding_box_file or opts.bbox_tar):
         return copy.boxes(cat)
@@ -175,7 +190,7 @@ def _read_boxes(opts, cat, copy):
     return {}
 
 
-def convert(opts: ConvertOptions):
+def convert(opts: ConvertOptions) -> dict[str, Any]:
     """inputs -> shards + indexes + manifest. Returns the summary dict."""
     started = time.monotonic()
     for a, b in (("train_dir", "train_tar"), ("validation_dir", "validation_tar"),
@@ -199,7 +214,7 @@ def convert(opts: ConvertOptions):
         return _convert(opts, pool, dest, started, resize)
 
 
-def _resize_options(opts):
+def _resize_options(opts: ConvertOptions) -> ResizeOptions | None:
     """The resize options, or None for a full-size build; UsageError for options without --resize."""
     if not opts.resize:
         given = [name for name, value in (("--quality", opts.quality is not None),
@@ -217,15 +232,17 @@ def _resize_options(opts):
 class _Build:
     """One build being written: where it goes, its layout options, the shards it holds, its manifest."""
 
-    def __init__(self, dest, options, resize):
+    def __init__(self, dest: Destination, options: dict[str, Any], resize: ResizeOptions | None) -> None:
         self.dest, self.options, self.resize = dest, options, resize  # resize: one target, or None
-        self.previous = None
-        self.done = {}
-        self.header = None
-        self.written = []
+        self.previous: manifest_mod.Manifest | None = None
+        self.done: dict[str, dict[str, Any]] = {}
+        self.header: dict[str, Any] = {}
+        self.written: list[str] = []
 
 
-def _builds(dest, options, resize, index_dir):
+def _builds(
+    dest: Destination, options: dict[str, Any], resize: ResizeOptions | None, index_dir: str | None
+) -> list[_Build]:
     """The full-size build in OUTPUT, or one resized build per target in OUTPUT/<target>/ (each complete:
     its own indexes, manifest, resume; the same files as a run for that target alone)."""
     if resize is None:
@@ -240,7 +257,7 @@ def _builds(dest, options, resize, index_dir):
     return builds
 
 
-def _check_resize_root(dest, index_dir):
+def _check_resize_root(dest: Destination, index_dir: str | None) -> None:
     """A resized build's OUTPUT holds resized builds only (a full-size build's folder would take them for strangers)."""
     for folder in [dest.output] + ([dest.index] if index_dir else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
@@ -251,7 +268,9 @@ def _check_resize_root(dest, index_dir):
                                  "choose an empty or new folder for --resize builds")
 
 
-def _convert(opts, pool, dest, started, resize):
+def _convert(
+    opts: ConvertOptions, pool: Workers, dest: Destination, started: float, resize: ResizeOptions | None
+) -> dict[str, Any]:
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
     if copy is None:
         return _convert_copy(opts, pool, dest, started, resize, None)
@@ -291,29 +310,24 @@ def _convert_copy(opts, pool, dest, started, resize, copy):
     return summary
 
 
-def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_labels_file, boxes, copy):
+def _write(
+    opts: ConvertOptions,
+    pool: Workers,
+    builds: list[_Build],
+    resize: ResizeOptions | None,
+    started: float,
+    cat: catalog_mod.Catalog,
+    split_inputs: list[sources.SplitInput],
+    plans: list[plan_mod.SplitPlan],
+    val_labels_file: str,
+    boxes: dict[str, bytes],
+    copy: sources.Copy | None,
+) -> dict[str, Any]:
     """Everything that writes, under the outputs' locks: each image read once, written to every build."""
-    names = {n for p in plans for n in p.names}
-    for build in builds:
-        build.previous = read_previous(build.dest.output, opts.overwrite, build.options)
-        check_output_dir(build.dest, names, opts.overwrite)
-        if opts.classes_from_folders:
-            labels = "".join(f"{name}\n" for name in cat.synsets).encode()
-            storage.write_bytes(storage.join(build.dest.output, LABELS_NAME), labels)
-    inputs = _describe_inputs(opts, split_inputs, val_labels_file, copy)
-    for build in builds:
-        build.done = shards_to_keep(build.previous, plans, build.dest, opts.on_error, pool, opts.verify_inputs,
-                                    build.resize)
-        build.header = {
-            "format": manifest_mod.FORMAT,
-            "options": build.options,
-            "inputs": inputs,
-            "num_classes": cat.num_classes,
-            "synsets": list(cat.synsets),  # label k is synsets[k - 1]
-        }
+    _prepare(opts, pool, builds, cat, plans, _describe_inputs(opts, split_inputs, val_labels_file, copy))
     last_write = [time.monotonic()]
 
-    def save(complete):
+    def save(complete: bool) -> None:
         for build in builds:
             manifest_mod.write_manifest(build.dest.output, _manifest(build.header, plans, build.done, complete))
         last_write[0] = time.monotonic()
@@ -325,9 +339,9 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
     by_dest = {build.dest: build for build in builds}
     written = []
 
-    def finished(task, result):
+    def finished(task: Any, result: Any) -> None:
         dests, entries = ([task.dest], [result]) if resize is None else (task.dests, result)
-        for dest, entry in zip(dests, entries, strict=True):
+        for dest, entry in _strict_zip(dests, entries):
             by_dest[dest].done[entry["name"]] = entry
             by_dest[dest].written.append(entry["name"])
         written.append(task.spec.name)
@@ -337,26 +351,10 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
         if len(written) == 1 or time.monotonic() - last_write[0] > MANIFEST_EVERY:
             save(False)
 
-    def task(p, k):
-        spec = p.spec(k)
-        if resize is None:
-            return ShardTask(spec, builds[0].dest, opts.on_error)
-        lacking = [b for b in builds if spec.name not in b.done]  # a shard resumes per build
-        return ResizedShardTask(spec, tuple(b.dest for b in lacking), opts.on_error,
-                                resize.only([b.resize.targets[0] for b in lacking]))
-
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
-    tasks = (task(p, k) for p, k in todo)
-    fn = write_shard if resize is None else write_resized_shard
+    tasks = (_shard_task(opts, builds, resize, p, k) for p, k in todo)
     try:
-        if opts.runner == "beam":
-            from imagenet_build.beam_runner import run_on_beam
-
-            root = builds[0].dest.output if resize is None else opts.output_dir
-            results = storage.join(root, BEAM_RESULTS) if builds[0].dest.remote else None
-            run_on_beam(fn, tasks, finished, opts.beam_options, results)
-        else:
-            pool.run(fn, tasks, finished)
+        _run_tasks(opts, pool, builds, resize, tasks, finished)
     except KeyboardInterrupt:
         save(False)
         raise BuildError("interrupted; run the same command again to resume") from None
@@ -372,17 +370,7 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
     if resize is None:
         summary = summaries[0]
     else:
-        summary = {
-            "ok": True,
-            "output_dir": str(opts.output_dir),
-            "resize": {"targets": [t.label for t in resize.targets], "quality": resize.quality,
-                       "larger_only": resize.larger_only, "exif_transpose": resize.exif_transpose},
-            "builds": {b.resize.targets[0].folder: s for b, s in zip(builds, summaries, strict=True)},
-            "shards_read": len(todo),
-            "seconds": round(seconds, 3),
-            "images_per_second": round(processed / seconds, 1) if seconds > 0 else None,
-            "notes": [],
-        }
+        summary = _resized_summary(opts, resize, builds, summaries, len(todo), seconds, processed)
     if copy is not None:
         summary["notes"][:0] = copy.notes
     if boxes:
@@ -390,7 +378,104 @@ def _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_la
     return summary
 
 
-def _box_figures(boxes, split_inputs):
+def _shard_task(
+    opts: ConvertOptions, builds: list[_Build], resize: ResizeOptions | None, p: plan_mod.SplitPlan, k: int
+) -> ShardTask | ResizedShardTask:
+    """The task that writes shard k of a plan to every build that lacks it."""
+    spec = p.spec(k)
+    if resize is None:
+        return ShardTask(spec, builds[0].dest, opts.on_error)
+    lacking = [b for b in builds if spec.name not in b.done]  # a shard resumes per build
+    targets = []
+    for build in lacking:
+        assert build.resize is not None  # a resized run's builds each have their one target
+        targets.append(build.resize.targets[0])
+    return ResizedShardTask(spec, tuple(b.dest for b in lacking), opts.on_error, resize.only(targets))
+
+
+def _run_tasks(
+    opts: ConvertOptions,
+    pool: Workers,
+    builds: list[_Build],
+    resize: ResizeOptions | None,
+    tasks: Iterable[ShardTask | ResizedShardTask],
+    finished: Callable[[Any, Any], None],
+) -> None:
+    """Each task on the workers, or on Apache Beam; finished(task, result) on this process as each ends."""
+    fn = write_shard if resize is None else write_resized_shard
+    if opts.runner == "beam":
+        from imagenet_build.beam_runner import run_on_beam
+
+        root = builds[0].dest.output if resize is None else opts.output_dir
+        results = storage.join(root, BEAM_RESULTS) if builds[0].dest.remote else None
+        run_on_beam(fn, tasks, finished, opts.beam_options, results)
+    else:
+        pool.run(fn, tasks, finished)
+
+
+def _prepare(
+    opts: ConvertOptions,
+    pool: Workers,
+    builds: list[_Build],
+    cat: catalog_mod.Catalog,
+    plans: list[plan_mod.SplitPlan],
+    inputs: dict[str, Any],
+) -> None:
+    """Each build's output checked, what a previous run left read, the shards it may keep, its manifest header."""
+    names = {n for p in plans for n in p.names}
+    for build in builds:
+        build.previous = read_previous(build.dest.output, opts.overwrite, build.options)
+        check_output_dir(build.dest, names, opts.overwrite)
+        if opts.classes_from_folders:
+            labels = "".join(f"{name}\n" for name in cat.synsets).encode()
+            storage.write_bytes(storage.join(build.dest.output, LABELS_NAME), labels)
+    for build in builds:
+        build.done = shards_to_keep(build.previous, plans, build.dest, opts.on_error, pool, opts.verify_inputs,
+                                    build.resize)
+        build.header = {
+            "format": manifest_mod.FORMAT,
+            "options": build.options,
+            "inputs": inputs,
+            "num_classes": cat.num_classes,
+            "synsets": list(cat.synsets),  # label k is synsets[k - 1]
+        }
+
+
+def _resized_summary(
+    opts: ConvertOptions,
+    resize: ResizeOptions,
+    builds: list[_Build],
+    summaries: list[dict[str, Any]],
+    shards_read: int,
+    seconds: float,
+    processed: int,
+) -> dict[str, Any]:
+    """The summary of a --resize run: each build's own under its folder's name."""
+    by_folder = {}
+    for build, summary in _strict_zip(builds, summaries):
+        assert build.resize is not None  # a resized run's builds each have their one target
+        by_folder[build.resize.targets[0].folder] = summary
+    return {
+        "ok": True,
+        "output_dir": str(opts.output_dir),
+        "resize": {"targets": [t.label for t in resize.targets], "quality": resize.quality,
+                   "larger_only": resize.larger_only, "exif_transpose": resize.exif_transpose},
+        "builds": by_folder,
+        "shards_read": shards_read,
+        "seconds": round(seconds, 3),
+        "images_per_second": round(processed / seconds, 1) if seconds > 0 else None,
+        "notes": [],
+    }
+
+
+def _strict_zip(first: Sequence[A], second: Sequence[B]) -> Iterator[tuple[A, B]]:
+    """zip(first, second, strict=True), which Python 3.9 lacks: pairs of two sequences of one length."""
+    if len(first) != len(second):
+        raise ValueError(f"_strict_zip: lengths {len(first)} and {len(second)} differ")
+    return zip(first, second)
+
+
+def _box_figures(boxes: dict[str, bytes], split_inputs: list[sources.SplitInput]) -> dict[str, int]:
     """How many images of the build got boxes, and how many box rows named no image of it."""
     rows = sum(len(packed) // BOX_BYTES for packed in boxes.values())
     images_with_boxes = matched_rows = 0
@@ -403,11 +488,13 @@ def _box_figures(boxes, split_inputs):
     return {"rows": rows, "images_with_boxes": images_with_boxes, "rows_naming_no_image": rows - matched_rows}
 
 
-def _describe_inputs(opts, split_inputs, val_labels_file, copy):
-    def sha(path):
+def _describe_inputs(
+    opts: ConvertOptions, split_inputs: list[sources.SplitInput], val_labels_file: str, copy: sources.Copy | None
+) -> dict[str, Any]:
+    def sha(path: PathLike | None) -> str | None:
         return storage.sha256(str(path)) if path else None
 
-    described = {
+    described: dict[str, Any] = {
         "labels_file_sha256": sha(opts.labels_file or catalog_mod.DEFAULT_LABELS_FILE),
         "metadata_file_sha256": sha(opts.metadata_file or catalog_mod.DEFAULT_METADATA_FILE),
         "bounding_box_file_sha256": sha(opts.bounding_box_file or opts.bbox_tar),
@@ -421,11 +508,13 @@ def _describe_inputs(opts, split_inputs, val_labels_file, copy):
     return described
 
 
-def _manifest(header, plans, done, complete):
+def _manifest(
+    header: dict[str, Any], plans: list[plan_mod.SplitPlan], done: dict[str, dict[str, Any]], complete: bool
+) -> manifest_mod.Manifest:
     finished = [done[name] for p in plans for name in p.names if name in done]
     shards = [{k: v for k, v in e.items() if k != INPUT_STATE} for e in finished]
     inputs = dict(header["inputs"], **{SHARD_INPUTS: {e["name"]: e[INPUT_STATE] for e in finished}})
-    splits = {}
+    splits: dict[str, dict[str, Any]] = {}
     for p in plans:
         entries = [done[name] for name in p.names if name in done]
         split = {
@@ -455,9 +544,16 @@ def _manifest(header, plans, done, complete):
     )
 
 
-def _summary(output_dir, plans, done, written, seconds, images_processed):
+def _summary(
+    output_dir: str,
+    plans: list[plan_mod.SplitPlan],
+    done: dict[str, dict[str, Any]],
+    written: int,
+    seconds: float,
+    images_processed: int,
+) -> dict[str, Any]:
     shards = [done[name] for p in plans for name in p.names]
-    summary = {
+    summary: dict[str, Any] = {
         "ok": True,
         "output_dir": str(output_dir),
         "manifest": storage.join(output_dir, MANIFEST_NAME),

@@ -5,11 +5,13 @@ the labels file (slim's convention; 0 is "background" and never used), so a
 labels file holding a subset of the 1000 synsets gives a smaller, consistent build.
 """
 
+from __future__ import annotations
+
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.errors import InputError, PathLike, input_errors
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_LABELS_FILE = DATA_DIR / "imagenet_lsvrc_2015_synsets.txt"
@@ -25,7 +27,7 @@ IMAGENET_CLASSES = 1000
 SUBSET_TRAIN_IMAGES = {"imagenet-1pct": 12811, "imagenet-10pct": 128116}
 
 
-def _read_lines(path):
+def _read_lines(path: PathLike) -> list[str]:
     """Lines of a UTF-8 text file without their line ends; trailing blank lines dropped."""
     path = Path(path)
     with input_errors(path, expected="a text file", missing="file not found"):
@@ -36,7 +38,7 @@ def _read_lines(path):
     return lines
 
 
-def read_synset_list(path, what):
+def read_synset_list(path: PathLike, what: str) -> list[str]:
     """One synset per line, no blanks, no spaces inside; returns a list."""
     synsets = []
     for number, line in enumerate(_read_lines(path), start=1):
@@ -49,10 +51,10 @@ def read_synset_list(path, what):
     return synsets
 
 
-def read_labels_file(path):
+def read_labels_file(path: PathLike) -> list[str]:
     """The synsets in label order (label = position + 1)."""
     synsets = read_synset_list(path, "synset")
-    seen = {}
+    seen: dict[str, int] = {}
     for number, synset in enumerate(synsets, start=1):
         if synset in seen:
             raise InputError(path, f"line {number}: synset {synset} repeats line {seen[synset]}")
@@ -60,7 +62,7 @@ def read_labels_file(path):
     return synsets
 
 
-def read_metadata_file(path):
+def read_metadata_file(path: PathLike) -> dict[str, str]:
     """`<synset>\\t<text>` lines -> {synset: text} (slim's synset_to_human)."""
     texts = {}
     for number, line in enumerate(_read_lines(path), start=1):
@@ -77,24 +79,24 @@ def read_metadata_file(path):
 class Catalog:
     """What a label means: synset and text for labels 1..K."""
 
-    synsets: tuple
-    texts: dict
-    label_of: dict = field(repr=False)
+    synsets: tuple[str, ...]
+    texts: dict[str, str]  # synset -> text
+    label_of: dict[str, int] = field(repr=False)
     labels_file: str
     metadata_file: str
 
     @property
-    def num_classes(self):
+    def num_classes(self) -> int:
         return len(self.synsets)
 
-    def synset(self, label):
+    def synset(self, label: int) -> str:
         return self.synsets[label - 1]
 
-    def text(self, label):
+    def text(self, label: int) -> str:
         return self.texts[self.synsets[label - 1]]
 
 
-def load_catalog(labels_file=None, metadata_file=None):
+def load_catalog(labels_file: PathLike | None = None, metadata_file: PathLike | None = None) -> Catalog:
     labels_file = Path(labels_file or DEFAULT_LABELS_FILE)
     metadata_file = Path(metadata_file or DEFAULT_METADATA_FILE)
     synsets = read_labels_file(labels_file)
@@ -116,7 +118,7 @@ def load_catalog(labels_file=None, metadata_file=None):
     )
 
 
-def catalog_from_folders(root, metadata_file=None):
+def catalog_from_folders(root: PathLike, metadata_file: PathLike | None = None) -> Catalog:
     """Classes of any folder-per-class dataset: label = position in sorted folder order (1-based).
 
     The text of a class is the folder name, unless the metadata file names it.
@@ -136,7 +138,7 @@ def catalog_from_folders(root, metadata_file=None):
     )
 
 
-def read_subset(name_or_path):
+def read_subset(name_or_path: PathLike) -> tuple[str, frozenset[str]]:
     """(what to call it, the image file names it lists) for --subset: a shipped list's name, or a file."""
     path = SUBSETS.get(str(name_or_path), name_or_path)
     names = []
@@ -153,6 +155,6 @@ def read_subset(name_or_path):
     return label, frozenset(names)
 
 
-def read_validation_labels(path=None):
+def read_validation_labels(path: PathLike | None = None) -> list[str]:
     """Synset of validation image i (1-based) at position i - 1."""
     return read_synset_list(Path(path or DEFAULT_VALIDATION_LABELS_FILE), "synset")

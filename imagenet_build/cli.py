@@ -5,15 +5,20 @@ Results go to stdout (or one JSON document with --json), progress to stderr,
 and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import signal
 import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any, Callable, NoReturn
 
 import click
 
 
-def _error_line(message, as_json, exit_code):
+def _error_line(message: str, as_json: bool, exit_code: int) -> NoReturn:
     """The one ending of a failed command: `error: ...` on stderr, and with --json a document on stdout."""
     if as_json:
         _print_json({"ok": False, "error": message, "exit_code": exit_code})
@@ -28,7 +33,14 @@ class _Commands(click.Group):
     `verb --json > report.json` always leaves a JSON document. Never a traceback for these.
     """
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         from imagenet_build.errors import BuildError
 
         argv = list(sys.argv[1:] if args is None else args)
@@ -55,11 +67,13 @@ class _Commands(click.Group):
         sys.exit(result if isinstance(result, int) else 0)
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def _report_and_exit(result, as_json, format_report):
+def _report_and_exit(
+    result: dict[str, Any], as_json: bool, format_report: Callable[[dict[str, Any]], list[str]]
+) -> NoReturn:
     """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
     if as_json:
         _print_json(result)
@@ -69,13 +83,13 @@ def _report_and_exit(result, as_json, format_report):
     sys.exit(0 if result["ok"] else 1)
 
 
-def _print_json(document):
+def _print_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=1, sort_keys=True))
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="imagenet-build")
-def cli():
+def cli() -> None:
     """ImageNet (ILSVRC2012) to TF-slim TFRecord shards with DALI indexes.
 
     Start with `imagenet-build sample DIR` for a small dataset to try, then
@@ -102,11 +116,14 @@ existing_file = click.Path(dir_okay=False)
     help="Validation images: flat ILSVRC2012_val_%08d.JPEG (labelled from --validation-labels-file) "
     "or <synset>/*.JPEG folders; detected.",
 )
-@click.option("--train-tar", type=existing_file, help="ILSVRC2012_img_train.tar, read in place (instead of --train-dir).")
-@click.option("--validation-tar", type=existing_file, help="ILSVRC2012_img_val.tar, read in place (instead of --validation-dir).")
+@click.option("--train-tar", type=existing_file,
+              help="ILSVRC2012_img_train.tar, read in place (instead of --train-dir).")
+@click.option("--validation-tar", type=existing_file,
+              help="ILSVRC2012_img_val.tar, read in place (instead of --validation-dir).")
 @click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
 @click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
-@click.option("--bbox-tar", type=click.Path(), help="ILSVRC2012_bbox_train_v2.tar.gz (or its folder), read as `bboxes` reads it.")
+@click.option("--bbox-tar", type=click.Path(),
+              help="ILSVRC2012_bbox_train_v2.tar.gz (or its folder), read as `bboxes` reads it.")
 @click.option("--train-shards", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--validation-shards", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -123,8 +140,10 @@ existing_file = click.Path(dir_okay=False)
     type=click.IntRange(min=0),
     help="Processes that write shards [default: one per core]. The output is the same for any value.",
 )
-@click.option("--labels-file", type=existing_file, help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
-@click.option("--metadata-file", type=existing_file, help="<synset>\\t<text> lines. [default: shipped imagenet_metadata.txt]")
+@click.option("--labels-file", type=existing_file,
+              help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
+@click.option("--metadata-file", type=existing_file,
+              help="<synset>\\t<text> lines. [default: shipped imagenet_metadata.txt]")
 @click.option(
     "--validation-labels-file",
     type=existing_file,
@@ -153,22 +172,24 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--beam-options", default="", help="Beam pipeline options, e.g. '--runner DataflowRunner --project P "
               "--region R --temp_location gs://B/tmp' [default: the DirectRunner].")
 @click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
-              "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; each "
-              "size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full size.")
+              "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; "
+              "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "
+              "size.")
 @click.option("--quality", type=click.IntRange(1, 100), help="JPEG quality of resized images. [default: 90]")
 @click.option("--resize-larger-only/--resize-all", default=True,
               help="Store images already within the size untouched (default), or resize and re-encode every image.")
 @click.option("--exif-transpose", is_flag=True, help="Turn resized images upright by their EXIF orientation first "
               "(default: ignore it, as TensorFlow's decoder and slim do).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def convert(as_json, **options):
+def convert(as_json: bool, **options: Any) -> None:
     """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
     and manifest.json (written last). Running the same command again resumes:
     shards the manifest lists, whose sha256 still matches, are kept.
     """
-    from imagenet_build.build import ConvertOptions, convert as run_convert
+    from imagenet_build.build import ConvertOptions
+    from imagenet_build.build import convert as run_convert
 
     signal.signal(signal.SIGTERM, _interrupt)  # `kill` saves progress like Ctrl-C does
     summary = run_convert(ConvertOptions(**options))
@@ -196,9 +217,9 @@ def convert(as_json, **options):
         click.echo(f"manifest: {summary['manifest']}")
 
 
-def _print_build(summary, indent=""):
+def _print_build(summary: dict[str, Any], indent: str = "") -> None:
     """One build's lines of convert's report."""
-    def echo(line):
+    def echo(line: str) -> None:
         click.echo(indent + line)
 
     for split, s in summary["splits"].items():
@@ -222,13 +243,16 @@ def _print_build(summary, indent=""):
 
 @cli.command()
 @click.argument("folder", type=click.Path(file_okay=False))
-@click.option("--index-dir", type=existing_dir, help="Where the DALI indexes are. [default: the manifest's, else FOLDER/dali_idx]")
+@click.option("--index-dir", type=existing_dir,
+              help="Where the DALI indexes are. [default: the manifest's, else FOLDER/dali_idx]")
 @click.option("--quick", is_flag=True, help="Lengths and length CRCs and the indexes only: seeks over the payloads.")
 @click.option("--deep", is_flag=True, help="Also decode every image with Pillow and check its size.")
-@click.option("--expect-imagenet", is_flag=True, help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
+@click.option("--expect-imagenet", is_flag=True,
+              help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
-def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
+def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_imagenet: bool, workers: int,
+           as_json: bool) -> None:
     """Prove the shards in FOLDER and their DALI indexes sound.
 
     Checks every record's framing and both CRC32Cs, every DALI index against the
@@ -237,7 +261,8 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
     record is a slim Example with sane values. Reports every problem with file,
     record and byte offset. Exit 0 when sound, 1 when problems were found.
     """
-    from imagenet_build.verify import format_report, verify as run_verify
+    from imagenet_build.verify import format_report
+    from imagenet_build.verify import verify as run_verify
 
     result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
                         expect_imagenet=expect_imagenet, workers=workers)
@@ -246,10 +271,11 @@ def verify(folder, index_dir, quick, deep, expect_imagenet, workers, as_json):
 
 @cli.command()
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
-@click.option("--index-dir", type=existing_dir, help="Where to write the indexes. [default: dali_idx/ beside each file]")
+@click.option("--index-dir", type=existing_dir,
+              help="Where to write the indexes. [default: dali_idx/ beside each file]")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def index(inputs, index_dir, workers, as_json):
+def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json: bool) -> None:
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).
 
     Byte-identical to DALI's tfrecord2idx for every sound file, but reads only
@@ -264,14 +290,15 @@ def index(inputs, index_dir, workers, as_json):
     if as_json:
         _print_json(result)
     else:
-        click.echo(f"indexed {len(result['indexed'])} file(s), {result['records']} records, in {result['seconds']:.1f} s")
+        click.echo(f"indexed {len(result['indexed'])} file(s), {result['records']} records, "
+                   f"in {result['seconds']:.1f} s")
     for r in result["refused"]:
         where = f" at byte {r['offset']}" if r["offset"] is not None else ""
         click.echo(f"refused: {r['file']}{where}: {r['message']}; no index written", err=True)
     sys.exit(0 if result["ok"] else 1)
 
 
-def _floats3(ctx, param, value):
+def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
     if value is None:
         return None
     try:
@@ -294,7 +321,8 @@ def _floats3(ctx, param, value):
               help="Training steps [default: on a GPU 200 (dali) or 300 (torch), 30 on the CPU].")
 @click.option("--batch-size", type=click.IntRange(min=1),
               help="[default: on a GPU 64 (dali) or 256 (torch), 16 on the CPU]")
-@click.option("--model", type=click.Choice(["resnet50", "small"]), help="[default: resnet50 on a GPU, small on the CPU]")
+@click.option("--model", type=click.Choice(["resnet50", "small"]),
+              help="[default: resnet50 on a GPU, small on the CPU]")
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
               help="Simulated ranks: each reads its share; together they must read every record once.")
 @click.option("--workers", type=click.IntRange(min=0),
@@ -303,8 +331,9 @@ def _floats3(ctx, param, value):
 @click.option("--std", callback=_floats3, help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
-def trainer_check(folder, split, framework, device, steps, batch_size, model, num_shards, workers, mean, std,
-                  compare_tf, as_json):
+def trainer_check(folder: str, split: str, framework: str, device: str, steps: int | None, batch_size: int | None,
+                  model: str | None, num_shards: int, workers: int | None, mean: tuple[float, ...] | None,
+                  std: tuple[float, ...] | None, compare_tf: bool, as_json: bool) -> None:
     """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
     Every record read exactly once per epoch across --num-shards ranks (a short or
@@ -339,11 +368,14 @@ def trainer_check(folder, split, framework, device, steps, batch_size, model, nu
 
 @cli.command()
 @click.argument("source", type=click.Path(exists=True))
-@click.option("--synsets", type=existing_file, help="Challenge synsets: XML of other synsets and boxes named as another challenge synset are skipped. [default: the 1000 ILSVRC2012 synsets]")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="CSV file to write (atomically). [default: stdout]")
+@click.option("--synsets", type=existing_file,
+              help="Challenge synsets: XML of other synsets and boxes named as another challenge synset are skipped. "
+              "[default: the 1000 ILSVRC2012 synsets]")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="CSV file to write (atomically). [default: stdout]")
 @click.option("--strict", is_flag=True, help="Fail on a malformed XML file instead of skipping it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout (needs -o).")
-def bboxes(source, synsets, output, strict, as_json):
+def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, as_json: bool) -> None:
     """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
 
     SOURCE is the extracted <synset>/*.xml folder or ILSVRC2012_bbox_train_v2.tar.gz
@@ -372,20 +404,23 @@ def bboxes(source, synsets, output, strict, as_json):
         click.echo(f"skipped: {p['file']}: {p['problem']}", err=True)
     click.echo(
         f"{counts['xml_files']} XML files: {counts['saved_boxes']} boxes written from {counts['saved_files']} images; "
-        f"skipped {counts['skipped_files']} files ({counts['bad_files']} unreadable) and {counts['skipped_boxes']} boxes",
+        f"skipped {counts['skipped_files']} files ({counts['bad_files']} unreadable) "
+        f"and {counts['skipped_boxes']} boxes",
         err=True,
     )
 
 
 @cli.command("prepare-val")
 @click.argument("val_dir", type=existing_dir)
-@click.option("--labels", type=existing_file, help="Synset of image i on line i. [default: shipped ILSVRC2012 validation labels]")
-@click.option("--link", "method", flag_value="link", default=True, help="Hard-link into the folders; the flat files stay (default).")
+@click.option("--labels", type=existing_file,
+              help="Synset of image i on line i. [default: shipped ILSVRC2012 validation labels]")
+@click.option("--link", "method", flag_value="link", default=True,
+              help="Hard-link into the folders; the flat files stay (default).")
 @click.option("--copy", "method", flag_value="copy", help="Copy into the folders.")
 @click.option("--move", "method", flag_value="move", help="Move into the folders.")
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def prepare_val(val_dir, labels, method, dry_run, as_json):
+def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as_json: bool) -> None:
     """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
 
     convert never needs this (it reads the flat folder and the labels file).
@@ -398,11 +433,13 @@ def prepare_val(val_dir, labels, method, dry_run, as_json):
         _print_json(done)
         return
     verb = {"link": "linked", "copy": "copied", "move": "moved"}[method]
-    click.echo(f"{'would be ' if dry_run else ''}{verb}: {done['placed']}, already in place: {done['already_in_place']}")
+    click.echo(f"{'would be ' if dry_run else ''}{verb}: {done['placed']}, "
+               f"already in place: {done['already_in_place']}")
     for target in done["conflicts"]:
         click.echo(f"conflict (left alone): {target} exists with other content", err=True)
     if done["no_label"]:
-        click.echo(f"no label for {len(done['no_label'])} file(s), left flat: {', '.join(done['no_label'][:5])}", err=True)
+        click.echo(f"no label for {len(done['no_label'])} file(s), left flat: {', '.join(done['no_label'][:5])}",
+                   err=True)
     if done["conflicts"]:
         sys.exit(1)
 
@@ -412,16 +449,19 @@ def prepare_val(val_dir, labels, method, dry_run, as_json):
 @click.option("--classes", default=4, show_default=True, type=click.IntRange(min=1, max=1000))
 @click.option("--per-class", default=12, show_default=True, type=click.IntRange(min=1), help="Train images per class.")
 @click.option("--validation-per-class", default=4, show_default=True, type=click.IntRange(min=0))
-@click.option("--min-size", default=64, show_default=True, type=click.IntRange(min=8), help="Smallest image side, pixels.")
-@click.option("--max-size", default=160, show_default=True, type=click.IntRange(min=8), help="Largest image side, pixels.")
+@click.option("--min-size", default=64, show_default=True, type=click.IntRange(min=8),
+              help="Smallest image side, pixels.")
+@click.option("--max-size", default=160, show_default=True, type=click.IntRange(min=8),
+              help="Largest image side, pixels.")
 @click.option("--quality", default=90, show_default=True, type=click.IntRange(1, 100), help="JPEG quality.")
 @click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--tarballs", is_flag=True, help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
+@click.option("--tarballs", is_flag=True,
+              help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
 @click.option("--layout", default="ilsvrc", show_default=True,
               help="Write the same images as another copy of ImageNet is laid out (see convert --from): "
               "ilsvrc, and the others the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-def sample(out, as_json, **options):
+def sample(out: str, as_json: bool, **options: Any) -> None:
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
 
     OUT/train/<synset>/*.JPEG, flat OUT/validation/ILSVRC2012_val_*.JPEG with
@@ -450,5 +490,5 @@ def sample(out, as_json, **options):
     )
 
 
-def main():
+def main() -> None:
     cli(prog_name="imagenet-build")

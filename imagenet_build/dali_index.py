@@ -6,12 +6,15 @@ short, duplicated or half-parsed index without a word and trains on fewer (or
 repeated) records.
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import re
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
@@ -21,18 +24,19 @@ from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.workers import Workers, progress_bar
 
 _LINE = re.compile(r"^(\d+) (\d+)$")
+Problem = Tuple[Optional[int], Optional[int], str]  # (line number, byte offset, message); None where none applies
 
 
-def index_line(offset, size):
+def index_line(offset: int, size: int) -> str:
     return f"{offset} {size}\n"
 
 
-def index_text(entries):
+def index_text(entries: Iterable[tuple[int, int]]) -> str:
     """Index file contents for [(offset, size)] records."""
     return "".join(index_line(offset, size) for offset, size in entries)
 
 
-def record_entries(shard_path):
+def record_entries(shard_path: str) -> list[tuple[int, int]]:
     """[(offset, size)] of a TFRecord file (or object) from its headers alone; FramingError where it breaks."""
     size = storage.size(shard_path)
     if size == 0:
@@ -41,7 +45,7 @@ def record_entries(shard_path):
         return [(offset, OVERHEAD + length) for offset, length in scan_lengths(f, size)]
 
 
-def write_index(shard_path, index_path):
+def write_index(shard_path: str, index_path: str) -> int:
     """Index one TFRecord file, atomically. Returns the record count; FramingError leaves no file."""
     entries = record_entries(shard_path)
     if not storage.is_url(index_path):
@@ -50,7 +54,7 @@ def write_index(shard_path, index_path):
     return len(entries)
 
 
-def check_index(raw, entries, file_size):
+def check_index(raw: bytes | None, entries: Sequence[tuple[int, int]], file_size: int) -> list[Problem]:
     """Problems [(line, offset, message)] of an index's bytes (None: no index) against the shard's records.
 
     `entries` are the shard's [(offset, size)] as read from its own framing.
@@ -60,14 +64,28 @@ def check_index(raw, entries, file_size):
     if not raw and entries:
         return [(None, None, f"index file is empty but the shard has {len(entries)} records: "
                              "DALI silently reads none of them")]
-    problems = []
+    parsed, problems = _parse_index(raw)
+    if problems or not parsed:
+        return problems
+    position, problem = _follow_entries(parsed, {offset: size for offset, size in entries})
+    if problem:
+        return [problem]
+    if len(parsed) != len(entries):
+        return [(None, position, f"{len(parsed)} lines for {len(entries)} records: DALI silently reads only "
+                                 f"{len(parsed)} of them")]
+    if position != file_size:
+        return [(None, position, f"entries end at byte {position}, the file has {file_size}")]
+    return []
+
+
+def _parse_index(raw: bytes) -> tuple[list[tuple[int, int, int]], list[Problem]]:
+    """[(line number, offset, size)] of an index's lines, and the problems of lines DALI cannot parse."""
+    problems: list[Problem] = []
     lines = raw.decode("ascii", errors="replace").split("\n")
     if lines[-1] == "":
         lines.pop()
     else:
         problems.append((len(lines), None, "last line has no newline"))
-    if not lines:
-        return problems
     parsed = []
     for number, line in enumerate(lines, start=1):
         match = _LINE.match(line)
@@ -76,25 +94,19 @@ def check_index(raw, entries, file_size):
             problems.append((number, None, f"{kind}: {line[:60]!r}; DALI stops parsing this file here"))
             continue
         parsed.append((number, int(match.group(1)), int(match.group(2))))
-    if problems:
-        return problems
-    expected = {offset: size for offset, size in entries}
+    return parsed, problems
+
+
+def _follow_entries(
+    parsed: list[tuple[int, int, int]], expected: dict[int, int]
+) -> tuple[int, Problem | None]:
+    """Walk the entries from byte 0: where they end, or the first entry that is not the next record."""
     position = 0  # where the next entry must start
     for number, offset, size in parsed:
         if offset != position:
-            if parsed and number > 1 and (offset, size) == (parsed[number - 2][1], parsed[number - 2][2]):
-                why = "repeats the line before it: DALI reads that record twice an epoch"
-            elif offset < position:
-                why = f"goes back to byte {offset} (entries must follow each other)"
-            elif offset in expected:
-                why = f"skips the record(s) between byte {position} and {offset}"
-            else:
-                why = f"offset {offset} is not where a record starts (expected {position})"
-            problems.append((number, offset, why))
-            break
+            return position, (number, offset, _out_of_place(number, offset, size, parsed, position, expected))
         if offset not in expected:
-            problems.append((number, offset, "no record starts at this offset"))
-            break
+            return position, (number, offset, "no record starts at this offset")
         if size != expected[offset]:
             merged = _covers_several(offset, size, expected)
             why = (
@@ -102,22 +114,25 @@ def check_index(raw, entries, file_size):
                 if merged
                 else f"size {size} but the record at this offset is {expected[offset]} bytes (16 + its length)"
             )
-            problems.append((number, offset, why))
-            break
+            return position, (number, offset, why)
         position = offset + size
-    if problems:
-        return problems
-    if len(parsed) != len(entries):
-        problems.append(
-            (None, position, f"{len(parsed)} lines for {len(entries)} records: DALI silently reads only "
-                             f"{len(parsed)} of them")
-        )
-    elif position != file_size:
-        problems.append((None, position, f"entries end at byte {position}, the file has {file_size}"))
-    return problems
+    return position, None
 
 
-def _covers_several(offset, size, expected):
+def _out_of_place(
+    number: int, offset: int, size: int, parsed: list[tuple[int, int, int]], position: int, expected: dict[int, int]
+) -> str:
+    """Why an entry that does not start where the previous one ended is wrong."""
+    if parsed and number > 1 and (offset, size) == (parsed[number - 2][1], parsed[number - 2][2]):
+        return "repeats the line before it: DALI reads that record twice an epoch"
+    if offset < position:
+        return f"goes back to byte {offset} (entries must follow each other)"
+    if offset in expected:
+        return f"skips the record(s) between byte {position} and {offset}"
+    return f"offset {offset} is not where a record starts (expected {position})"
+
+
+def _covers_several(offset: int, size: int, expected: dict[int, int]) -> int:
     """How many consecutive records [offset, offset + size) spans exactly, or 0."""
     count, position = 0, offset
     while position < offset + size and position in expected:
@@ -133,7 +148,7 @@ class IndexTask(NamedTuple):
     index_path: str
 
 
-def _index_one(shard_path, index_path):
+def _index_one(shard_path: str, index_path: str) -> tuple[str, int | None, tuple[int | None, str] | None]:
     """A worker task: (shard, records or None, problem or None)."""
     try:
         return shard_path, write_index(shard_path, index_path), None
@@ -143,9 +158,9 @@ def _index_one(shard_path, index_path):
         return shard_path, None, (None, e.strerror or str(e))
 
 
-def find_tfrecords(inputs):
+def find_tfrecords(inputs: Iterable[Any]) -> list[str]:
     """Files named on the command line, and in folders the files named like shards or *.tfrecord."""
-    found = []
+    found: list[str] = []
     for item in map(str, inputs):
         listed = storage.listdir(item)
         if listed:
@@ -162,16 +177,17 @@ def find_tfrecords(inputs):
     return found
 
 
-def index_shards(inputs, index_dir=None, workers=0):
+def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: int = 0) -> dict[str, Any]:
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
     shards = find_tfrecords(inputs)
     tasks = [IndexTask(p, index_path(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
              for p in shards]
-    indexed, refused = [], []
+    indexed: list[dict[str, Any]] = []
+    refused: list[dict[str, Any]] = []
     bar = progress_bar(len(tasks), 0, "index", "file")
 
-    def done(task, result):
+    def done(task: IndexTask, result: tuple[str, int | None, tuple[int | None, str] | None]) -> None:
         shard, records, problem = result
         if problem is None:
             indexed.append({"file": shard, "index": task.index_path, "records": records})

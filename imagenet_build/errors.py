@@ -4,7 +4,14 @@ The CLI prints `error: <message>` and exits non-zero; it never shows a traceback
 for these.
 """
 
+from __future__ import annotations
+
 import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
 
 
 class BuildError(Exception):
@@ -22,17 +29,17 @@ class UsageError(BuildError):
 class InputError(BuildError):
     """One input file (an image, a list file) is unusable."""
 
-    def __init__(self, path, problem):
+    def __init__(self, path: PathLike, problem: str) -> None:
         self.path = str(path)
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
-    def __reduce__(self):  # survive the trip back from a worker process
+    def __reduce__(self) -> tuple[Any, ...]:  # survive the trip back from a worker process
         return (type(self), (self.path, self.problem))
 
 
 @contextlib.contextmanager
-def input_errors(path, expected="a file", missing="not found"):
+def input_errors(path: PathLike, expected: str = "a file", missing: str = "not found") -> Iterator[None]:
     """Turn the file system's errors on reading `path` into one InputError naming it.
 
     `expected` says what the path should be ("a folder", "an image"); `missing` is the

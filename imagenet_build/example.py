@@ -8,8 +8,12 @@ numbers) declared at run time in a private descriptor pool, so that nothing
 clashes with TensorFlow's own copy when both are loaded.
 """
 
+from __future__ import annotations
+
 import functools
 import struct
+from collections.abc import Sequence
+from typing import Any
 
 # The 15 keys of every record (REFERENCE §1), with their value type.
 SCHEMA = {
@@ -35,7 +39,7 @@ LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list
 
 
 @functools.lru_cache(maxsize=None)
-def example_message_class():
+def example_message_class() -> Any:
     """The `tensorflow.Example` message class, declared on first use (convert never needs it)."""
     from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
@@ -44,7 +48,7 @@ def example_message_class():
         name="imagenet_build/tf_example.proto", package="tensorflow", syntax="proto3"
     )
 
-    def message(name, *fields, nested=()):
+    def message(name: str, *fields: Any, nested: Sequence[Any] = ()) -> Any:
         m = f.message_type.add(name=name)
         for nested_message in nested:
             m.nested_type.add().CopyFrom(nested_message)
@@ -52,7 +56,10 @@ def example_message_class():
             m.field.add().CopyFrom(field)
         return m
 
-    def field(name, number, kind, label=_F.LABEL_OPTIONAL, type_name=None, oneof=None):
+    def field(
+        name: str, number: int, kind: int, label: int = _F.LABEL_OPTIONAL, type_name: str | None = None,
+        oneof: int | None = None,
+    ) -> Any:
         fd = _F(name=name, number=number, type=kind, label=label)
         if type_name:
             fd.type_name = type_name
@@ -86,7 +93,7 @@ def example_message_class():
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
 
 
-def _varint(n):
+def _varint(n: int) -> bytes:
     if n < 0:
         n += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()
@@ -97,12 +104,12 @@ def _varint(n):
     return bytes(out)
 
 
-def _field(number, body):
+def _field(number: int, body: bytes) -> bytes:
     """A length-delimited field: tag, length, body."""
     return bytes([number << 3 | 2]) + _varint(len(body)) + body
 
 
-def _list(kind, values):
+def _list(kind: str, values: Sequence[Any]) -> bytes:
     """The body of a Feature holding a BytesList, FloatList or Int64List."""
     if kind == "bytes":
         body = b"".join(_field(1, v) for v in values)
@@ -114,21 +121,21 @@ def _list(kind, values):
     return _field(3, body)
 
 
-def _entry(key, values):
+def _entry(key: str, values: Sequence[Any]) -> bytes:
     """One map entry of Features: key -> Feature holding `values` of the key's type."""
     return _field(1, _field(1, key.encode()) + _field(2, _list(SCHEMA[key], values)))
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _cached_entry(key, values):
+def _cached_entry(key: str, values: tuple[Any, ...]) -> bytes:
     """Entries that repeat across records (sizes, class fields, constants) are built once."""
     return _entry(key, values)
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _class_entries(label, synset, text):
+def _class_entries(label: int, synset: str, text: str) -> bytes:
     """The entries sorted before image/encoded: all fixed by the class."""
-    values = {
+    values: dict[str, tuple[Any, ...]] = {
         "image/channels": (3,),
         "image/class/label": (label,),
         "image/class/synset": (synset.encode(),),
@@ -153,15 +160,26 @@ _TAG_2 = bytes([2 << 3 | 2])
 _ENCODED_KEY_FIELD = _field(1, _ENCODED_KEY.encode())
 
 
-def _box_entries(label, boxes):
+def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
     if not boxes:
         return _NO_BOX_ENTRIES
     xmin, ymin, xmax, ymax = (tuple(b[i] for b in boxes) for i in range(4))
-    columns = ((label,) * len(boxes), xmax, xmin, ymax, ymin)
+    columns: tuple[tuple[Any, ...], ...] = ((label,) * len(boxes), xmax, xmin, ymax, ymin)
     return b"".join(_entry(k, v) for k, v in zip(_BOX_KEYS, columns))
 
 
-def encode_example_parts(*, encoded, filename, height, width, label, synset, text, boxes=(), image_format=b"JPEG"):
+def encode_example_parts(
+    *,
+    encoded: bytes,
+    filename: str,
+    height: int,
+    width: int,
+    label: int,
+    synset: str,
+    text: str,
+    boxes: Sequence[Sequence[float]] = (),
+    image_format: bytes = b"JPEG",
+) -> tuple[bytes, bytes, bytes]:
     """slim's Example for one image, serialized, as (head, encoded, tail) to write without a copy.
 
     `head + encoded + tail` is byte for byte what protobuf's deterministic
@@ -193,16 +211,16 @@ def encode_example_parts(*, encoded, filename, height, width, label, synset, tex
     return _TAG_1 + _varint(features_len) + before + entry_head, encoded, after
 
 
-def encode_example(**fields):
+def encode_example(**fields: Any) -> bytes:
     """The serialized Example as one bytes object (see encode_example_parts)."""
     return b"".join(encode_example_parts(**fields))
 
 
-def decode_example(payload):
+def decode_example(payload: bytes) -> dict[str, list[Any]]:
     """{key: list of values} for every feature of a serialized Example (bytes stay bytes)."""
     example = example_message_class()()
     example.ParseFromString(payload)
-    out = {}
+    out: dict[str, list[Any]] = {}
     for key, feature in example.features.feature.items():
         kind = feature.WhichOneof("kind")
         out[key] = list(getattr(feature, kind).value) if kind else []

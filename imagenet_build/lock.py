@@ -26,7 +26,7 @@ import time
 from types import TracebackType
 
 from imagenet_build import storage
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.naming import LOCK_NAME
 
 
@@ -59,7 +59,7 @@ def _pid_alive(pid: object) -> bool:
 class FolderLock:
     """`with FolderLock(folder):` — the folder (created if need be) is ours until the block ends."""
 
-    def __init__(self, folder: str, command: str = "") -> None:
+    def __init__(self, folder: PathLike, command: str = "") -> None:
         self.folder = str(folder)
         self.path = storage.join(self.folder, LOCK_NAME)
         self.command = command or "imagenet-build " + " ".join(sys.argv[1:2])

@@ -7,25 +7,31 @@ worker count), so an interrupted and resumed build ends with the same bytes as
 an uninterrupted one.
 """
 
+from __future__ import annotations
+
 import json
+from typing import Any
 
 from imagenet_build import storage
+from imagenet_build.errors import PathLike
 from imagenet_build.naming import MANIFEST_NAME
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
+Manifest = dict[str, Any]  # the parsed JSON document; schema_problem() says which shape readers rely on
+
 READABLE = {"imagenet-build/1": 1, 1: 1, 2: 2}  # what this version reads ("imagenet-build/1": the first)
 
 
-def dumps(manifest):
+def dumps(manifest: Manifest) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
 
-def write_manifest(output_dir, manifest):
+def write_manifest(output_dir: PathLike, manifest: Manifest) -> None:
     """Atomically: a temp file renamed, or one upload for an object store."""
     storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(manifest))
 
 
-def read_manifest(output_dir):
+def read_manifest(output_dir: PathLike) -> Manifest | None:
     """The manifest dict, or None when there is none.
 
     ValueError ("<path>: <field>: <what is wrong>") when it is not ours, unreadable, or
@@ -93,7 +99,7 @@ _TYPE_NAMES = {_INT: "a whole number >= 0", _STR: "a string", _BOOL: "true or fa
                _DICT: "an object"}
 
 
-def _field_problem(table, record, where):
+def _field_problem(table: dict[str, tuple[type, bool]], record: dict[str, Any], where: str) -> str:
     for key, (kind, required) in table.items():
         if key not in record:
             if required:
@@ -109,7 +115,7 @@ def _field_problem(table, record, where):
     return ""
 
 
-def schema_problem(manifest):
+def schema_problem(manifest: Manifest) -> str:
     """"<field>: <what is wrong>" for the first field of the wrong shape, or ""."""
     problem = _field_problem(_TOP, manifest, "")
     if problem:

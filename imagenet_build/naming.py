@@ -7,6 +7,7 @@ them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" or
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -62,7 +63,7 @@ def is_tfrecord_name(name: str) -> bool:
     return bool(_TFRECORD.search(name))
 
 
-def temp_name(path: str | Path) -> Path:
+def temp_name(path: str | os.PathLike[str]) -> Path:
     """A hidden temporary name beside `path`, unique to the writing process."""
     import os
 

@@ -7,23 +7,30 @@ shards thread by thread. Workers execute one ShardSpec each, so the bytes never
 depend on how many workers ran or whether the run was resumed.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import os
 import random
 from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from imagenet_build.boxes import unpack_boxes
 from imagenet_build.errors import BuildError
 from imagenet_build.naming import shard_name
 
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.sources import SplitInput
+
 SHUFFLE_SEED = 12345
 FORMAT_VERSION = 1  # bump when the bytes written for the same plan change
 
 
-def linspace_int(start, stop, num):
+def linspace_int(start: int, stop: int, num: int) -> list[int]:
     """`numpy.linspace(start, stop, num).astype(int)` without numpy, to the last bit.
 
     numpy computes `arange(num) * step + start` in float64 with `step = (stop - start) / (num - 1)`
@@ -42,7 +49,7 @@ def linspace_int(start, stop, num):
     return [int(p) for p in points]
 
 
-def shard_ranges(num_items, num_shards, layout_threads):
+def shard_ranges(num_items: int, num_shards: int, layout_threads: int) -> list[tuple[int, int]]:
     """[(begin, end)] positions in the shuffled list for shard 0..num_shards-1."""
     if num_shards < 1 or layout_threads < 1:
         raise BuildError("shard and layout-thread counts must be at least 1")
@@ -53,14 +60,14 @@ def shard_ranges(num_items, num_shards, layout_threads):
         )
     per_thread = num_shards // layout_threads
     spacing = linspace_int(0, num_items, layout_threads + 1)
-    ranges = []
+    ranges: list[tuple[int, int]] = []
     for t in range(layout_threads):
         cuts = linspace_int(spacing[t], spacing[t + 1], per_thread + 1)
         ranges.extend((cuts[s], cuts[s + 1]) for s in range(per_thread))
     return ranges
 
 
-def shuffled_order(num_items):
+def shuffled_order(num_items: int) -> array[int]:
     """Slim's shuffle of the indices (Python 3's Mersenne Twister, seed 12345).
 
     An array, not a list (5 MB instead of 46 MB for ImageNet); shuffle() swaps
@@ -77,13 +84,13 @@ class ImageEntry(NamedTuple):
 
     relpath: str
     label: int
-    boxes: tuple = ()
+    boxes: tuple[tuple[float, ...], ...] = ()  # (xmin, ymin, xmax, ymax) each
     offset: int = -1
     size: int = 0
     extra: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
 
     @property
-    def filename(self):
+    def filename(self) -> str:
         return self.relpath.rsplit("/", 1)[-1]
 
 
@@ -96,18 +103,18 @@ class ShardSpec:
     num_shards: int
     source_root: str  # a folder, or an archive
     source_kind: str  # which Reader reads its entries (sources.READERS)
-    entries: tuple  # ImageEntry, in record order
-    classes: dict  # label -> (synset, text) for the labels in this shard
+    entries: tuple[ImageEntry, ...]  # in record order
+    classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
 
     @property
-    def name(self):
+    def name(self) -> str:
         return shard_name(self.split, self.index, self.num_shards)
 
-    def path_of(self, entry):
+    def path_of(self, entry: ImageEntry) -> str:
         return os.path.join(self.source_root, entry.relpath)
 
-    def fingerprint(self, on_error, codec="", variant=""):
+    def fingerprint(self, on_error: str, codec: str = "", variant: str = "") -> str:
         """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
 
         `codec` is the encoder's version when the shard holds re-encoded images: another
@@ -119,7 +126,7 @@ class ShardSpec:
         lines = "\n".join(f"{e.relpath}\t{e.label}\t{e.boxes!r}" for e in self.entries)
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
 
-    def input_state(self, identities):
+    def input_state(self, identities: Iterable[str]) -> str:
         """Hash of the inputs' state (the identity of each, and an archive's own size and mtime):
         a changed input changes it, and its shard is redone. See sources.Reader.identity."""
         lines = "\n".join([self.source_stamp, *identities])
@@ -129,7 +136,14 @@ class ShardSpec:
 class SplitPlan:
     """The shards of one split. Specs are made on demand, so a plan of 1.28 M images stays small."""
 
-    def __init__(self, split_input, catalog, boxes, num_shards, layout_threads):
+    def __init__(
+        self,
+        split_input: SplitInput,
+        catalog: Catalog,
+        boxes: dict[str, bytes] | None,
+        num_shards: int,
+        layout_threads: int,
+    ) -> None:
         self.input = split_input
         self.split = split_input.split
         self.num_shards = num_shards
@@ -145,14 +159,14 @@ class SplitPlan:
         self.order = shuffled_order(len(split_input))
 
     @property
-    def names(self):
+    def names(self) -> list[str]:
         return [shard_name(self.split, k, self.num_shards) for k in range(self.num_shards)]
 
-    def size(self, k):
+    def size(self, k: int) -> int:
         begin, end = self.ranges[k]
         return end - begin
 
-    def spec(self, k):
+    def spec(self, k: int) -> ShardSpec:
         begin, end = self.ranges[k]
         source = self.input
         entries = []
@@ -177,5 +191,5 @@ class SplitPlan:
             source_stamp=source.stamp,
         )
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ShardSpec]:
         return (self.spec(k) for k in range(self.num_shards))

@@ -5,22 +5,27 @@ Unlike slim's helper it is safe to run twice, works on a partial set, never
 overwrites a file, and by default hard-links so the flat originals stay.
 """
 
+from __future__ import annotations
+
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from imagenet_build.catalog import (
     DEFAULT_VALIDATION_LABELS_FILE,
     read_validation_labels,
 )
-from imagenet_build.errors import InputError, UsageError
+from imagenet_build.errors import InputError, PathLike, UsageError
 from imagenet_build.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
 
 METHODS = ("link", "copy", "move")
 
 
-def prepare_validation(val_dir, labels_file=None, method="link", dry_run=False):
+def prepare_validation(
+    val_dir: PathLike, labels_file: PathLike | None = None, method: str = "link", dry_run: bool = False
+) -> dict[str, Any]:
     """Place each flat validation image into `<val_dir>/<synset>/`; returns what was (or would be) done."""
     if method not in METHODS:
         raise UsageError(f"method must be one of {', '.join(METHODS)}")
@@ -35,14 +40,16 @@ def prepare_validation(val_dir, labels_file=None, method="link", dry_run=False):
         return _place(val_dir, labels, method, dry_run)
 
 
-def _place(val_dir, labels, method, dry_run):
-    done = {"placed": 0, "already_in_place": 0, "conflicts": [], "no_label": [], "method": method,
+def _place(val_dir: Path, labels: list[str], method: str, dry_run: bool) -> dict[str, Any]:
+    done: dict[str, Any] = {"placed": 0, "already_in_place": 0, "conflicts": [], "no_label": [], "method": method,
             "dry_run": dry_run}
     names = sorted(n for n in os.listdir(val_dir) if VALIDATION_NAME.match(n) and (val_dir / n).is_file())
     if not names:
         raise InputError(val_dir, "holds no flat ILSVRC2012_val_*.JPEG files")
     for name in names:
-        number = int(VALIDATION_NAME.match(name).group(1))
+        match = VALIDATION_NAME.match(name)
+        assert match is not None  # names were filtered by this pattern
+        number = int(match.group(1))
         if number > len(labels):
             done["no_label"].append(name)
             continue

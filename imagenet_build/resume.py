@@ -7,16 +7,18 @@ fingerprint matches this plan, and its inputs are as they were (see ShardSpec).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from imagenet_build import manifest as manifest_mod
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
 from imagenet_build.naming import index_name
 from imagenet_build.output import Destination
-from imagenet_build.plan import ShardSpec
+from imagenet_build.plan import ShardSpec, SplitPlan
 from imagenet_build.resize import ResizeOptions
 from imagenet_build.sources import input_identities
+from imagenet_build.workers import Workers
 from imagenet_build.writer import INPUT_STATE, codec_of, rebuilt_sha256, variant_of
 
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
@@ -26,7 +28,7 @@ class ResumeCheck(NamedTuple):
     """One worker task: may the previous run's shard be kept?"""
 
     spec: ShardSpec
-    entry: dict  # the shard's entry in the previous manifest
+    entry: dict[str, Any]  # the shard's entry in the previous manifest
     previous_state: str | None
     dest: Destination
     on_error: str
@@ -34,7 +36,7 @@ class ResumeCheck(NamedTuple):
     resize: ResizeOptions | None = None  # a resized build's one target and options
 
 
-def read_previous(output, overwrite, options):
+def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> manifest_mod.Manifest | None:
     """The manifest of an earlier run in the output that this run may resume, or None."""
     if overwrite:
         return None
@@ -50,7 +52,15 @@ def read_previous(output, overwrite, options):
     return previous
 
 
-def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs, resize=None):
+def shards_to_keep(
+    previous: manifest_mod.Manifest | None,
+    plans: Sequence[SplitPlan],
+    dest: Destination,
+    on_error: str,
+    pool: Workers,
+    verify_inputs: bool,
+    resize: ResizeOptions | None = None,
+) -> dict[str, dict[str, Any]]:
     """{name: manifest entry} of the previous run's shards that this plan would write identically.
 
     A shard is kept when its sha256 and its index's still match the files, its fingerprint
@@ -62,9 +72,9 @@ def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs, resize=
     states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
     tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs, resize)
              for p in plans for k, name in enumerate(p.names) if name in listed]
-    kept = {}
+    kept: dict[str, dict[str, Any]] = {}
 
-    def keep(task, state):
+    def keep(task: ResumeCheck, state: str | None) -> None:
         if state is not None:
             kept[task.spec.name] = dict(task.entry, **{INPUT_STATE: state})
 
@@ -72,7 +82,15 @@ def shards_to_keep(previous, plans, dest, on_error, pool, verify_inputs, resize=
     return kept
 
 
-def still_matches(spec, entry, previous_state, dest, on_error, verify_inputs, resize=None):
+def still_matches(
+    spec: ShardSpec,
+    entry: dict[str, Any],
+    previous_state: str | None,
+    dest: Destination,
+    on_error: str,
+    verify_inputs: bool,
+    resize: ResizeOptions | None = None,
+) -> str | None:
     """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
     codec = codec_of(entry["reencoded"], entry.get("resized", 0))
     if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):

@@ -16,19 +16,25 @@ class has its own colour and stripe direction, so a small network can learn it.
 Same options -> same bytes.
 """
 
+from __future__ import annotations
+
 import colorsys
 import gzip
 import io
 import random
 import tarfile
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from imagenet_build.boxes import boxes_to_csv_lines
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
-from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.errors import BuildError, PathLike, UsageError
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
 
 
-def _picture(rng, label_index, num_classes, width, height):
+def _picture(rng: random.Random, label_index: int, num_classes: int, width: int, height: int) -> Image:
     from PIL import Image, ImageDraw
 
     hue = label_index / max(num_classes, 1)
@@ -47,7 +53,7 @@ def _picture(rng, label_index, num_classes, width, height):
     return Image.blend(image, noise, 0.25)
 
 
-def _encode(image, kind, quality):
+def _encode(image: Image, kind: str, quality: int) -> bytes:
     out = io.BytesIO()
     if kind == "cmyk":
         image.convert("CMYK").save(out, "JPEG", quality=quality)
@@ -68,16 +74,18 @@ def _encode(image, kind, quality):
     return out.getvalue()
 
 
-def _random_box(rng, width, height):
+def _random_box(rng: random.Random, width: int, height: int) -> tuple[int, int, int, int]:
     """A box in pixels, now and then reaching past the image as some ImageNet boxes do."""
     x0, x1 = sorted(rng.randint(-5, width + 5) for _ in range(2))
     y0, y1 = sorted(rng.randint(-5, height + 5) for _ in range(2))
     return x0, y0, x1, y1
 
 
-def _annotation(name, synset, width, height, boxes, floats=False):
+def _annotation(
+    name: str, synset: str, width: int, height: int, boxes: list[tuple[int, int, int, int]], floats: bool = False
+) -> str:
     """A Pascal-VOC XML annotation as ImageNet's bbox archive has them."""
-    def number(v):
+    def number(v: int) -> str:
         return f"{v}.0" if floats else str(v)
 
     objects = "".join(
@@ -93,14 +101,14 @@ def _annotation(name, synset, width, height, boxes, floats=False):
     )
 
 
-def _tar_add(tar, name, data):
+def _tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     """Add bytes with fixed metadata, so the same sample gives the same archive bytes."""
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), 0, 0o644
     tar.addfile(info, io.BytesIO(data))
 
 
-def _sample_in_layout(out, layout, **options):
+def _sample_in_layout(out: PathLike, layout: str, **options: Any) -> dict[str, Any]:
     """The ILSVRC sample made aside, then rewritten in the layout's shape under `out`."""
     import shutil
     import tempfile
@@ -123,7 +131,7 @@ def _sample_in_layout(out, layout, **options):
     return dict(counts, layout=layout)
 
 
-def write_tarballs(out):
+def write_tarballs(out: PathLike) -> None:
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)
     with tarfile.open(out / "ILSVRC2012_img_train.tar", "w", format=tarfile.GNU_FORMAT) as outer:
@@ -146,7 +154,7 @@ def write_tarballs(out):
 _SPECIAL = {2: "cmyk", 4: "png", 9: "cmyk", 3: "gray", 5: "progressive", 7: "exif-rotated"}
 
 
-def _kind(position):
+def _kind(position: int) -> str:
     if position in _SPECIAL:
         return _SPECIAL[position]
     if position % 13 == 6:
@@ -156,8 +164,9 @@ def _kind(position):
     return "rgb"
 
 
-def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=64, max_size=160,
-                quality=90, seed=0, labels_file=None, tarballs=False, layout="ilsvrc"):
+def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation_per_class: int = 4,
+                min_size: int = 64, max_size: int = 160, quality: int = 90, seed: int = 0,
+                labels_file: PathLike | None = None, tarballs: bool = False, layout: str = "ilsvrc") -> dict[str, Any]:
     """Write the sample tree under `out` (which must not hold files yet). Returns counts.
 
     layout: another copy's shape (`sample --layout`): the same images (for the same seed)
@@ -180,7 +189,7 @@ def make_sample(out, classes=4, per_class=12, validation_per_class=4, min_size=6
         raise BuildError(f"{out}: not empty; choose a new folder for the sample")
     rng = random.Random(seed)
     synsets = all_synsets[:classes]
-    counts = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
+    counts: dict[str, Any] = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
 
     (out / "bbox").mkdir(parents=True)
     position = 0

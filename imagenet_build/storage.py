@@ -7,34 +7,39 @@ when complete, so shards are staged locally and uploaded whole, and
 manifest.json is the last object written.
 """
 
+from __future__ import annotations
+
 import hashlib
 import os
 from pathlib import Path
+from typing import IO, Any
+
+from imagenet_build.errors import PathLike
 
 
-def is_url(path):
+def is_url(path: PathLike) -> bool:
     return "://" in str(path)
 
 
-def join(base, *names):
+def join(base: PathLike, *names: str) -> str:
     """A path or URL below `base`."""
     if is_url(base):
         return "/".join([str(base).rstrip("/"), *names])
     return str(Path(base, *names))
 
 
-def basename(path):
+def basename(path: PathLike) -> str:
     return str(path).rstrip("/").rsplit("/", 1)[-1]
 
 
-def parent(path):
+def parent(path: PathLike) -> str:
     return str(path).rstrip("/").rsplit("/", 1)[0] if is_url(path) else os.path.dirname(str(path))
 
 
 _PROTOCOL_MODULES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 
 
-def _fs(url):
+def _fs(url: PathLike) -> Any:
     """The fsspec file system of a URL; a missing package or an unknown protocol is one BuildError line."""
     from imagenet_build.errors import BuildError
     from imagenet_build.optional import missing_message, require
@@ -51,18 +56,18 @@ def _fs(url):
     return fs
 
 
-def open_read(path, random_access=False):
+def open_read(path: PathLike, random_access: bool = False) -> IO[bytes]:
     """A binary file object; for URLs, random_access reads exactly the bytes asked (no read-ahead)."""
     if not is_url(path):
         return open(path, "rb")
     return _fs(path).open(str(path), "rb", **({"cache_type": "none"} if random_access else {}))
 
 
-def size(path):
+def size(path: PathLike) -> int:
     return _fs(path).size(str(path)) if is_url(path) else os.path.getsize(path)
 
 
-def stamp(path):
+def stamp(path: PathLike) -> str:
     """Size and modification time (or an object's ETag): what says a file changed, without reading it."""
     if not is_url(path):
         st = os.stat(path)
@@ -72,17 +77,17 @@ def stamp(path):
     return f"{info.get('size')}:{changed}"
 
 
-def exists(path):
+def exists(path: PathLike) -> bool:
     return _fs(path).exists(str(path)) if is_url(path) else os.path.exists(path)
 
 
-def read_bytes(path):
+def read_bytes(path: PathLike) -> bytes:
     if is_url(path):
         return _fs(path).cat_file(str(path))
     return Path(path).read_bytes()
 
 
-def write_bytes(path, data):
+def write_bytes(path: PathLike, data: bytes) -> None:
     """Atomic either way: one PUT for an object, temp name + rename for a file."""
     if is_url(path):
         _fs(path).pipe_file(str(path), data)
@@ -92,12 +97,12 @@ def write_bytes(path, data):
         write_atomic(path, data)
 
 
-def upload(local, url):
+def upload(local: PathLike, url: str) -> None:
     """Copy a finished local file to its final object name, in one upload."""
     _fs(url).put_file(str(local), str(url))
 
 
-def listdir(path):
+def listdir(path: PathLike) -> dict[str, bool]:
     """{name: is a folder} directly below a folder or URL prefix ({} when there is none)."""
     if not is_url(path):
         if not os.path.isdir(path):
@@ -109,14 +114,14 @@ def listdir(path):
     return {basename(info["name"]): info["type"] == "directory" for info in fs.ls(str(path), detail=True)}
 
 
-def remove(path):
+def remove(path: PathLike) -> None:
     if is_url(path):
         _fs(path).rm(str(path))
     else:
         os.unlink(path)
 
 
-def remove_tree(path):
+def remove_tree(path: PathLike) -> None:
     if is_url(path):
         _fs(path).rm(str(path), recursive=True)
     else:
@@ -125,7 +130,7 @@ def remove_tree(path):
         shutil.rmtree(path)
 
 
-def sha256(path):
+def sha256(path: PathLike) -> str | None:
     """sha256 of a file or object, or None when it cannot be read."""
     digest = hashlib.sha256()
     try:

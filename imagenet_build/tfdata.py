@@ -19,17 +19,22 @@ log-uniformly; `sample_distorted_bounding_box` draws differently and honours the
 boxes: alike, not statistically identical.
 """
 
+from __future__ import annotations
+
 import glob
 import os
+from collections.abc import Sequence
+from typing import Any, Union
 
 from imagenet_build.naming import shard_glob
 
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
 _BOX_KEYS = ("xmin", "ymin", "xmax", "ymax")
+ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 
 
-def list_files(pattern_or_dir, training=True):
+def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
     """Sorted shard paths: a list as given, a glob pattern, or a folder (its train- or validation- shards)."""
     if isinstance(pattern_or_dir, (list, tuple)):
         files = [str(p) for p in pattern_or_dir]
@@ -43,9 +48,10 @@ def list_files(pattern_or_dir, training=True):
     return sorted(files)
 
 
-def make_dataset(pattern_or_dir, *, training, batch_size, image_size=224, num_workers=1, worker_index=0,
-                 shuffle_buffer=10000, seed=None, mean=DLE_MEAN, std=DLE_STD, repeat=None,
-                 drop_remainder=None, augment=None):
+def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int, image_size: int = 224,
+                 num_workers: int = 1, worker_index: int = 0, shuffle_buffer: int = 10000, seed: int | None = None,
+                 mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD, repeat: bool | None = None,
+                 drop_remainder: bool | None = None, augment: bool | None = None) -> Any:
     """A tf.data.Dataset of (images float32 [B, S, S, 3], labels int32 [B]) from slim-format shards.
 
     repeat and drop_remainder default to `training`; augment (slim's random crop and flip) too.
@@ -71,7 +77,7 @@ def make_dataset(pattern_or_dir, *, training, batch_size, image_size=224, num_wo
     std = tf.constant(std, tf.float32)
     size = [image_size, image_size]
 
-    def random_crop(encoded, xmin, ymin, xmax, ymax):
+    def random_crop(encoded: Any, xmin: Any, ymin: Any, xmax: Any, ymax: Any) -> Any:
         image = tf.io.decode_image(encoded, channels=3, expand_animations=False)  # JPEG or PNG
         boxes = tf.reshape(tf.stack([ymin, xmin, ymax, xmax], axis=-1), [1, -1, 4])
         begin, crop, _ = tf.image.sample_distorted_bounding_box(
@@ -81,7 +87,7 @@ def make_dataset(pattern_or_dir, *, training, batch_size, image_size=224, num_wo
         image = tf.image.resize(image, size)
         return tf.image.random_flip_left_right(image)
 
-    def centre_crop(encoded):
+    def centre_crop(encoded: Any) -> Any:
         image = tf.cast(tf.io.decode_image(encoded, channels=3, expand_animations=False), tf.float32)
         shape = tf.cast(tf.shape(image)[:2], tf.float32)
         scale = (image_size * 256 / 224) / tf.reduce_min(shape)
@@ -90,7 +96,7 @@ def make_dataset(pattern_or_dir, *, training, batch_size, image_size=224, num_wo
 
     spec = tf.TensorSpec(size + [3], tf.float32)
 
-    def parse_batch(serialized):
+    def parse_batch(serialized: Any) -> tuple[Any, Any]:
         parsed = tf.io.parse_example(serialized, features)  # one parse for the whole batch
         if augment:
             coords = [tf.sparse.to_dense(parsed[f"image/object/bbox/{k}"]) for k in _BOX_KEYS]

@@ -4,7 +4,11 @@ CRC32C comes from google-crc32c (hardware CRC through its C extension): a pure
 Python CRC would cost more than everything else per record together.
 """
 
+from __future__ import annotations
+
 import struct
+from collections.abc import Iterator
+from typing import IO, Protocol
 
 import google_crc32c
 
@@ -16,15 +20,19 @@ HEADER_SIZE = 12  # length + its CRC
 OVERHEAD = 16  # header + payload CRC
 
 
-def _mask(crc):
+class Readable(Protocol):
+    def read(self, n: int, /) -> bytes: ...
+
+
+def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def masked_crc32c(data):
+def masked_crc32c(data: bytes) -> int:
     return _mask(google_crc32c.value(data))
 
 
-def frame(*parts):
+def frame(*parts: bytes) -> tuple[bytes, bytes]:
     """(header, footer) bytes that enclose the payload `b"".join(parts)` as one record."""
     length = _LENGTH.pack(sum(len(p) for p in parts))
     crc = 0
@@ -36,13 +44,13 @@ def frame(*parts):
 class FramingError(ValueError):
     """The file stops being a sequence of records at byte `offset`; nothing after it can be trusted."""
 
-    def __init__(self, offset, message):
+    def __init__(self, offset: int, message: str) -> None:
         self.offset = offset
         self.message = message
         super().__init__(f"byte {offset}: {message}")
 
 
-def _checked_length(header, offset, size):
+def _checked_length(header: bytes, offset: int, size: int) -> int:
     """The payload length a 12-byte header announces, or FramingError."""
     (length,) = _SIGNED_LENGTH.unpack_from(header)
     if masked_crc32c(header[:8]) != _CRC.unpack_from(header, 8)[0]:
@@ -56,11 +64,11 @@ def _checked_length(header, offset, size):
     return length
 
 
-def _trailing(offset, size):
+def _trailing(offset: int, size: int) -> FramingError:
     return FramingError(offset, f"{size - offset} trailing byte(s) that are not a record")
 
 
-def scan_lengths(f, size):
+def scan_lengths(f: IO[bytes], size: int) -> Iterator[tuple[int, int]]:
     """Yield (offset, payload length) per record, reading only the headers and seeking over payloads.
 
     Checks each length's CRC; raises FramingError where the framing breaks.
@@ -75,7 +83,7 @@ def scan_lengths(f, size):
         offset += OVERHEAD + length
 
 
-def read_records(f, size):
+def read_records(f: Readable, size: int) -> Iterator[tuple[int, bytes, bool]]:
     """Yield (offset, payload, payload CRC ok) per record, reading every byte once.
 
     A bad payload CRC is reported per record (the framing still holds); broken

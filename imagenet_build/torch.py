@@ -186,7 +186,8 @@ class _Reader:
 # ------------------------------------------------------------------ the datasets
 
 
-class RecordDataset(torch.utils.data.Dataset):
+# torch comes from require() at run time, so mypy sees a value, not a module whose classes are types
+class RecordDataset(torch.utils.data.Dataset):  # type: ignore[name-defined]
     """Map-style: this rank's records of one epoch, each read by one pread at its index offset.
 
     Call set_epoch(e) before each epoch (as with DistributedSampler); with
@@ -219,7 +220,7 @@ class RecordDataset(torch.utils.data.Dataset):
         return self._reader.read(int(self._order[i]))
 
 
-class IterableRecordDataset(torch.utils.data.IterableDataset):
+class IterableRecordDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]  # as above
     """Streaming: this rank's and this DataLoader worker's contiguous run of records, read sequentially.
 
     With shuffle (default for train) the shards' order is permuted by (seed,

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from imagenet_build.errors import BuildError
 from imagenet_build.optional import require
 from imagenet_build.trainer import DLE_MEAN, DLE_STD
 from imagenet_build.trainer_checks import Report, check_batches, check_epoch, check_loss, check_overfit
 from imagenet_build.workers import progress_bar
-
 
 
 def resolve_device(device: str) -> str:
@@ -41,7 +40,7 @@ def small_resnet(classes: int) -> Any:
     torch = require("torch", "trainer-check --framework torch")
     nn = torch.nn
 
-    class Block(nn.Module):
+    class Block(nn.Module):  # type: ignore[name-defined]  # torch comes from require() at run time
         def __init__(self, cin: int, cout: int, stride: int) -> None:
             super().__init__()
             self.body = nn.Sequential(
@@ -78,7 +77,7 @@ def _loader(dataset: Any, batch_size: int, workers: int) -> Any:
                                        prefetch_factor=4 if workers else None)
 
 
-def _cycle(dataset: Any, batch_size: int, workers: int) -> Iterator[dict]:
+def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None, None]:
     """Batches epoch after epoch (set_epoch before each, as a training loop does)."""
     epoch = 0
     while True:

@@ -14,18 +14,23 @@ The checks themselves are trainer_checks.py's, shared with the PyTorch reader (t
 TensorFlow and DALI are imported here only (extras `tf` and `dali`).
 """
 
+from __future__ import annotations
+
 import os
 import re
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Callable
 
 from imagenet_build import storage
-from imagenet_build.errors import BuildError
-from imagenet_build.manifest import read_manifest
+from imagenet_build.errors import BuildError, PathLike
+from imagenet_build.manifest import Manifest, read_manifest
 from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
-from imagenet_build.trainer_checks import (  # noqa: F401 (format_report: the CLI's)
-    Report, check_batches as _check_batches, check_epoch as _check_epoch, check_loss, check_overfit, format_report)
+from imagenet_build.trainer_checks import Report, check_loss, check_overfit, format_report  # noqa: F401 (format_report: the CLI's)
+from imagenet_build.trainer_checks import check_batches as _check_batches
+from imagenet_build.trainer_checks import check_epoch as _check_epoch
 from imagenet_build.workers import progress_bar
 
 DLE_MEAN = (123.68, 116.28, 103.53)
@@ -37,7 +42,7 @@ _SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
 # ------------------------------------------------------------------ inputs
 
 
-def split_files(folder, split):
+def split_files(folder: PathLike, split: str) -> tuple[Manifest | None, list[str], list[str]]:
     """Every `<split>-*-of-*` file in the folder (as a training script's glob finds them) and its index."""
     folder = Path(folder)
     try:
@@ -51,14 +56,14 @@ def split_files(folder, split):
     return manifest, [str(p) for p in paths], [storage.join(index_dir, index_name(p.name)) for p in paths]
 
 
-def resolve_device(device):
+def resolve_device(device: str) -> str:
     """"gpu" or "cpu" for --device auto|gpu|cpu."""
     if device == "cpu":
         return "cpu"
     from nvidia.dali import backend
 
     try:
-        gpus = backend.GetCUDADeviceCount()
+        gpus = backend.GetCUDADeviceCount()  # type: ignore[attr-defined]  # not in DALI's stubs
     except Exception:  # no driver: DALI raises its own error type
         gpus = 0
     if device == "gpu" and not gpus:
@@ -66,34 +71,37 @@ def resolve_device(device):
     return "gpu" if gpus else "cpu"
 
 
-def _features():
+def _features() -> dict[str, Any]:
     import nvidia.dali.tfrecord as tfrec
 
+    # DALI takes any sequence as the shape; its stubs say list (a scalar's shape () stays as it always was)
     return {
-        "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
+        "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),  # type: ignore[arg-type]
         "image/class/label": tfrec.FixedLenFeature([1], tfrec.int64, -1),
-        "image/filename": tfrec.FixedLenFeature((), tfrec.string, ""),
+        "image/filename": tfrec.FixedLenFeature((), tfrec.string, ""),  # type: ignore[arg-type]
     }
 
 
 # ------------------------------------------------------------------ the DALI pipelines
 
 
-def reading_pipeline(paths, indexes, shard_id, num_shards, batch_size):
+def reading_pipeline(paths: list[str], indexes: list[str], shard_id: int, num_shards: int, batch_size: int) -> Any:
     """Records as DALI's reader delivers them to one rank: where each came from, its name and label."""
     from nvidia.dali import fn, pipeline_def
 
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=None)
-    def pipeline():
-        r = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
+    def pipeline() -> tuple[Any, Any, Any]:
+        # Any: the reader's outputs are a dict by feature name, which DALI's stubs do not say
+        r: Any = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
                                 shard_id=shard_id, num_shards=num_shards, pad_last_batch=True)
         return fn.get_property(r["image/encoded"], key="source_info"), r["image/filename"], r["image/class/label"]
 
     return pipeline()
 
 
-def training_pipeline(paths, indexes, device, batch_size, mean, std, training=True, shard_id=0, num_shards=1,
-                      seed=1234):
+def training_pipeline(paths: list[str], indexes: list[str], device: str, batch_size: int, mean: Sequence[float],
+                      std: Sequence[float], training: bool = True, shard_id: int = 0, num_shards: int = 1,
+                      seed: int = 1234) -> Any:
     """DLE's ImageNet pipeline: random-crop decode, resize 224, mirror, normalise, label - 1.
 
     `device` "gpu" decodes with "mixed" and runs the image ops on the GPU; "cpu" runs it all on the
@@ -105,8 +113,9 @@ def training_pipeline(paths, indexes, device, batch_size, mean, std, training=Tr
     gpu = device == "gpu"
 
     @pipeline_def(batch_size=batch_size, num_threads=2, device_id=0 if gpu else None, seed=seed)
-    def pipeline():
-        r = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
+    def pipeline() -> tuple[Any, Any]:
+        # Any: the reader's outputs are a dict by feature name, which DALI's stubs do not say
+        r: Any = fn.readers.tfrecord(path=paths, index_path=indexes, features=_features(), name="Reader",
                                 shard_id=shard_id, num_shards=num_shards, pad_last_batch=True,
                                 random_shuffle=training, initial_fill=10000)
         decoder = "mixed" if gpu else "cpu"
@@ -129,14 +138,14 @@ def training_pipeline(paths, indexes, device, batch_size, mean, std, training=Tr
     return pipeline()
 
 
-def _rank_size(epoch_size, shard_id, num_shards):
+def _rank_size(epoch_size: int, shard_id: int, num_shards: int) -> int:
     """How many records DALI's reader gives rank shard_id (contiguous ranges of the concatenated indexes)."""
     return epoch_size * (shard_id + 1) // num_shards - epoch_size * shard_id // num_shards
 
 
-def read_epoch(paths, indexes, num_shards, batch_size=64):
+def read_epoch(paths: list[str], indexes: list[str], num_shards: int, batch_size: int = 64) -> list[tuple[Any, ...]]:
     """[(rank, source file, offset, filename, label)] for one epoch of every simulated rank."""
-    seen = []
+    seen: list[tuple[Any, ...]] = []
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         pipe = reading_pipeline(paths, indexes, rank, num_shards, batch_size)
@@ -150,7 +159,7 @@ def read_epoch(paths, indexes, num_shards, batch_size=64):
                 if got == size:  # the rest is padding (pad_last_batch repeats the last record)
                     break
                 match = _SOURCE_INFO.match(bytes(info.at(i)).decode(errors="replace"))
-                source = (match["file"], int(match["offset"])) if match else (None, None)
+                source: tuple[str | None, int | None] = (match["file"], int(match["offset"])) if match else (None, None)
                 seen.append((rank, *source, names.at(i).tobytes().decode(errors="replace"), int(labels.at(i)[0])))
                 got += 1
             bar.update(got - before)
@@ -162,12 +171,12 @@ def read_epoch(paths, indexes, num_shards, batch_size=64):
 # ------------------------------------------------------------------ the model
 
 
-def small_resnet(classes):
+def small_resnet(classes: int) -> Any:
     """A small ResNet for CPU runs: a stride-4 stem, two residual stages, global pooling."""
     import keras
     from keras import layers
 
-    def block(x, filters, stride):
+    def block(x: Any, filters: int, stride: int) -> Any:
         shortcut = x
         y = layers.Conv2D(filters, 3, strides=stride, padding="same", use_bias=False)(x)
         y = layers.BatchNormalization()(y)
@@ -191,7 +200,7 @@ def small_resnet(classes):
     return keras.Model(inputs, layers.Dense(classes)(x), name="small_resnet")
 
 
-def build_model(name, classes):
+def build_model(name: str, classes: int) -> Any:
     import keras
 
     model = keras.applications.ResNet50(weights=None, classes=classes) if name == "resnet50" else small_resnet(classes)
@@ -203,7 +212,7 @@ def build_model(name, classes):
 # ------------------------------------------------------------------ the check
 
 
-def _train(batches, model, losses):
+def _train(batches: Callable[[], Any], model: Any, losses: list[float]) -> str:
     """Train on batches(), appending each loss; returns why training stopped early, or ""."""
     import tensorflow as tf
 
@@ -219,7 +228,7 @@ def _train(batches, model, losses):
     return ""
 
 
-def _dali_dataset(pipe, device, batch_size):
+def _dali_dataset(pipe: Any, device: str, batch_size: int) -> Any:
     import tensorflow as tf
     from nvidia.dali.plugin import tf as dali_tf
 
@@ -231,7 +240,7 @@ def _dali_dataset(pipe, device, batch_size):
         )
 
 
-def _require_dali_and_tf():
+def _require_dali_and_tf() -> None:
     """DALI, TensorFlow and DALI's TF plugin, or one BuildError saying which to install."""
     require("nvidia.dali", "trainer-check")
     require("tensorflow", "trainer-check", quiet=True)
@@ -246,14 +255,14 @@ def _require_dali_and_tf():
                          "'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5'") from None
 
 
-def _dali_failure(error):
+def _dali_failure(error: BaseException) -> str:
     """DALI's error text (a RuntimeError with a C++ trace) cut to its one telling line."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     telling = [line for line in lines if "rror" in line and "Stacktrace" not in line] or lines or [repr(error)]
     return telling[0][:300]
 
 
-def trainer_check(folder, split="train", device="auto", **options):
+def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", **options: Any) -> dict[str, Any]:
     """Run every check; returns the report dict (ok, checks, images_per_second, loss, ...).
 
     DALI reports bad data it reaches (an index entry off by a byte, a truncated record) as a
@@ -272,8 +281,10 @@ def trainer_check(folder, split="train", device="auto", **options):
                          f"run imagenet-build verify {folder}") from None
 
 
-def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, model=None, num_shards=1,
-                   mean=DLE_MEAN, std=DLE_STD, compare_tf=False, progress=True):
+def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Manifest | None, list[str], list[str]],
+                   steps: int | None = None, batch_size: int | None = None, model: str | None = None,
+                   num_shards: int = 1, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
+                   compare_tf: bool = False, progress: bool = True) -> dict[str, Any]:
     started = time.monotonic()
     manifest, paths, indexes = inputs
     device = resolve_device(device)
@@ -294,7 +305,8 @@ def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, m
 
     pipe = training_pipeline(paths, indexes, device, batch_size, mean, std)
     pipe.build()
-    batches, timed_images, t0 = [], 0, time.perf_counter()
+    batches: list[Any] = []
+    timed_images, t0 = 0, time.perf_counter()
     for _ in range(max(4, min(20, len(seen) // batch_size))):
         images, _ = pipe.run()
         batches.append(np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor()))
@@ -308,7 +320,8 @@ def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, m
 
     train_model = build_model(model, classes)
     dataset = _dali_dataset(training_pipeline(paths, indexes, device, batch_size, mean, std), device, batch_size)
-    losses, t0 = [], time.perf_counter()
+    losses: list[float] = []
+    t0 = time.perf_counter()
     failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(steps)),
                      train_model, losses)
     train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
@@ -321,11 +334,11 @@ def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, m
     images = np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor())
     labels = np.array(labels.as_cpu().as_tensor() if device == "gpu" else labels.as_tensor()).reshape(-1)
     del subset
-    fixed = []
+    fixed: list[float] = []
     failure = _train(lambda: ((images, labels) for _ in range(max(steps, 30))), build_model(model, classes), fixed)
     check_overfit(report, fixed, failure, len(labels))
 
-    result = {
+    result: dict[str, Any] = {
         "ok": report.ok,
         "checks": report.checks,
         "split": split,
@@ -348,14 +361,17 @@ def _trainer_check(folder, split, device, inputs, steps=None, batch_size=None, m
     return result
 
 
-def compare_with_tf_data(paths, batch_size, mean, std, num_batches):
+def compare_with_tf_data(
+    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
+) -> dict[str, Any]:
     """The same augmentation through tf.data (imagenet_build.tfdata): images/s and channel statistics."""
     import numpy as np
 
     from imagenet_build.tfdata import make_dataset
 
     dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
-    batches, t0 = [], time.perf_counter()
+    batches: list[Any] = []
+    t0 = time.perf_counter()
     for images, _ in dataset.take(num_batches):
         batches.append(images.numpy())
     rate = num_batches * batch_size / (time.perf_counter() - t0)

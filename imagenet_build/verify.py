@@ -7,12 +7,14 @@ collected, never raised: a report lists them all (a bounded number per check)
 with file, record number and byte offset.
 """
 
+from __future__ import annotations
+
 import hashlib
 import io
 import os
 import time
 from collections import Counter
-from typing import NamedTuple
+from typing import IO, Any, Callable, NamedTuple, Tuple
 
 from imagenet_build import storage
 from imagenet_build.catalog import (
@@ -21,10 +23,10 @@ from imagenet_build.catalog import (
     SUBSET_TRAIN_IMAGES,
 )
 from imagenet_build.dali_index import check_index
-from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
 from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
-from imagenet_build.manifest import read_manifest
+from imagenet_build.manifest import Manifest, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
     LOCK_NAME,
@@ -44,6 +46,7 @@ _SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", 
            "image/class/synset", "image/class/text", "image/format", "image/filename", "image/encoded"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _BOX_COORDS = [f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax")]
+Finding = Tuple[str, str]  # (check, message) about one record
 
 # The checks, in report order, with what each one covers.
 CHECKS = {
@@ -66,22 +69,29 @@ WARNINGS = {
 class Problems:
     """Problems by check: the first SHOWN_PER_CHECK of each kept, all counted."""
 
-    def __init__(self):
-        self.shown = []
-        self.counts = Counter()
-        self._shown_counts = Counter()
+    def __init__(self) -> None:
+        self.shown: list[dict[str, Any]] = []
+        self.counts: Counter[str] = Counter()
+        self._shown_counts: Counter[str] = Counter()
 
-    def add(self, check, file=None, record=None, offset=None, message=""):
+    def add(
+        self,
+        check: str,
+        file: str | None = None,
+        record: int | None = None,
+        offset: int | None = None,
+        message: str = "",
+    ) -> None:
         self._keep({"check": check, "file": file, "record": record, "offset": offset, "message": message})
         self.counts[check] += 1
 
-    def merge(self, shown, counts):
+    def merge(self, shown: list[dict[str, Any]], counts: dict[str, int]) -> None:
         """Add a task's problems: those it kept, and the count of all it found."""
         for problem in shown:
             self._keep(problem)
         self.counts.update(counts)
 
-    def _keep(self, problem):
+    def _keep(self, problem: dict[str, Any]) -> None:
         if self._shown_counts[problem["check"]] < SHOWN_PER_CHECK:
             self._shown_counts[problem["check"]] += 1
             self.shown.append(problem)
@@ -90,7 +100,7 @@ class Problems:
 # ------------------------------------------------------------------ one shard (a worker task)
 
 
-def check_example(payload, deep=False):
+def check_example(payload: bytes, deep: bool = False) -> tuple[int | None, str | None, list[Finding]]:
     """(label, synset, [(check, message)]) for one record; label is None when it has none usable."""
     try:
         example = example_message_class()()
@@ -101,6 +111,25 @@ def check_example(payload, deep=False):
     for key, feature in example.features.feature.items():
         kind = feature.WhichOneof("kind")
         values[key] = (kind, list(getattr(feature, kind).value) if kind else [])
+    found = _schema_problems(values)
+    if found:
+        return None, None, found
+
+    def one(key: str) -> Any:
+        return values[key][1][0]
+
+    label, height, width = one("image/class/label"), one("image/height"), one("image/width")
+    synset = one("image/class/synset").decode("utf-8", "replace")
+    found.extend(_value_problems(one, label, height, width))
+    found.extend(_encoded_problems(one("image/encoded"), one("image/format"), height, width))
+    found.extend(_box_problems(values, label))
+    if deep:
+        found.extend(_check_decodes(one("image/encoded"), height, width))
+    return label, synset, found
+
+
+def _schema_problems(values: dict[str, tuple[str | None, list[Any]]]) -> list[Finding]:
+    """Every key of slim's schema present, of its type, and the single-valued ones with one value."""
     found = []
     for key, kind in SCHEMA.items():
         if key not in values:
@@ -109,14 +138,12 @@ def check_example(payload, deep=False):
             found.append(("example", f"{key} is {values[key][0]}, expected {LIST_FIELD[kind]}"))
         elif key in _SINGLE and len(values[key][1]) != 1:
             found.append(("example", f"{key} holds {len(values[key][1])} values, expected 1"))
-    if found:
-        return None, None, found
+    return found
 
-    def one(key):
-        return values[key][1][0]
 
-    label, height, width = one("image/class/label"), one("image/height"), one("image/width")
-    synset = one("image/class/synset").decode("utf-8", "replace")
+def _value_problems(one: Callable[[str], Any], label: int, height: int, width: int) -> list[Finding]:
+    """The single values: label, size, the constant fields, the names."""
+    found = []
     if label < 1:
         found.append(("labels", f"label {label}: labels are 1-based (0 is background)"))
     if height <= 0 or width <= 0:
@@ -129,33 +156,40 @@ def check_example(payload, deep=False):
     for key in ("image/class/synset", "image/class/text", "image/filename"):
         if not one(key):
             found.append(("example", f"{key} is empty"))
-    encoded = one("image/encoded")
-    if encoded[:2] != b"\xff\xd8" and not (one("image/format") == b"PNG" and encoded[:8] == PNG_MAGIC):
-        found.append(("example", f"image/encoded is not a {one('image/format').decode(errors='replace')} image"))
-    elif encoded[:2] == b"\xff\xd8":
-        found.extend(_check_jpeg_header(encoded, height, width))
+    return found
+
+
+def _encoded_problems(encoded: bytes, image_format: bytes, height: int, width: int) -> list[Finding]:
+    """The image is of its format; a JPEG's header agrees with the record."""
+    if encoded[:2] != b"\xff\xd8" and not (image_format == b"PNG" and encoded[:8] == PNG_MAGIC):
+        return [("example", f"image/encoded is not a {image_format.decode(errors='replace')} image")]
+    if encoded[:2] == b"\xff\xd8":
+        return _check_jpeg_header(encoded, height, width)
+    return []
+
+
+def _box_problems(values: dict[str, tuple[str | None, list[Any]]], label: int) -> list[Finding]:
+    """The box lists: one length, values in [0, 1], the class's label, corners in order."""
     boxes = [values[k][1] for k in _BOX_COORDS]
     box_labels = values["image/object/bbox/label"][1]
     if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
-        found.append(("example", "bbox lists of different lengths"))
-    elif any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
-        found.append(("example", "bbox value outside [0, 1]"))
-    elif any(v != label for v in box_labels):
-        found.append(("example", "bbox/label differs from the class label"))
-    elif any(xmin > xmax or ymin > ymax for xmin, ymin, xmax, ymax in zip(*boxes)):
-        found.append(("example", "bbox with xmin > xmax or ymin > ymax"))
-    if deep:
-        found.extend(_check_decodes(encoded, height, width))
-    return label, synset, found
+        return [("example", "bbox lists of different lengths")]
+    if any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
+        return [("example", "bbox value outside [0, 1]")]
+    if any(v != label for v in box_labels):
+        return [("example", "bbox/label differs from the class label")]
+    if any(xmin > xmax or ymin > ymax for xmin, ymin, xmax, ymax in zip(*boxes)):
+        return [("example", "bbox with xmin > xmax or ymin > ymax")]
+    return []
 
 
-def _check_jpeg_header(encoded, height, width):
+def _check_jpeg_header(encoded: bytes, height: int, width: int) -> list[Finding]:
     """The stored JPEG's header against the record, and convert's rule for headers that lie."""
     try:
         header, scan_bytes = jpeg_facts(encoded)
     except ValueError as e:
         return [("example", f"image/encoded is a broken JPEG: {e}")]
-    found = []
+    found: list[Finding] = []
     if (header.height, header.width) != (height, width):
         found.append(("example", f"JPEG header says {header.width}x{header.height}, record says {width}x{height}"))
     problem = size_problem(header, scan_bytes) if scan_bytes >= 0 else "JPEG without an end-of-image marker"
@@ -170,7 +204,7 @@ def _check_jpeg_header(encoded, height, width):
     return found
 
 
-def _check_decodes(encoded, height, width):
+def _check_decodes(encoded: bytes, height: int, width: int) -> list[Finding]:
     from PIL import Image
 
     try:
@@ -187,10 +221,10 @@ def _check_decodes(encoded, height, width):
 class _HashingReader:
     """A file's read() that also feeds what it returns to a digest: one pass for records and sha256."""
 
-    def __init__(self, f, digest):
+    def __init__(self, f: IO[bytes], digest: Any) -> None:
         self._f, self._digest = f, digest
 
-    def read(self, n):
+    def read(self, n: int) -> bytes:
         data = self._f.read(n)
         self._digest.update(data)
         return data
@@ -205,15 +239,18 @@ class ShardCheck(NamedTuple):
     deep: bool
 
 
-def check_shard(shard_path, index_path, quick, deep):
+def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> dict[str, Any]:
     """All per-shard checks; returns a dict of figures and problems (picklable)."""
     name = storage.basename(shard_path)
     problems, warnings = Problems(), Problems()
     size = storage.size(shard_path)
-    entries = []
+    entries: list[tuple[int, int]] = []
     digest = None if quick else hashlib.sha256()
-    label_synsets, label_counts = {}, Counter()
-    with storage.open_read(shard_path, random_access=quick) as raw, io.BufferedReader(raw, 1 << 20) as f:
+    label_synsets: dict[int, set[str]] = {}
+    label_counts: Counter[int] = Counter()
+    # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
+    with storage.open_read(shard_path, random_access=quick) as raw, \
+            io.BufferedReader(raw, 1 << 20) as f:  # type: ignore[type-var]
         try:
             if quick:
                 for offset, length in scan_lengths(f, size):
@@ -229,7 +266,7 @@ def check_shard(shard_path, index_path, quick, deep):
                     label, synset, found = check_example(payload, deep)
                     for check, message in found:
                         (warnings if check in WARNINGS else problems).add(check, name, number, offset, message)
-                    if label is not None:
+                    if label is not None and synset is not None:  # the two come together
                         label_synsets.setdefault(label, set()).add(synset)
                         label_counts[label] += 1
         except FramingError as e:
@@ -241,8 +278,8 @@ def check_shard(shard_path, index_path, quick, deep):
     except FileNotFoundError:
         index_bytes = None
     if "framing" not in problems.counts:  # an index can only be judged against sound framing
-        for line, offset, message in check_index(index_bytes, entries, size):
-            problems.add("index", storage.basename(index_path), line, offset, message)
+        for line, at, message in check_index(index_bytes, entries, size):
+            problems.add("index", storage.basename(index_path), line, at, message)
     index_sha = hashlib.sha256(index_bytes).hexdigest() if index_bytes is not None and not quick else None
     return {
         "name": name,
@@ -262,9 +299,9 @@ def check_shard(shard_path, index_path, quick, deep):
 # ------------------------------------------------------------------ the folder
 
 
-def _shard_set(root, index_dir, problems):
+def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:
     """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
-    shards = {}
+    shards: dict[str, list[tuple[int, int, str]]] = {}
     index_inside = storage.join(root, storage.basename(index_dir)) == index_dir
     for entry, is_dir in sorted(storage.listdir(root).items()):
         parsed = parse_shard_name(entry)
@@ -291,7 +328,7 @@ def _shard_set(root, index_dir, problems):
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
 
 
-def _orphan_indexes(index_dir, shard_names, problems):
+def _orphan_indexes(index_dir: str, shard_names: set[str], problems: Problems) -> None:
     folder = storage.basename(index_dir)
     for entry in sorted(storage.listdir(index_dir)):
         if entry.startswith("."):
@@ -303,7 +340,9 @@ def _orphan_indexes(index_dir, shard_names, problems):
             problems.add("index", f"{folder}/{entry}", None, None, "index file with no shard")
 
 
-def _check_manifest(manifest, results, quick, problems, notes):
+def _check_manifest(
+    manifest: Manifest, results: dict[str, dict[str, Any]], quick: bool, problems: Problems, notes: list[str]
+) -> None:
     if not manifest.get("complete"):
         problems.add("manifest", MANIFEST_NAME, None, None, "the build is not complete (convert was interrupted)")
     listed = {entry["name"]: entry for entry in manifest.get("shards", [])}
@@ -328,12 +367,35 @@ def _check_manifest(manifest, results, quick, problems, notes):
         notes.append("--quick: sha256 and label counts against the manifest not checked")
 
 
-def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes):
+def _check_labels(
+    manifest: Manifest | None,
+    seen: dict[int, set[str]],
+    split_counts: dict[str, Counter[int]],
+    problems: Problems,
+    expect_imagenet: bool,
+    notes: list[str],
+) -> None:
     """`seen`: {label: synsets seen with it}; `split_counts`: {split: Counter of labels}."""
     num_classes = (manifest or {}).get("num_classes") or (IMAGENET_CLASSES if expect_imagenet else None)
     synsets = (manifest or {}).get("synsets")
     if num_classes is None:
         notes.append("no manifest: labels checked to be >= 1 and consistent, not against a class count")
+    _check_label_synsets(seen, num_classes, synsets, problems)
+    by_synset: dict[str, set[int]] = {}
+    for label, names in seen.items():
+        for synset in names:
+            by_synset.setdefault(synset, set()).add(label)
+    for synset, labels in sorted(by_synset.items()):
+        if len(labels) > 1:
+            problems.add("labels", None, None, None, f"synset {synset} under several labels: {sorted(labels)}")
+    if manifest:
+        _check_label_counts(manifest, split_counts, problems)
+
+
+def _check_label_synsets(
+    seen: dict[int, set[str]], num_classes: int | None, synsets: list[str] | None, problems: Problems
+) -> None:
+    """Each label within the classes, with one synset: the labels file's when there is a manifest."""
     for label, names in sorted(seen.items()):
         if num_classes is not None and label > num_classes:
             problems.add("labels", None, None, None, f"label {label} above the {num_classes} classes")
@@ -342,26 +404,22 @@ def _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes
         elif synsets and 1 <= label <= len(synsets) and names != {synsets[label - 1]}:
             problems.add("labels", None, None, None,
                          f"label {label} carries {sorted(names)[0]}, the labels file says {synsets[label - 1]}")
-    by_synset = {}
-    for label, names in seen.items():
-        for synset in names:
-            by_synset.setdefault(synset, set()).add(label)
-    for synset, labels in sorted(by_synset.items()):
-        if len(labels) > 1:
-            problems.add("labels", None, None, None, f"synset {synset} under several labels: {sorted(labels)}")
-    if manifest:
-        for split, counts in split_counts.items():
-            expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
-            if expected is None:
-                continue
-            if {str(k): v for k, v in sorted(counts.items())} != expected:
-                differ = sorted(set(expected) ^ {str(k) for k in counts}
-                                | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
-                problems.add("labels", split, None, None,
-                             f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
 
 
-def expected_totals(manifest):
+def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]], problems: Problems) -> None:
+    """The records of each label per split against the manifest's counts."""
+    for split, counts in split_counts.items():
+        expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
+        if expected is None:
+            continue
+        if {str(k): v for k, v in sorted(counts.items())} != expected:
+            differ = sorted(set(expected) ^ {str(k) for k in counts}
+                            | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
+            problems.add("labels", split, None, None,
+                         f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
+
+
+def expected_totals(manifest: Manifest | None) -> tuple[dict[str, int], str]:
     """({split: records}, what) a full build should hold: ILSVRC2012's, the copy's own (the face-blurred
     release lacks a few images), and a shipped subset's train count."""
     from imagenet_build.sources.copies import LAYOUTS
@@ -378,37 +436,48 @@ def expected_totals(manifest):
     return expected, what
 
 
-def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False, workers=0):
+def verify(
+    root: PathLike,
+    index_dir: str | None = None,
+    quick: bool = False,
+    deep: bool = False,
+    expect_imagenet: bool = False,
+    workers: int = 0,
+) -> dict[str, Any]:
     """Check a build folder; returns {"ok", "problems", "summary"} (never raises for a bad shard)."""
     started = time.monotonic()
-    root = str(root).rstrip("/") if storage.is_url(root) else str(root)
-    if not storage.is_url(root) and not os.path.isdir(root):
-        raise BuildError(f"{root}: not a folder")
+    folder = str(root).rstrip("/") if storage.is_url(root) else str(root)
+    if not storage.is_url(folder) and not os.path.isdir(folder):
+        raise BuildError(f"{folder}: not a folder")
     if quick and deep:
         raise UsageError("--quick and --deep exclude each other")
-    problems, warnings, notes = Problems(), Problems(), []
+    problems, warnings = Problems(), Problems()
+    notes: list[str] = []
     try:
-        manifest = read_manifest(root)
+        manifest = read_manifest(folder)
     except ValueError as e:
         problems.add("manifest", MANIFEST_NAME, None, None, str(e))
         manifest = None
     if manifest is None:
         notes.append("no manifest.json: shards verified structurally only")
-    index_dir = index_dir_of(root, manifest, index_dir)
-    by_split = _shard_set(root, index_dir, problems)
+    index_dir = index_dir_of(folder, manifest, index_dir)
+    by_split = _shard_set(folder, index_dir, problems)
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:
-        raise BuildError(f"{root}: holds no shards named <split>-NNNNN-of-NNNNN")
+        raise BuildError(f"{folder}: holds no shards named <split>-NNNNN-of-NNNNN")
     _orphan_indexes(index_dir, {storage.basename(p) for p in paths}, problems)
 
-    results, seen, split_counts = {}, {}, {}
+    results: dict[str, dict[str, Any]] = {}
+    seen: dict[int, set[str]] = {}
+    split_counts: dict[str, Counter[int]] = {}
     bar = progress_bar(len(paths), 0, "verify", "shard")
 
-    def done(task, result):
+    def done(task: ShardCheck, result: dict[str, Any]) -> None:
         for label, names in result.pop("label_synsets").items():
             seen.setdefault(label, set()).update(names)
-        split = parse_shard_name(result["name"]).split
-        split_counts.setdefault(split, Counter()).update(result.pop("label_counts"))
+        shard = parse_shard_name(result["name"])
+        assert shard is not None  # _shard_set listed only the names it parsed
+        split_counts.setdefault(shard.split, Counter()).update(result.pop("label_counts"))
         problems.merge(result.pop("problems"), result.pop("counts"))
         warnings.merge(result.pop("warnings"), result.pop("warning_counts"))
         results[result["name"]] = result
@@ -428,19 +497,12 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     split_records = {split: sum(results[storage.basename(p)]["records"] for _, p in shards)
                      for split, shards in by_split.items()}
     if expect_imagenet:
-        expected, what = expected_totals(manifest)
-        for split, total in expected.items():
-            if split_records.get(split) != total:
-                problems.add("imagenet", split, None, None,
-                             f"{split_records.get(split, 0)} records, {what} has {total:,}")
+        _check_imagenet_totals(manifest, split_records, problems)
     seconds = time.monotonic() - started
     total_bytes = sum(r["bytes"] for r in results.values())
-    checks = ["framing", "index", "shard-set"] + (["manifest"] if manifest else [])
-    checks += [] if quick else ["crc", "example", "labels"]
-    checks += (["decode"] if deep else []) + (["imagenet"] if expect_imagenet else [])
     summary = {
-        "checks": [c for c in CHECKS if c in checks],
-        "folder": str(root),
+        "checks": _checks_run(bool(manifest), quick, deep, expect_imagenet),
+        "folder": str(folder),
         "index_dir": str(index_dir),
         "mode": "quick" if quick else ("deep" if deep else "full"),
         "shards": len(results),
@@ -459,7 +521,22 @@ def verify(root, index_dir=None, quick=False, deep=False, expect_imagenet=False,
     return {"ok": not problems.counts, "problems": problems.shown, "warnings": warnings.shown, "summary": summary}
 
 
-def format_report(result):
+def _check_imagenet_totals(manifest: Manifest | None, split_records: dict[str, int], problems: Problems) -> None:
+    expected, what = expected_totals(manifest)
+    for split, total in expected.items():
+        if split_records.get(split) != total:
+            problems.add("imagenet", split, None, None, f"{split_records.get(split, 0)} records, {what} has {total:,}")
+
+
+def _checks_run(manifest: bool, quick: bool, deep: bool, expect_imagenet: bool) -> list[str]:
+    """The checks a verify with these options makes, in report order."""
+    checks = ["framing", "index", "shard-set"] + (["manifest"] if manifest else [])
+    checks += [] if quick else ["crc", "example", "labels"]
+    checks += (["decode"] if deep else []) + (["imagenet"] if expect_imagenet else [])
+    return [c for c in CHECKS if c in checks]
+
+
+def format_report(result: dict[str, Any]) -> list[str]:
     """The report as text lines, problems grouped by check."""
     s = result["summary"]
     lines = [
@@ -468,7 +545,7 @@ def format_report(result):
     ]
     for split, figures in s["splits"].items():
         lines.append(f"  {split}: {figures['records']} records in {figures['shards']} shards")
-    by_check = {}
+    by_check: dict[str, list[dict[str, Any]]] = {}
     for problem in result["problems"]:
         by_check.setdefault(problem["check"], []).append(problem)
     for check in CHECKS:
@@ -487,7 +564,7 @@ def format_report(result):
             lines.append(f"    {where}: {p['message']}")
         if count > len(by_check.get(check, [])):
             lines.append(f"    ... and {count - len(by_check.get(check, []))} more")
-    by_warning = {}
+    by_warning: dict[str, list[dict[str, Any]]] = {}
     for warning in result.get("warnings", []):
         by_warning.setdefault(warning["check"], []).append(warning)
     for check, count in s.get("warning_counts", {}).items():

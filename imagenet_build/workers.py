@@ -5,24 +5,28 @@ one pure task per shard through Workers, so the result never depends on how
 many processes ran.
 """
 
+from __future__ import annotations
+
 import os
 import signal
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Iterable
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable
 
 from imagenet_build.errors import BuildError
 
-_parent_pid = None
+_parent_pid: int | None = None
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 ORPHAN_POLL = 1.0  # seconds between a watchdog's looks at the parent, where the kernel cannot tell
 
 
-def _die_with_parent(parent_pid):
+def _die_with_parent(parent_pid: int) -> None:
     """Make this worker end when its parent does, even idle in the pool's queue.
 
     A worker of a parent killed by kill -9 holds both ends of the pool's pipes, so it never
@@ -41,7 +45,7 @@ def _die_with_parent(parent_pid):
         except (OSError, AttributeError):
             pass  # no usable libc: fall back to the watchdog
 
-    def watch():
+    def watch() -> None:
         while True:
             time.sleep(ORPHAN_POLL)
             exit_if_orphaned()
@@ -49,7 +53,7 @@ def _die_with_parent(parent_pid):
     threading.Thread(target=watch, name="orphan-watchdog", daemon=True).start()
 
 
-def _init_worker(parent_pid):
+def _init_worker(parent_pid: int) -> None:
     """Workers ignore Ctrl-C (the parent stops them) and end when the parent dies."""
     global _parent_pid
     _parent_pid = parent_pid
@@ -57,13 +61,13 @@ def _init_worker(parent_pid):
     _die_with_parent(parent_pid)
 
 
-def exit_if_orphaned():
+def exit_if_orphaned() -> None:
     """In a worker: stop at once if the parent was killed (kill -9 leaves workers behind)."""
     if _parent_pid is not None and os.getppid() != _parent_pid:
         os._exit(1)
 
 
-def _noop():
+def _noop() -> None:
     return None
 
 
@@ -76,11 +80,11 @@ class Workers:
     big plan is never all in memory at once.
     """
 
-    def __init__(self, count):
+    def __init__(self, count: int) -> None:
         self.count = max(1, count)
-        self._pool = None
+        self._pool: ProcessPoolExecutor | None = None
 
-    def __enter__(self):
+    def __enter__(self) -> Workers:
         if self.count > 1:
             import multiprocessing
 
@@ -94,25 +98,26 @@ class Workers:
                 future.result()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
 
-    def run(self, fn, tasks, on_result):
+    def run(self, fn: Callable[..., Any], tasks: Iterable[Any], on_result: Callable[[Any, Any], None]) -> None:
         """fn(*task) for each task; on_result(task, result) in the calling process as each ends."""
-        tasks = iter(tasks)
-        if self._pool is None:
-            for task in tasks:
+        todo = iter(tasks)
+        pool = self._pool
+        if pool is None:
+            for task in todo:
                 on_result(task, fn(*task))
             return
-        pending = {}
+        pending: dict[Future[Any], Any] = {}
 
-        def top_up():
+        def top_up() -> None:
             while len(pending) < 2 * self.count:
-                task = next(tasks, None)
+                task = next(todo, None)
                 if task is None:
                     return
-                pending[self._pool.submit(fn, *task)] = task
+                pending[pool.submit(fn, *task)] = task
 
         try:
             top_up()
@@ -130,7 +135,7 @@ class Workers:
                 future.cancel()
 
 
-def progress_bar(total, initial, desc, unit):
+def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
     from tqdm import tqdm
 
     return tqdm(

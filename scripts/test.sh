@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Set up .venv with the test extras (TensorFlow CPU, DALI, its TF plugin, PyTorch) and run the tests,
-# then build the sample dataset and verify it as a user's CI would.
+# after ruff and mypy, then build the sample dataset and verify it as a user's CI would.
 # Usage: scripts/test.sh [pytest args...]
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
 ensure_dali_tf_plugin
 cd "$ROOT"
+echo "== ruff check imagenet_build tests benchmarks"
+"$PY" -m ruff check imagenet_build tests benchmarks
+echo "== mypy imagenet_build"
+"$PY" -m mypy imagenet_build
 "$PY" -m pytest "$@"
 
 echo "== sample -> convert -> verify"

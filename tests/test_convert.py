@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+
 from conftest import (
     children_of,
     run_cli,
@@ -17,7 +18,6 @@ from conftest import (
     tree_digest,
     wait_until_gone,
 )
-
 from imagenet_build.sample import make_sample
 
 

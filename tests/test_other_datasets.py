@@ -12,6 +12,7 @@ from PIL import Image
 from conftest import run_cli
 from imagenet_build import write_arrays
 
+
 @pytest.fixture(scope="module")
 def tf():
     return pytest.importorskip("tensorflow")

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from PIL import Image
+
 from conftest import (
     children_of,
     run_cli,
@@ -24,8 +26,6 @@ from conftest import (
     tree_digest,
     wait_until_gone,
 )
-from PIL import Image
-
 from imagenet_build import atomic
 from imagenet_build.images import parse_jpeg_header
 from imagenet_build.lock import LOCK_NAME, FolderLock
@@ -271,8 +271,8 @@ def test_a_jpeg_header_that_lies_is_refused_by_convert(sample_copy, tmp_path):
 
 def write_build(folder, records):
     """A one-shard build of hand-made records [(jpeg bytes, height, width, boxes)], and its index."""
-    from imagenet_build.writer import write_records
     from imagenet_build.example import encode_example_parts
+    from imagenet_build.writer import write_records
 
     (folder / "dali_idx").mkdir(parents=True)
     payloads = [encode_example_parts(encoded=data, filename=f"n0000000{i}_{i}.JPEG", height=h, width=w, label=1,

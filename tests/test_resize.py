@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
 from PIL import Image
 
+from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
 from imagenet_build.example import decode_example
 from imagenet_build.images import exif_orientation, jpeg_facts
 from imagenet_build.resize import Target

@@ -5,9 +5,9 @@ import json
 import shutil
 
 import pytest
-from conftest import run_cli
 from test_source_hf import OPTIONS, common, expect_error, rewrite
 
+from conftest import run_cli
 from imagenet_build.example import decode_example
 from imagenet_build.sample import make_sample
 from imagenet_build.tfrecord import read_records

@@ -7,8 +7,8 @@ import shutil
 import tarfile
 
 import pytest
-from conftest import run_cli, tree_digest
 
+from conftest import run_cli, tree_digest
 from imagenet_build.sample import make_sample
 
 OPTIONS = dict(classes=4, per_class=12, validation_per_class=4)

@@ -17,9 +17,9 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli
+from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index
 from imagenet_build.dali_index import record_entries
 from imagenet_build.errors import BuildError
-from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index
 
 # TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
 # is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
@@ -31,7 +31,14 @@ pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWa
 pytest.importorskip("torchvision")
 
 from imagenet_build.torch import (  # noqa: E402
-    AREA, ASPECT, BatchTransform, IterableRecordDataset, RecordDataset, collate, decode_images)
+    AREA,
+    ASPECT,
+    BatchTransform,
+    IterableRecordDataset,
+    RecordDataset,
+    collate,
+    decode_images,
+)
 
 
 def all_records(folder, split):

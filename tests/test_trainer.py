@@ -9,7 +9,6 @@ from conftest import run_cli
 from helpers import SHARD, edit_record, index_lines, records_of, set_index
 
 
-
 @pytest.fixture(autouse=True)
 def dali_tf(request):
     """DALI's TF plugin, for every test here but the ones that need no extra."""

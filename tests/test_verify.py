@@ -271,7 +271,8 @@ def test_index_equals_what_convert_wrote(converted, tmp_path):
     report = json.loads(result.stdout)
     assert len(report["indexed"]) == 6 and report["records"] == 64
     for p in converted.glob("*-of-*"):
-        assert (shards / "dali_idx" / f"{p.name}.idx").read_bytes() == (converted / "dali_idx" / f"{p.name}.idx").read_bytes()
+        index = f"dali_idx/{p.name}.idx"
+        assert (shards / index).read_bytes() == (converted / index).read_bytes()
     other = tmp_path / "elsewhere"
     assert run_cli("index", shards / SHARD, "--index-dir", other).exit_code == 0
     assert (other / f"{SHARD}.idx").read_bytes() == (converted / "dali_idx" / f"{SHARD}.idx").read_bytes()

@@ -4,10 +4,17 @@
 registers itself on import, below.
 """
 
-from imagenet_build.sources import ilsvrc  # noqa: F401  (registers its layout)
-from imagenet_build.sources import kaggle  # noqa: F401  (registers its layout)
-from imagenet_build.sources import webdataset  # noqa: F401  (registers its layout)
-from imagenet_build.sources import blurred, hf_parquet, huggingface  # noqa: F401  (register their layouts)
+# the layouts --from knows register themselves on import, and are tried in this order
+# isort: off
+from imagenet_build.sources import (  # noqa: F401
+    ilsvrc,
+    kaggle,
+    webdataset,
+    huggingface,
+    hf_parquet,
+    blurred,
+)
+# isort: on
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
     READERS,

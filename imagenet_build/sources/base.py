@@ -16,9 +16,17 @@ from __future__ import annotations
 import os
 import re
 from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Tuple
 
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.errors import InputError, PathLike, input_errors
+
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.plan import ImageEntry, ShardSpec
+
+Where = Optional[Tuple[int, ...]]  # an image's (offset, size[, extra]) in an archive; None in a folder
 
 IMAGE_SUFFIX = ".JPEG"
 VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
@@ -34,32 +42,34 @@ class StringColumn:
     of ~117 MB. Indexing, len() and iteration give str, as the list did.
     """
 
-    def __init__(self, items=()):
+    def __init__(self, items: Iterable[str] = ()) -> None:
         self._data = bytearray()
         self._ends = array("Q")
         for item in items:
             self.append(item)
 
-    def append(self, item):
+    def append(self, item: str) -> None:
         self._data += item.encode()
         self._ends.append(len(self._data))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._ends)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: int) -> str:
         if i < 0:
             i += len(self._ends)
         end = self._ends[i]  # IndexError as a list's
         return self._data[self._ends[i - 1] if i else 0 : end].decode()
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[str]:
         start = 0
         for end in self._ends:
             yield self._data[start:end].decode()
             start = end
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Iterable):
+            return NotImplemented
         return list(self) == list(other)
 
 
@@ -76,24 +86,24 @@ class SplitInput:
     layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
     reader: str = "folder"  # the Reader kind its shards are read with (READERS)
     relpaths: StringColumn = field(default_factory=StringColumn)
-    labels: array = field(default_factory=lambda: array("I"))
-    offsets: array = field(default_factory=lambda: array("Q"))
-    sizes: array = field(default_factory=lambda: array("Q"))
-    extras: array = field(default_factory=lambda: array("Q"))  # optional: one more number a Reader needs
-    ignored: list = field(default_factory=list)  # files present but not images slim would take
-    left_out: list = field(default_factory=list)  # (relpath, reason) left out under --on-error skip
-    empty_classes: list = field(default_factory=list)  # synsets with no images
-    notes: list = field(default_factory=list)
+    labels: array[int] = field(default_factory=lambda: array("I"))
+    offsets: array[int] = field(default_factory=lambda: array("Q"))
+    sizes: array[int] = field(default_factory=lambda: array("Q"))
+    extras: array[int] = field(default_factory=lambda: array("Q"))  # optional: one more number a Reader needs
+    ignored: list[str] = field(default_factory=list)  # files present but not images slim would take
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # (relpath, reason) left out: --on-error skip
+    empty_classes: list[str] = field(default_factory=list)  # synsets with no images
+    notes: list[str] = field(default_factory=list)
     stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.relpaths)
 
     @property
-    def archive(self):
+    def archive(self) -> bool:
         return bool(self.offsets)
 
-    def only(self, names):
+    def only(self, names: frozenset[str] | set[str]) -> SplitInput:
         """A copy holding only the images whose file name is in `names`, in the same order."""
         kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
                           left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
@@ -105,7 +115,7 @@ class SplitInput:
                 kept.add(relpath, self.labels[i], where if archive else None)
         return kept
 
-    def add(self, relpath, label, where=None):
+    def add(self, relpath: str, label: int, where: Where = None) -> None:
         self.relpaths.append(relpath)
         self.labels.append(label)
         if where is not None:
@@ -115,27 +125,30 @@ class SplitInput:
                 self.extras.append(where[2])
 
 
-def scan_folder(root):
+def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
     """(folders, files) directly under root, each sorted by name."""
-    folders, files = [], []
+    folders: list[str] = []
+    files: list[str] = []
     with input_errors(root, expected="a folder", missing="folder not found"), os.scandir(root) as it:
         for entry in it:
             (folders if entry.is_dir() else files).append(entry.name)
     return sorted(folders), sorted(files)
 
 
-def is_image_name(name, any_image=False):
+def is_image_name(name: str, any_image: bool = False) -> bool:
     if name.startswith("."):
         return False
     return name.lower().endswith(ANY_IMAGE_SUFFIXES) if any_image else name.endswith(IMAGE_SUFFIX)
 
 
-def basename(name):
+def basename(name: str) -> str:
     """The last part of a member name, whatever the archive's folder prefix."""
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
-def match_classes(result, root, present, catalog, on_error, kind):
+def match_classes(
+    result: SplitInput, root: PathLike, present: Iterable[str], catalog: Catalog, on_error: str, kind: str
+) -> None:
     """Check the classes found against the labels file: unknown ones and missing ones."""
     unknown = [name for name in present if name not in catalog.label_of]
     if unknown:
@@ -157,7 +170,15 @@ def match_classes(result, root, present, catalog, on_error, kind):
     result.empty_classes.extend(missing)
 
 
-def add_class(result, synset, label, names, on_error, kind, any_image=False):
+def add_class(
+    result: SplitInput,
+    synset: str,
+    label: int,
+    names: Iterable[tuple[str, Where]],
+    on_error: str,
+    kind: str,
+    any_image: bool = False,
+) -> None:
     """Add one class's images (names sorted, with an optional byte range); others are ignored.
 
     A class with no images at all would silently train without that class: an error under
@@ -179,7 +200,7 @@ def add_class(result, synset, label, names, on_error, kind, any_image=False):
         result.left_out.append((f"{synset}/", problem))
 
 
-def require_images(result, root, catalog):
+def require_images(result: SplitInput, root: PathLike, catalog: Catalog) -> None:
     if not result.relpaths:
         raise InputError(
             root, f"holds no <synset>/*{IMAGE_SUFFIX} images for the {catalog.num_classes} synsets of "
@@ -187,13 +208,20 @@ def require_images(result, root, catalog):
         )
 
 
-def flat_validation(result, names, catalog, validation_labels, validation_labels_file, on_error):
+def flat_validation(
+    result: SplitInput,
+    names: Iterable[tuple[str, Where]],
+    catalog: Catalog,
+    validation_labels: list[str],
+    validation_labels_file: PathLike,
+    on_error: str,
+) -> SplitInput:
     """Label flat `ILSVRC2012_val_%08d.JPEG` names [(name, byte range or None)] by line number.
 
     Ordered as slim sees them after moving them into synset folders, so a flat
     folder, a prepared one and the tarball give the same shards.
     """
-    by_label = {}
+    by_label: dict[int, list[tuple[str, Where]]] = {}
     outside = 0
     for name, where in names:
         match = VALIDATION_NAME.match(name)
@@ -242,25 +270,25 @@ class Reader:
     the shard's input state hashes them, and a rerun recomputes them without reading.
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec: ShardSpec) -> None:
         self.spec = spec
         self.identities: list[str] = []
 
-    def __enter__(self):
+    def __enter__(self) -> Reader:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def close(self):
+    def close(self) -> None:
         pass
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         """(the bytes of entry `number`, the name to show in errors); InputError when unreadable."""
         raise NotImplementedError
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """What identifies the input now, without reading it."""
         raise NotImplementedError
 
@@ -268,11 +296,11 @@ class Reader:
 READERS: dict[str, type[Reader]] = {}  # kind -> Reader class, filled by each source module
 
 
-def reader_for(spec):
+def reader_for(spec: ShardSpec) -> Reader:
     return READERS[spec.source_kind](spec)
 
 
-def input_identities(spec):
+def input_identities(spec: ShardSpec) -> list[str]:
     """entry_identity of each of the shard's inputs as they are now, without reading them."""
     identify = READERS[spec.source_kind].identity
     return [identify(spec, entry) for entry in spec.entries]

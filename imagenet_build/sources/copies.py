@@ -11,8 +11,9 @@ recognises are each refused with one line.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, UsageError
@@ -78,7 +79,7 @@ def listing(path: str) -> dict:
     return storage.listdir(path)
 
 
-def find_copy(paths: list) -> Copy:
+def find_copy(paths: Sequence[Any]) -> Copy:
     """The one copy of ImageNet the paths make up; InputError/UsageError with one line otherwise."""
     if not paths:
         raise UsageError("--from needs at least one path")

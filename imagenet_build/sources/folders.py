@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-from imagenet_build.errors import input_errors
+from imagenet_build.errors import PathLike, input_errors
 from imagenet_build.sources.base import (
     READERS,
     VALIDATION_NAME,
@@ -23,10 +24,16 @@ from imagenet_build.sources.base import (
     scan_folder,
 )
 
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.plan import ImageEntry, ShardSpec
+
 READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
 
 
-def scan_class_folders(split, root, catalog, on_error, any_image=False):
+def scan_class_folders(
+    split: str, root: PathLike, catalog: Catalog, on_error: str, any_image: bool = False
+) -> SplitInput:
     """`<root>/<synset>/*.JPEG` for the synsets of the catalog (any_image: *.jpg/jpeg/png, any case)."""
     root = Path(root)
     folders, files = scan_folder(root)
@@ -42,7 +49,13 @@ def scan_class_folders(split, root, catalog, on_error, any_image=False):
     return result
 
 
-def scan_validation(root, catalog, validation_labels_loader, validation_labels_file, on_error):
+def scan_validation(
+    root: PathLike,
+    catalog: Catalog,
+    validation_labels_loader: Callable[[], list[str]],
+    validation_labels_file: PathLike,
+    on_error: str,
+) -> SplitInput:
     """A validation folder, flat (labelled from the validation labels file) or in synset folders."""
     root = Path(root)
     folders, files = scan_folder(root)
@@ -61,12 +74,12 @@ def scan_validation(root, catalog, validation_labels_loader, validation_labels_f
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
 
 
-def _will_need(fd, offset, length):
+def _will_need(fd: int, offset: int, length: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
 
-def stat_identity(st):
+def stat_identity(st: os.stat_result) -> str:
     """A file's identity for resume: size and modification time in nanoseconds."""
     return f"{st.st_size}:{st.st_mtime_ns}"
 
@@ -79,17 +92,17 @@ class FolderReader(Reader):
     reads in flight instead of one at a time.
     """
 
-    def __init__(self, spec):
+    def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._opened = {}  # entry number -> fd opened ahead
+        self._opened: dict[int, int] = {}  # entry number -> fd opened ahead
         self._hinted = 0  # entries [0, _hinted) announced
 
-    def close(self):
+    def close(self) -> None:
         for fd in self._opened.values():
             os.close(fd)
         self._opened.clear()
 
-    def _announce(self, upto):
+    def _announce(self, upto: int) -> None:
         entries = self.spec.entries
         while self._hinted < min(upto, len(entries)):
             try:
@@ -100,7 +113,7 @@ class FolderReader(Reader):
                 pass  # read() reports it, in order
             self._hinted += 1
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         entry = self.spec.entries[number]
         self._announce(number + 1 + READ_AHEAD)
         path = self.spec.path_of(entry)
@@ -114,7 +127,7 @@ class FolderReader(Reader):
                 return f.read(), path
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         try:
             return stat_identity(os.stat(spec.path_of(entry)))
         except FileNotFoundError:

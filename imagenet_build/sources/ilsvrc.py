@@ -10,12 +10,17 @@ and `val/` (or `validation/`) folders. The scans are those of --train-tar,
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from imagenet_build import storage
+from imagenet_build.errors import PathLike
 from imagenet_build.sources.base import VALIDATION_NAME
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.tars import scan_train_tar, scan_validation_tar
+
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
 
 NAME = "ILSVRC2012 (image-net.org)"
 ARCHIVES = {
@@ -75,7 +80,7 @@ def assemble(pieces: list) -> Copy:
     if "bbox-tar" in roles:
         from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
 
-        def boxes(catalog, bbox_tar=roles["bbox-tar"]):
+        def boxes(catalog: Catalog, bbox_tar: str = roles["bbox-tar"]) -> dict[str, bytes]:
             lines, _, _ = boxes_to_csv_lines(bbox_tar, catalog.synsets)
             return parse_box_lines(lines, bbox_tar)
 
@@ -84,7 +89,7 @@ def assemble(pieces: list) -> Copy:
     return copy
 
 
-def write_sample(ilsvrc_sample, out):
+def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """The ILSVRC sample is this layout already: its tree and its three archives, as they are."""
     import shutil
 

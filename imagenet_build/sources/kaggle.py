@@ -200,11 +200,11 @@ class Members:
 
     __slots__ = ("names", "offsets", "sizes", "extras")
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.names: list[str] = []
         self.offsets, self.sizes, self.extras = array("Q"), array("Q"), array("Q")
 
-    def add(self, name, offset, csize, extra):
+    def add(self, name, offset, csize, extra) -> None:
         self.names.append(name)
         self.offsets.append(offset)
         self.sizes.append(csize)
@@ -430,7 +430,7 @@ def mapping_notes(lines, where: str, catalog) -> list[str]:
 class KaggleZip:
     """The scans and boxes of one Kaggle zip, from one listing of its central directory."""
 
-    def __init__(self, path: str, copy: Copy):
+    def __init__(self, path: str, copy: Copy) -> None:
         self.path, self.copy = path, copy
         self._listing: ZipListing | None = None
         self._mapping_checked = False
@@ -465,7 +465,7 @@ class KaggleZip:
         except UnicodeDecodeError as e:
             raise InputError(where, f"not UTF-8 text ({e})") from None
 
-    def _check_mapping(self, catalog):
+    def _check_mapping(self, catalog) -> None:
         if self._mapping_checked:
             return
         self._mapping_checked = True
@@ -535,7 +535,7 @@ class KaggleZip:
 class KaggleTree:
     """The scans and boxes of the folder the zip unpacks to (the folder scans, the LOC_* checks)."""
 
-    def __init__(self, root: str, copy: Copy):
+    def __init__(self, root: str, copy: Copy) -> None:
         self.root, self.copy = root, copy
         self._mapping_checked = False
         for split in (TRAIN, VAL):
@@ -555,7 +555,7 @@ class KaggleTree:
         with input_errors(path, expected="a text file", missing="not found"), open(path, encoding="utf-8-sig") as f:
             return f.read().splitlines()
 
-    def _check_mapping(self, catalog):
+    def _check_mapping(self, catalog) -> None:
         if self._mapping_checked:
             return
         self._mapping_checked = True
@@ -642,7 +642,7 @@ def assemble(pieces: list) -> Copy:
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd, offset, length):
+def _will_need(fd, offset, length) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -657,13 +657,13 @@ class ZipReader(Reader):
 
     READ_AHEAD = 8
 
-    def __init__(self, spec):
+    def __init__(self, spec) -> None:
         super().__init__(spec)
         root = spec.source_root
         self._source = _open_zip(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
         self._hinted = 0
 
-    def close(self):
+    def close(self) -> None:
         if isinstance(self._source, int):
             os.close(self._source)
         else:
@@ -683,7 +683,7 @@ class ZipReader(Reader):
         return member_bytes(self._source, entry.offset, entry.size, entry.extra, where, head), where
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec, entry) -> str:
         """Its place, size and CRC-32 in the zip; the zip's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}:{entry.extra:x}"
 
@@ -758,7 +758,7 @@ def sample_members(ilsvrc_sample) -> list:
     val_labels = (sample / "validation_labels.txt").read_text().split()
     members = []
 
-    def folder(name):
+    def folder(name) -> None:
         members.append((name, b"", STORED, False))
 
     text = "".join(f"{s} {texts.get(s, s)}\n" for s in synsets)

@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import tarfile
 from array import array
-from typing import NamedTuple
+from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
 
 from imagenet_build import storage
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.errors import InputError, PathLike, input_errors
 from imagenet_build.sources.base import (
     READERS,
     VALIDATION_NAME,
@@ -29,31 +29,38 @@ from imagenet_build.sources.base import (
     require_images,
 )
 
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.workers import Workers
+
+Member = Tuple[str, int, int, bool]  # (name, data offset, data size, is a regular file)
+
 BLOCK = tarfile.BLOCKSIZE
 
 
 class RangeFile:
     """A read-only, seekable view of bytes [start, start + size) of a file: an inner tar in place."""
 
-    def __init__(self, f, start, size):
+    def __init__(self, f: IO[bytes], start: int, size: int) -> None:
         self._f, self._start, self._size, self._pos = f, start, size, 0
 
-    def read(self, n=-1):
+    def read(self, n: int | None = -1) -> bytes:
         n = self._size - self._pos if n is None or n < 0 else min(n, self._size - self._pos)
         self._f.seek(self._start + self._pos)
         data = self._f.read(n)
         self._pos += len(data)
         return data
 
-    def seek(self, pos, whence=0):
+    def seek(self, pos: int, whence: int = 0) -> int:
         self._pos = {0: pos, 1: self._pos + pos, 2: self._size + pos}[whence]
         return self._pos
 
-    def tell(self):
+    def tell(self) -> int:
         return self._pos
 
 
-def list_members(f, size, where):
+def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member]:
     """[(name, data offset, data size, is a regular file)] of a tar held in file-like `f` of `size` bytes.
 
     InputError when it is not a tar or is truncated (tarfile itself takes a cut
@@ -62,7 +69,8 @@ def list_members(f, size, where):
     members = []
     end = 0
     try:
-        with tarfile.open(fileobj=f, mode="r:") as tar:
+        # RangeFile has the read, seek and tell that reading takes, not the write and close of typeshed's protocol
+        with tarfile.open(fileobj=f, mode="r:") as tar:  # type: ignore[call-overload]
             for member in tar:
                 if member.offset_data + member.size > size:
                     raise InputError(where, f"truncated: {member.name} needs bytes up to "
@@ -79,7 +87,7 @@ def list_members(f, size, where):
     return members
 
 
-def outer_members(archive):
+def outer_members(archive: PathLike) -> list[Member]:
     """Members of an archive file on disk or in an object store."""
     archive = str(archive)
     with input_errors(archive, expected="a .tar archive", missing="archive not found"):
@@ -97,14 +105,15 @@ class ClassTar(NamedTuple):
     inner_name: str
 
 
-def inner_members(archive, offset, size, inner_name):
+def inner_members(archive: str, offset: int, size: int, inner_name: str) -> tuple[list[str], array[int], array[int]]:
     """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
 
     As compact columns (base names, offsets, sizes in the outer archive): 1000 class
     tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member would
     cost the driver ~100 MB more while the class tars are listed.
     """
-    names, offsets, sizes = [], array("Q"), array("Q")
+    names: list[str] = []
+    offsets, sizes = array("Q"), array("Q")
     with storage.open_read(archive, random_access=True) as f:
         for name, data_offset, data_size, is_file in list_members(RangeFile(f, offset, size), size,
                                                                   f"{archive}:{inner_name}"):
@@ -115,7 +124,7 @@ def inner_members(archive, offset, size, inner_name):
     return names, offsets, sizes
 
 
-def read_range(source, offset, size):
+def read_range(source: Union[int, IO[bytes]], offset: int, size: int) -> bytes:
     """size bytes at offset: of an open fd (pread), or of a file object (seek + read: object stores)."""
     if not isinstance(source, int):
         source.seek(offset)
@@ -130,10 +139,11 @@ def read_range(source, offset, size):
     return data
 
 
-def scan_train_tar(archive, catalog, on_error, pool):
+def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
     """ILSVRC2012_img_train.tar: a tar of `<synset>.tar`, each a tar of that class's JPEGs."""
     members = outer_members(archive)
-    inner, strangers = {}, []
+    inner: dict[str, tuple[str, int, int]] = {}
+    strangers: list[str] = []
     for name, offset, size, is_file in members:
         base = basename(name)
         if is_file and base.endswith(".tar"):
@@ -150,9 +160,10 @@ def scan_train_tar(archive, catalog, on_error, pool):
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
     order = [synset for synset in catalog.synsets if synset in inner]
     tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in order]
-    found, added = {}, [0]
+    found: dict[str, tuple[list[str], array[int], array[int]]] = {}
+    added = [0]
 
-    def listed(task, columns):
+    def listed(task: ClassTar, columns: tuple[list[str], array[int], array[int]]) -> None:
         # classes join the listing in labels-file order as soon as they can, so only the few
         # listed out of turn wait here, not the names of all 1.28 M members at once
         found[task.inner_name] = columns
@@ -168,7 +179,13 @@ def scan_train_tar(archive, catalog, on_error, pool):
     return result
 
 
-def scan_validation_tar(archive, catalog, validation_labels_loader, validation_labels_file, on_error):
+def scan_validation_tar(
+    archive: PathLike,
+    catalog: Catalog,
+    validation_labels_loader: Callable[[], list[str]],
+    validation_labels_file: PathLike,
+    on_error: str,
+) -> SplitInput:
     """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
     members = [(basename(n), (o, s)) for n, o, s, is_file in outer_members(archive) if is_file]
     if not any(VALIDATION_NAME.match(n) for n, _ in members):
@@ -180,7 +197,7 @@ def scan_validation_tar(archive, catalog, validation_labels_loader, validation_l
     return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
 
 
-def _will_need(fd, offset, length):
+def _will_need(fd: int, offset: int, length: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -193,20 +210,22 @@ class ArchiveReader(Reader):
 
     READ_AHEAD = 8
 
-    def __init__(self, spec):
+    def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
         root = spec.source_root
         # an fd (pread) for a local archive, a file object for an object store
-        self._source = storage.open_read(root, random_access=True) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        self._source: int | IO[bytes] = (
+            storage.open_read(root, random_access=True) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        )
         self._hinted = 0
 
-    def close(self):
+    def close(self) -> None:
         if isinstance(self._source, int):
             os.close(self._source)
         else:
             self._source.close()
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         entries = self.spec.entries
         if isinstance(self._source, int):
             while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
@@ -222,7 +241,7 @@ class ArchiveReader(Reader):
         return data, where
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """Its place in the archive; the archive's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}"
 

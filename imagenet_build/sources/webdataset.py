@@ -377,7 +377,7 @@ def scan_shards(split, shards, catalog, on_error, pool, validation_labels_file):
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd, offset, length):
+def _will_need(fd, offset, length) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -393,13 +393,13 @@ class ShardReader(Reader):
     READ_AHEAD = 8
     OPEN_FILES = 64
 
-    def __init__(self, spec):
+    def __init__(self, spec) -> None:
         super().__init__(spec)
         self._open: OrderedDict = OrderedDict()  # shard file -> fd (or file object for a URL)
         self._stamps: dict = {}
         self._hinted = 0
 
-    def close(self):
+    def close(self) -> None:
         for source in self._open.values():
             os.close(source) if isinstance(source, int) else source.close()
         self._open.clear()
@@ -441,7 +441,7 @@ class ShardReader(Reader):
         return data, where
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec, entry) -> str:
         """Its place in its shard file, and that file's size and modification time."""
         shardrel = entry.relpath.rsplit("/", 1)[0]
         try:
@@ -459,7 +459,7 @@ READERS["wds"] = ShardReader
 # ------------------------------------------------------------------ the sample, in this layout
 
 
-def _add(tar, name, data):
+def _add(tar, name, data) -> None:
     import io
     import tarfile
 
@@ -468,7 +468,7 @@ def _add(tar, name, data):
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_sample(ilsvrc_sample, out):
+def write_sample(ilsvrc_sample, out) -> None:
     """The sample as timm's copy is laid out: shuffled samples over several shards per split.
 
     `<key>.cls`, `<key>.jpg`, `<key>.json` per sample (WebDataset's TarWriter writes a
