@@ -281,7 +281,8 @@ def _convert(
         copy.close()
 
 
-def _convert_copy(opts, pool, dest, started, resize, copy):
+def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, started: float,
+                  resize: ResizeOptions | None, copy: sources.Copy | None) -> dict[str, Any]:
     cat = _load_catalog(opts)
     boxes = _read_boxes(opts, cat, copy)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)

@@ -122,7 +122,7 @@ def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_lo
                             f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
     flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
     wanted = set(catalog.synsets)
-    disagreeing = {int(VALIDATION_MEMBER.search(m).group(3)) for m, _ in disagree}
+    disagreeing = {int(found.group(3)) for m, _ in disagree if (found := VALIDATION_MEMBER.search(m))}
     missing = [f"ILSVRC2012_val_{n:08d}.JPEG" for n, synset in enumerate(validation_labels, start=1)
                if synset in wanted and n not in numbers and n not in disagreeing]
     if missing:

@@ -46,7 +46,7 @@ class Copy:
     work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
     cleanups: list = field(default_factory=list)  # run by close(), when the build ends
 
-    def close(self):
+    def close(self) -> None:
         """Remove what the scans left for the readers (a decompressed .tar.gz), whatever the outcome."""
         while self.cleanups:
             self.cleanups.pop()()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 from array import array
+from pathlib import Path
 
 from imagenet_build import optional, storage
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
@@ -42,7 +43,7 @@ def identify(path: str) -> list:
     return [Piece(NAME, n, storage.join(path, n)) for n in sorted(names) if FILE.match(n) and not names[n]]
 
 
-def spool_parquet(path: str, target: str):
+def spool_parquet(path: str, target: str) -> tuple[list, array, array, array, list]:
     """A worker task: one parquet file's images into `target`, one after the other; its listing.
 
     Returns the columns of spool.spool_and_list, and the rows whose `label` disagrees with their name.
@@ -94,7 +95,9 @@ def assemble(pieces: list) -> Copy:
     copy = Copy(NAME, f"{NAME} files", where={piece.role: piece.path for piece in pieces})
     splits: dict = {}
     for piece in pieces:
-        split, number, count = FILE.match(piece.role).groups()
+        match = FILE.match(piece.role)
+        assert match is not None  # identify() made the role from a name FILE matched
+        split, number, count = match.groups()
         splits.setdefault(split, {})[int(number)] = (int(count), piece.path)
     for split, found in splits.items():
         count = max(c for c, _ in found.values())
@@ -118,11 +121,9 @@ def assemble(pieces: list) -> Copy:
     return copy
 
 
-def write_sample(ilsvrc_sample, out):
+def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
     """`data/train-0000k-of-00003.parquet` (train dealt round-robin: the real row order is not documented),
     `data/validation-00000-of-00001.parquet`, `data/test-00000-of-00001.parquet`."""
-    from pathlib import Path
-
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
@@ -130,7 +131,7 @@ def write_sample(ilsvrc_sample, out):
     data.mkdir(parents=True, exist_ok=True)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
 
-    def write(name, rows):
+    def write(name: str, rows: list) -> None:
         table = pyarrow.table({
             "image": pyarrow.array([{"bytes": p.read_bytes(), "path": n} for n, p, _ in rows],
                                    pyarrow.struct([("bytes", pyarrow.binary()), ("path", pyarrow.string())])),

@@ -51,12 +51,14 @@ def _role(base: str) -> str | None:
 
 def identify(path: str) -> list:
     base = storage.basename(path)
-    if _role(base):
-        return [Piece(NAME, _role(base), path)]
+    role = _role(base)
+    if role:
+        return [Piece(NAME, role, path)]
     names = listing(path)
     if names.get("data") and not any(_role(n) for n in names):
         path, names = storage.join(path, "data"), listing(storage.join(path, "data"))
-    return [Piece(NAME, _role(n), storage.join(path, n)) for n in sorted(names) if _role(n) and not names[n]]
+    return [Piece(NAME, role, storage.join(path, n)) for n in sorted(names)
+            if (role := _role(n)) and not names[n]]
 
 
 def _disagreement(problems: list, what: str, on_error: str, folder: str) -> None:

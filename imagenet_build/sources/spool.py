@@ -43,12 +43,22 @@ import shutil
 import tempfile
 import zlib
 from array import array
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
 from imagenet_build.naming import SPOOL_PREFIX
 from imagenet_build.sources.base import READERS, Reader
 from imagenet_build.sources.tars import list_members, read_range
+
+if TYPE_CHECKING:
+    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.sources.copies import Copy
+    from imagenet_build.workers import Workers
+
+# (member names, data offsets, sizes, is a regular file) of one decompressed archive
+Listing = tuple[list, array, array, array]
 
 SHIFT = 40  # an entry's offset is (archive number << SHIFT) | offset in that archive's spool (1 TiB each)
 MASK = (1 << SHIFT) - 1
@@ -79,7 +89,7 @@ def remove_stale(folder: str) -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
-def make_spool(copy, archives: list, split: str) -> str:
+def make_spool(copy: Copy, archives: list, split: str) -> str:
     """A new empty folder for one split's decompressed archives; removed when the copy is closed."""
     work_dir = copy.work_dir or tempfile.gettempdir()
     created = not os.path.exists(work_dir)
@@ -138,7 +148,7 @@ def gunzip(archive: str, target: str) -> None:
     os.replace(part, target)
 
 
-def spool_and_list(archive: str, target: str):
+def spool_and_list(archive: str, target: str) -> Listing:
     """A worker task: decompress one archive into `target`, then list it by its tar headers.
 
     Returns compact columns (member names, data offsets, sizes, which are regular files).
@@ -153,7 +163,8 @@ def spool_and_list(archive: str, target: str):
             if os.path.exists(path):
                 os.unlink(path)
         raise
-    names, offsets, sizes, files = [], array("Q"), array("Q"), array("b")
+    names: list[str] = []
+    offsets, sizes, files = array("Q"), array("Q"), array("b")
     for name, offset, length, is_file in members:
         names.append(name)
         offsets.append(offset)
@@ -168,11 +179,12 @@ def spool_name(number: int, archive: str) -> str:
     return f"{number:04d}-{base[:-3] if base.endswith('.gz') else base}"
 
 
-def spool_all(copy, archives: list, split: str, pool, task=spool_and_list) -> tuple[str, list]:
+def spool_all(copy: Copy, archives: list, split: str, pool: Workers,
+              task: Callable[..., Any] = spool_and_list) -> tuple[str, list]:
     """Decompress the split's archives in parallel; (spool folder, [listing of archive k])."""
     spool = make_spool(copy, archives, split)
     tasks = [(archive, os.path.join(spool, spool_name(k, archive))) for k, archive in enumerate(archives)]
-    found = {}
+    found: dict[str, Any] = {}
     pool.run(task, tasks, lambda task, listed: found.__setitem__(task[1], listed))
     return spool, [found[target] for _, target in tasks]
 
@@ -185,17 +197,17 @@ def stamp(archives: list) -> str:
 class SpoolReader(Reader):
     """A shard's images from the spool: one pread each, in the decompressed archive its offset names."""
 
-    def __init__(self, spec):
+    def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
         self._names = sorted(os.listdir(spec.source_root)) if os.path.isdir(spec.source_root) else []
         self._fds: dict[int, int] = {}
 
-    def close(self):
+    def close(self) -> None:
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         k, offset = entry.offset >> SHIFT, entry.offset & MASK
@@ -211,7 +223,7 @@ class SpoolReader(Reader):
         return data, where
 
     @staticmethod
-    def identity(spec, entry):
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """Its place in the archives; their sizes and mtimes are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}"
 
