@@ -19,7 +19,7 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 from imagenet_build.errors import BuildError
 from imagenet_build.optional import require
 from imagenet_build.trainer import DLE_MEAN, DLE_STD
-from imagenet_build.trainer_checks import Report, check_batches, check_epoch, check_loss, check_overfit
+from imagenet_build.trainer_checks import Report, check_batches, check_epoch, check_loss, check_overfit, result_of
 from imagenet_build.workers import progress_bar
 
 
@@ -229,26 +229,10 @@ def trainer_check(folder: str, split: str = "train", device: str = "auto", steps
                      classes, device, fixed, until=lambda so_far: so_far[-1] < 0.25 * so_far[0])
     check_overfit(report, fixed, failure, len(labels))
 
-    return {
-        "ok": report.ok,
-        "checks": report.checks,
-        "framework": "torch",
-        "reader": "PyTorch reader (imagenet_build.torch)",
-        "split": split,
-        "device": device,
-        "device_name": torch.cuda.get_device_name() if gpu else "cpu",
-        "torch": torch.__version__,
-        "model": model,
-        "batch_size": batch_size,
-        "steps": steps,
-        "ranks": num_shards,
-        "workers": workers,
-        "records": len(seen),
-        "images_per_second": round(pipeline_rate, 1),
-        "training_images_per_second": round(train_rate, 1),
-        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
-        "overfit_loss": {"first": fixed[0] if fixed else None, "last": fixed[-1] if fixed else None},
-        "channel_mean": channel_mean,
-        "channel_std": channel_std,
-        "seconds": round(time.monotonic() - started, 1),
-    }
+    result = result_of(report, split=split, device=device, model=model, batch_size=batch_size, steps=steps,
+                       ranks=num_shards, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
+                       losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std,
+                       started=started)
+    return dict(result, framework="torch", reader="PyTorch reader (imagenet_build.torch)",
+                device_name=torch.cuda.get_device_name() if gpu else "cpu", torch=torch.__version__,
+                workers=workers)

@@ -28,7 +28,13 @@ from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.manifest import Manifest, read_manifest
 from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
-from imagenet_build.trainer_checks import Report, check_loss, check_overfit, format_report  # noqa: F401 (format_report: the CLI's)
+from imagenet_build.trainer_checks import (  # noqa: F401 (format_report: the CLI's)
+    Report,
+    check_loss,
+    check_overfit,
+    format_report,
+    result_of,
+)
 from imagenet_build.trainer_checks import check_batches as _check_batches
 from imagenet_build.trainer_checks import check_epoch as _check_epoch
 from imagenet_build.workers import progress_bar
@@ -338,24 +344,10 @@ def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Mani
     failure = _train(lambda: ((images, labels) for _ in range(max(steps, 30))), build_model(model, classes), fixed)
     check_overfit(report, fixed, failure, len(labels))
 
-    result: dict[str, Any] = {
-        "ok": report.ok,
-        "checks": report.checks,
-        "split": split,
-        "device": device,
-        "model": model,
-        "batch_size": batch_size,
-        "steps": steps,
-        "ranks": num_shards,
-        "records": len(seen),
-        "images_per_second": round(pipeline_rate, 1),
-        "training_images_per_second": round(train_rate, 1),
-        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
-        "overfit_loss": {"first": fixed[0] if fixed else None, "last": fixed[-1] if fixed else None},
-        "channel_mean": channel_mean,
-        "channel_std": channel_std,
-        "seconds": round(time.monotonic() - started, 1),
-    }
+    result = result_of(report, split=split, device=device, model=model, batch_size=batch_size, steps=steps,
+                       ranks=num_shards, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
+                       losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std,
+                       started=started)
     if compare_tf:
         result["tf_data"] = compare_with_tf_data(paths, batch_size, mean, std, len(batches))
     return result

@@ -10,6 +10,7 @@ numpy is imported inside the functions (the `tf` and `torch` extras both bring i
 from __future__ import annotations
 
 import math
+import time
 from collections import Counter
 from typing import Any, Sequence
 
@@ -122,6 +123,31 @@ def check_overfit(report: Report, fixed: Sequence[float], failure: str, count: i
     report.add("overfit", falls, failure or (
         f"loss on {count} fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f}"
         + ("" if falls else " (did not halve: labels do not match the images?)")))
+
+
+def result_of(report: Report, *, split: str, device: str, model: str, batch_size: int, steps: int, ranks: int,
+              records: int, pipeline_rate: float, train_rate: float, losses: Sequence[float],
+              fixed: Sequence[float], channel_mean: list[float], channel_std: list[float],
+              started: float) -> dict[str, Any]:
+    """The report every reader's trainer check returns (each adds what is its own)."""
+    return {
+        "ok": report.ok,
+        "checks": report.checks,
+        "split": split,
+        "device": device,
+        "model": model,
+        "batch_size": batch_size,
+        "steps": steps,
+        "ranks": ranks,
+        "records": records,
+        "images_per_second": round(pipeline_rate, 1),
+        "training_images_per_second": round(train_rate, 1),
+        "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
+        "overfit_loss": {"first": fixed[0] if fixed else None, "last": fixed[-1] if fixed else None},
+        "channel_mean": channel_mean,
+        "channel_std": channel_std,
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 def format_report(result: dict) -> list[str]:
