@@ -19,6 +19,7 @@ from imagenet_build.atomic import write_atomic
 from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.example import encode_example_parts
 from imagenet_build.naming import DEFAULT_INDEX_DIR, LABELS_NAME, shard_name
+from imagenet_build.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.writer import shard_entry, write_records
 
@@ -44,7 +45,7 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     class_names[k] is the synset and text of class k (default: the number). Returns the manifest.
     Writing another split into the same folder adds it to the manifest.
     """
-    import numpy as np
+    np = require("numpy", "write_arrays")
 
     images = np.asarray(images)
     labels = np.asarray(labels).reshape(-1)
@@ -60,6 +61,12 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     names = [str(n) for n in class_names] if class_names is not None else [str(k) for k in range(num_classes)]
     output_dir = Path(output_dir)
     index_dir = Path(index_dir) if index_dir else output_dir / DEFAULT_INDEX_DIR
+    try:  # before anything is written: an unreadable manifest is refused here as convert refuses it
+        previous = manifest_mod.read_manifest(output_dir) or {}
+    except ValueError as e:
+        raise BuildError(f"{e}; remove it, or write the arrays to another folder") from None
+    if previous.get("synsets") not in (None, names):
+        raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
     output_dir.mkdir(parents=True, exist_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
     ranges = shard_ranges(len(images), num_shards, layout_threads)
@@ -89,12 +96,6 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     counts = array("Q", [0] * num_classes)
     for label in labels:
         counts[int(label)] += 1
-    try:
-        previous = manifest_mod.read_manifest(output_dir) or {}
-    except ValueError:
-        previous = {}
-    if previous.get("synsets") not in (None, names):
-        raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
     kept = [s for s in previous.get("shards", []) if s["split"] != split]
     all_shards = sorted(kept + shards, key=lambda s: (s["split"] != "train", s["name"]))
     splits = {s: v for s, v in previous.get("splits", {}).items() if s != split}

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from imagenet_build.naming import shard_glob
+from imagenet_build.optional import require
 
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
@@ -57,7 +58,7 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     repeat and drop_remainder default to `training`; augment (slim's random crop and flip) too.
     With training=False nothing is shuffled: one pass gives every record of this worker's files once.
     """
-    import tensorflow as tf
+    tf = require("tensorflow", "imagenet_build.tfdata")
 
     repeat = training if repeat is None else repeat
     drop_remainder = training if drop_remainder is None else drop_remainder

@@ -165,6 +165,15 @@ def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless, tf,
             assert error < 20 and error < other / 3  # lossy, but this picture and not another
 
 
+def test_arrays_refuse_an_unreadable_manifest_before_writing(np, tmp_path):
+    from imagenet_build.errors import BuildError
+
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(BuildError, match="manifest.json: not valid JSON"):
+        write_arrays(np.zeros((4, 8, 8, 3), np.uint8), [0, 1, 0, 1], tmp_path, "train", 1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]  # nothing written, nothing replaced
+
+
 def test_arrays_bad_input(np):
     from imagenet_build.errors import BuildError
 
