@@ -95,6 +95,53 @@ def wait_until_gone(pids, seconds=5.0):
     return [p for p in pids if alive(p)]
 
 
+SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every layout is written from
+
+
+@pytest.fixture(scope="session")
+def ilsvrc(tmp_path_factory):
+    """The sample with the three ILSVRC2012 archives beside its folders: what every other copy is held to."""
+    out = tmp_path_factory.mktemp("ilsvrc")
+    make_sample(out, tarballs=True, **SAMPLE)
+    return out
+
+
+def layout_args(sample, *extra):
+    """The labels files of a sample and the small shard layout the tests use (one worker)."""
+    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
+            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1, *extra]
+
+
+def with_boxes(sample):
+    """layout_args and the sample's box CSV, for copies that carry no boxes of their own."""
+    return layout_args(sample, "--bounding-box-file", sample / "bboxes.csv")
+
+
+def shard_files(out):
+    """{path: sha256} of a build's shards and indexes: what must be the same bytes whatever copy it came from."""
+    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
+
+
+@pytest.fixture(scope="session")
+def reference(ilsvrc, tmp_path_factory):
+    """The build from the three ILSVRC2012 archives, named explicitly."""
+    out = tmp_path_factory.mktemp("reference")
+    result = CliRunner().invoke(cli, [str(a) for a in (
+        "convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar", "--validation-tar",
+        ilsvrc / "ILSVRC2012_img_val.tar", "--bbox-tar", ilsvrc / "ILSVRC2012_bbox_train_v2.tar.gz",
+        "--output-dir", out, *layout_args(ilsvrc))], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture
+def sample_copy(sample_dir, tmp_path):
+    """A private copy of the sample, free to damage."""
+    copy = tmp_path / "sample"
+    shutil.copytree(sample_dir, copy)
+    return copy
+
+
 @pytest.fixture(scope="session")
 def converted(sample_dir, tmp_path_factory):
     """The sample converted once (two workers), shared by the read-back tests."""

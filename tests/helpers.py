@@ -4,10 +4,12 @@ Test modules import these from here, never from each other, so a skip in one
 module never travels into another.
 """
 
+import gzip
 import io
 import struct
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 from imagenet_build import tfrecord
@@ -144,3 +146,31 @@ def read_with_tensorflow(path):
             }
         )
     return records
+
+
+def rewrite_tar_gz(archive, change):
+    """The .tar.gz rewritten with change([(name, bytes)]) -> [(name, bytes)]."""
+    with tarfile.open(archive) as tar:
+        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    with gzip.GzipFile(archive, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        for name, data in change(members):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def expect_one_error_line(args, *fragments, out, nothing_written=True):
+    """The command fails with one `error:` line holding the fragments, no traceback, and no shard or spool
+    left under a final name in `out`."""
+    from conftest import run_cli
+
+    result = run_cli(*args)
+    assert result.exit_code != 0, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    if nothing_written:
+        assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()], list(out.rglob("*"))
+    assert not [p for p in out.rglob(".imagenet-build-spool-*")]
+    return lines[0]

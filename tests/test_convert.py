@@ -21,14 +21,6 @@ from conftest import (
 from imagenet_build.sample import make_sample
 
 
-@pytest.fixture
-def sample_copy(sample_dir, tmp_path):
-    """A private copy of the sample, free to damage."""
-    copy = tmp_path / "sample"
-    shutil.copytree(sample_dir, copy)
-    return copy
-
-
 def convert_ok(sample, out, *extra, **kw):
     result = run_cli(*sample_args(sample, out, "--workers", 1, *extra, **kw))
     assert result.exit_code == 0, result.output

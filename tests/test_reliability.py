@@ -31,13 +31,6 @@ from imagenet_build.images import parse_jpeg_header
 from imagenet_build.lock import LOCK_NAME, FolderLock
 
 
-@pytest.fixture
-def sample_copy(sample_dir, tmp_path):
-    copy = tmp_path / "sample"
-    shutil.copytree(sample_dir, copy)
-    return copy
-
-
 def convert_json(sample, out, *extra):
     result = run_process(*sample_args(sample, out, "--workers", 2, "--json", *extra))
     assert result.returncode == 0, result.stderr

@@ -5,25 +5,19 @@ import json
 import shutil
 
 import pytest
-from test_source_hf import OPTIONS, common, expect_error, rewrite
 
-from conftest import run_cli
+from conftest import SAMPLE, run_cli, with_boxes
+from helpers import expect_one_error_line as expect_error
+from helpers import rewrite_tar_gz as rewrite
 from imagenet_build.example import decode_example
 from imagenet_build.sample import make_sample
 from imagenet_build.tfrecord import read_records
 
 
 @pytest.fixture(scope="module")
-def ilsvrc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ilsvrc")
-    make_sample(out, tarballs=True, **OPTIONS)
-    return out
-
-
-@pytest.fixture(scope="module")
 def blurred(tmp_path_factory):
     out = tmp_path_factory.mktemp("blurred")
-    make_sample(out, layout="blurred", **OPTIONS)
+    make_sample(out, layout="blurred", **SAMPLE)
     return out
 
 
@@ -41,9 +35,9 @@ def records(out):
 def test_records_equal_the_original_build_where_the_image_is_the_same(ilsvrc, blurred, tmp_path):
     reference, out = tmp_path / "reference", tmp_path / "out"
     result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar", "--validation-tar",
-                     ilsvrc / "ILSVRC2012_img_val.tar", "--output-dir", reference, *common(ilsvrc))
+                     ilsvrc / "ILSVRC2012_img_val.tar", "--output-dir", reference, *with_boxes(ilsvrc))
     assert result.exit_code == 0, result.output
-    result = run_cli("convert", "--from", blurred, "--output-dir", out, *common(ilsvrc), "--json")
+    result = run_cli("convert", "--from", blurred, "--output-dir", out, *with_boxes(ilsvrc), "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["found"].startswith("face-blurred ILSVRC2012 (image-net.org) archives: 47 train, 15 validation")
@@ -83,7 +77,7 @@ def test_a_truncated_archive_is_refused(copy_of, ilsvrc, tmp_path):
     archive = copy_of / "val_blurred.tar.gz"
     archive.write_bytes(archive.read_bytes()[:-100])
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(ilsvrc)], "val_blurred.tar.gz",
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(ilsvrc)], "val_blurred.tar.gz",
                  "truncated", out=out)
 
 
@@ -94,11 +88,11 @@ def test_a_class_folder_that_disagrees_with_the_validation_labels(copy_of, ilsvr
 
     rewrite(copy_of / "val_blurred.tar.gz", move)
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(ilsvrc)],
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(ilsvrc)],
                  "val_blurred/n01443537/ILSVRC2012_val_00000001.jpg", "in class folder n01443537", out=out)
 
 
 def test_with_another_copy_is_refused(blurred, ilsvrc, tmp_path):
     out = tmp_path / "out"
     expect_error(["convert", "--from", blurred / "train_blurred.tar.gz", "--from", ilsvrc / "ILSVRC2012_img_val.tar",
-                  "--output-dir", out, *common(ilsvrc)], "two different copies", out=out)
+                  "--output-dir", out, *with_boxes(ilsvrc)], "two different copies", out=out)

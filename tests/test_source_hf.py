@@ -1,49 +1,21 @@
 """convert --from Hugging Face's imagenet-1k .tar.gz archives: the ILSVRC tarballs' shards; bad archives refused."""
 
-import gzip
-import io
 import json
 import shutil
 import tarfile
 
 import pytest
 
-from conftest import run_cli, tree_digest
+from conftest import SAMPLE, run_cli, shard_files, with_boxes
+from helpers import expect_one_error_line as expect_error
+from helpers import rewrite_tar_gz as rewrite
 from imagenet_build.sample import make_sample
-
-OPTIONS = dict(classes=4, per_class=12, validation_per_class=4)
-
-
-@pytest.fixture(scope="module")
-def ilsvrc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ilsvrc")
-    make_sample(out, tarballs=True, **OPTIONS)
-    return out
 
 
 @pytest.fixture(scope="module")
 def hf(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf") / "imagenet-1k"
-    make_sample(out, layout="hf", **OPTIONS)
-    return out
-
-
-def common(sample):
-    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--bounding-box-file", sample / "bboxes.csv", "--train-shards", 4, "--validation-shards", 2,
-            "--layout-threads", 2, "--workers", 1]
-
-
-def shards(out):
-    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
-
-
-@pytest.fixture(scope="module")
-def reference(ilsvrc, tmp_path_factory):
-    out = tmp_path_factory.mktemp("reference")
-    result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar",
-                     "--validation-tar", ilsvrc / "ILSVRC2012_img_val.tar", "--output-dir", out, *common(ilsvrc))
-    assert result.exit_code == 0, result.output
+    make_sample(out, layout="hf", **SAMPLE)
     return out
 
 
@@ -62,25 +34,14 @@ def test_sample_is_shaped_as_the_real_repository(hf):
 def test_from_hf_gives_the_shards_of_the_ilsvrc_tarballs(hf, ilsvrc, reference, tmp_path, given):
     paths = {"root": [hf], "data": [hf / "data"], "archives": sorted((hf / "data").glob("*.tar.gz"))}[given]
     out = tmp_path / "out"
-    result = run_cli("convert", *[a for p in paths for a in ("--from", p)], "--output-dir", out, *common(ilsvrc),
+    result = run_cli("convert", *[a for p in paths for a in ("--from", p)], "--output-dir", out, *with_boxes(ilsvrc),
                      "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["found"].startswith("Hugging Face ILSVRC/imagenet-1k .tar.gz archives: 48 train, 16 validation")
     assert any("test_images.tar.gz ignored" in n for n in summary["notes"])
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
     assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in reference.iterdir())  # spool gone
-
-
-def rewrite(archive, change):
-    """The .tar.gz rewritten with change([(name, bytes)]) -> [(name, bytes)]."""
-    with tarfile.open(archive) as tar:
-        members = [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-    with gzip.GzipFile(archive, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
-        for name, data in change(members):
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture
@@ -90,31 +51,18 @@ def copy_of(hf, tmp_path):
     return data
 
 
-def expect_error(args, *fragments, out, nothing_written=True):
-    result = run_cli(*args)
-    assert result.exit_code != 0, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    if nothing_written:
-        assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()], list(out.rglob("*"))
-    assert not [p for p in out.rglob(".imagenet-build-spool-*")]
-    return lines[0]
-
-
 def test_a_truncated_archive_is_refused(copy_of, hf, tmp_path):
     archive = copy_of / "train_images_2.tar.gz"
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
                  "train_images_2.tar.gz", "truncated", out=out)
 
 
 def test_a_member_that_is_not_an_image_is_refused(copy_of, hf, tmp_path):
     rewrite(copy_of / "val_images.tar.gz", lambda members: [(members[0][0], b"not a picture")] + members[1:])
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(hf)], "ILSVRC2012_val_00000001",
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)], "ILSVRC2012_val_00000001",
                  out=out, nothing_written=False)
     assert len(list(out.glob("validation-*"))) < 2  # not the shard that holds it (the others may be written)
 
@@ -126,9 +74,10 @@ def test_a_name_whose_synset_disagrees_with_its_label(copy_of, hf, tmp_path):
 
     rewrite(copy_of / "val_images.tar.gz", wrong)
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
                  "val_images.tar.gz:ILSVRC2012_val_00000001_n09999999.JPEG", "gives n01440764 for image 1", out=out)
-    skipped = run_cli("convert", "--from", copy_of, "--output-dir", out, *common(hf), "--on-error", "skip", "--json")
+    skipped = run_cli("convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf), "--on-error", "skip",
+                      "--json")
     assert skipped.exit_code == 0, skipped.output
     summary = json.loads(skipped.stdout)
     assert summary["splits"]["validation"]["records"] == 15
@@ -137,7 +86,7 @@ def test_a_name_whose_synset_disagrees_with_its_label(copy_of, hf, tmp_path):
     rewrite(copy_of / "train_images_1.tar.gz",
             lambda members: [(members[0][0].replace("_n01440764.JPEG", "_n01443537.JPEG"), members[0][1])]
             + members[1:])
-    expect_error(["convert", "--from", copy_of, "--output-dir", tmp_path / "o2", *common(hf)],
+    expect_error(["convert", "--from", copy_of, "--output-dir", tmp_path / "o2", *with_boxes(hf)],
                  "train_images_1.tar.gz:n01440764_", "named for synset n01440764 but labelled n01443537",
                  out=tmp_path / "o2")
 
@@ -145,13 +94,13 @@ def test_a_name_whose_synset_disagrees_with_its_label(copy_of, hf, tmp_path):
 def test_hf_with_the_ilsvrc_tarballs_is_refused(hf, ilsvrc, tmp_path):
     out = tmp_path / "out"
     expect_error(["convert", "--from", hf / "data", "--from", ilsvrc / "ILSVRC2012_img_val.tar", "--output-dir", out,
-                  *common(hf)], "two different copies", out=out)
+                  *with_boxes(hf)], "two different copies", out=out)
 
 
 def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
     (copy_of / "train_images_4.tar.gz").unlink()
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
                  "train_images_4.tar.gz missing", out=out)
     assert not out.exists()
 
@@ -163,17 +112,17 @@ def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
 def hf_parquet(tmp_path_factory):
     pytest.importorskip("pyarrow")
     out = tmp_path_factory.mktemp("hf-parquet") / "imagenet-1k"
-    make_sample(out, layout="hf-parquet", **OPTIONS)
+    make_sample(out, layout="hf-parquet", **SAMPLE)
     return out
 
 
 def test_from_hf_parquet_gives_the_shards_of_the_ilsvrc_tarballs(hf_parquet, ilsvrc, reference, tmp_path):
     out = tmp_path / "out"
-    result = run_cli("convert", "--from", hf_parquet, "--output-dir", out, *common(ilsvrc), "--json")
+    result = run_cli("convert", "--from", hf_parquet, "--output-dir", out, *with_boxes(ilsvrc), "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["found"].startswith(
         "Hugging Face ILSVRC/imagenet-1k (parquet) files: 48 train, 16 validation")
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
 
 
 def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_parquet, hf, tmp_path):
@@ -184,7 +133,7 @@ def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_
     first = data / "train-00001-of-00003.parquet"
     first.write_bytes(first.read_bytes()[:-50])
     out = tmp_path / "out"
-    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
                  "train-00001-of-00003.parquet", "not a readable parquet file", out=out)
 
     shutil.copy(hf_parquet / "data" / first.name, first)
@@ -195,18 +144,18 @@ def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_
 
     pq.write_table(table.set_column(1, "label", pyarrow.array(labels, pyarrow.int64())),
                    data / "validation-00000-of-00001.parquet")
-    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
                  "validation-00000-of-00001.parquet:ILSVRC2012_val_00000001_", "but its label", out=out)
 
     (data / "train-00002-of-00003.parquet").unlink()
-    expect_error(["convert", "--from", data, "--output-dir", out, *common(hf)],
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
                  "train-00002-of-00003.parquet", "missing", out=out)
 
 
 def test_resized_builds_from_hf_leave_no_spool(hf, tmp_path):
     """The unpacked archives live in the output folder for the run only, beside the resized builds."""
     out = tmp_path / "out"
-    result = run_cli("convert", "--from", hf, "--output-dir", out, *common(hf), "--resize", "shorter:64,96")
+    result = run_cli("convert", "--from", hf, "--output-dir", out, *with_boxes(hf), "--resize", "shorter:64,96")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["shorter-64", "shorter-96"]
     for size in ("shorter-64", "shorter-96"):

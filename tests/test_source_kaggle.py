@@ -7,8 +7,7 @@ import zipfile
 
 import pytest
 
-from conftest import run_cli, tree_digest
-from imagenet_build.sample import make_sample
+from conftest import layout_args, run_cli, shard_files
 from imagenet_build.sources.kaggle import (
     DEFLATED,
     OLD_TARBALL,
@@ -25,13 +24,6 @@ FOUND = "found: Kaggle zip: 48 train, 16 validation, 34 annotated"
 
 
 @pytest.fixture(scope="module")
-def ilsvrc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ilsvrc")
-    make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)
-    return out
-
-
-@pytest.fixture(scope="module")
 def kaggle(ilsvrc, tmp_path_factory):
     """The sample written as Kaggle's zip (through `sample --layout kaggle`'s writer)."""
     out = tmp_path_factory.mktemp("kaggle")
@@ -41,28 +33,8 @@ def kaggle(ilsvrc, tmp_path_factory):
     return out / ZIP_NAME
 
 
-def common(sample):
-    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
-
-
-def shards(out):
-    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
-
-
-@pytest.fixture(scope="module")
-def reference(ilsvrc, tmp_path_factory):
-    """The build from the three ILSVRC2012 archives, boxes from the bbox tar."""
-    out = tmp_path_factory.mktemp("reference")
-    result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar",
-                     "--validation-tar", ilsvrc / "ILSVRC2012_img_val.tar",
-                     "--bbox-tar", ilsvrc / "ILSVRC2012_bbox_train_v2.tar.gz", "--output-dir", out, *common(ilsvrc))
-    assert result.exit_code == 0, result.output
-    return out
-
-
 def convert(ilsvrc, source, out, *more):
-    result = run_cli("convert", "--from", source, "--output-dir", out, *common(ilsvrc), *more, "--json")
+    result = run_cli("convert", "--from", source, "--output-dir", out, *layout_args(ilsvrc), *more, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -96,7 +68,7 @@ def test_the_sample_zip_is_zip64_with_both_methods_and_zipfile_reads_it_alike(ka
 def test_zip_gives_the_shards_of_the_ilsvrc_tarballs(ilsvrc, kaggle, reference, tmp_path):
     summary = convert(ilsvrc, kaggle, tmp_path / "out")
     assert summary["found"] == FOUND[len("found: "):]
-    assert shards(tmp_path / "out") == shards(reference)  # boxes from the XML in the zip included
+    assert shard_files(tmp_path / "out") == shard_files(reference)  # boxes from the XML in the zip included
     assert "3 test images ignored: no labels" in summary["notes"]
     assert not any(SOLUTION in note or "synset_mapping" in note for note in summary["notes"]), summary["notes"]
 
@@ -107,7 +79,7 @@ def test_extracted_tree_and_a_rezipped_tree_give_the_same_shards(ilsvrc, kaggle,
         z.extractall(tree)
     summary = convert(ilsvrc, tree, tmp_path / "out")
     assert summary["found"] == "Kaggle folders: 48 train, 16 validation, 34 annotated"
-    assert shards(tmp_path / "out") == shards(reference)
+    assert shard_files(tmp_path / "out") == shard_files(reference)
     # the same tree zipped by another writer (Python's zipfile, all deflated, no Zip64), under a top folder
     other = tmp_path / "other.zip"
     with zipfile.ZipFile(other, "w", zipfile.ZIP_DEFLATED) as z:
@@ -115,7 +87,7 @@ def test_extracted_tree_and_a_rezipped_tree_give_the_same_shards(ilsvrc, kaggle,
             if path.is_file():
                 z.write(path, "copy/" + str(path.relative_to(tree)))
     convert(ilsvrc, other, tmp_path / "out2")
-    assert shards(tmp_path / "out2") == shards(reference)
+    assert shard_files(tmp_path / "out2") == shard_files(reference)
 
 
 def test_solution_and_mapping_that_disagree_are_noted(ilsvrc, kaggle, reference, tmp_path):
@@ -135,9 +107,9 @@ def test_solution_and_mapping_that_disagree_are_noted(ilsvrc, kaggle, reference,
     notes = " | ".join(summary["notes"])
     assert f"{SOLUTION} disagrees with" in notes and "on 1 validation image(s): ILSVRC2012_val_00000003 (" in notes
     assert "LOC_synset_mapping.txt orders the synsets otherwise" in notes
-    assert shards(tmp_path / "out") == shards(reference)  # the labels file decides
+    assert shard_files(tmp_path / "out") == shard_files(reference)  # the labels file decides
     solution.write_text("id;label\n1;2\n")
-    expect_error(["convert", "--from", tree, "--output-dir", tmp_path / "o", *common(ilsvrc)], 1,
+    expect_error(["convert", "--from", tree, "--output-dir", tmp_path / "o", *layout_args(ilsvrc)], 1,
                  SOLUTION, "ImageId,PredictionString")
     assert not (tmp_path / "o").exists()
 
@@ -156,8 +128,8 @@ def only_right_shards(out, reference):
     """Shards a failed run left under final names are those a clean build writes (a rerun resumes from them)."""
     if not out.exists():
         return True
-    expected = shards(reference)
-    left = {k: v for k, v in shards(out).items() if k.startswith(("train-", "validation-"))}
+    expected = shard_files(reference)
+    left = {k: v for k, v in shard_files(out).items() if k.startswith(("train-", "validation-"))}
     return all(expected.get(k) == v for k, v in left.items())
 
 
@@ -165,7 +137,7 @@ def test_bad_zips_are_one_line_each(ilsvrc, kaggle, reference, tmp_path):
     data = kaggle.read_bytes()
     cut = tmp_path / ZIP_NAME
     cut.write_bytes(data[: len(data) // 2])
-    expect_error(["convert", "--from", cut, "--output-dir", tmp_path / "o1", *common(ilsvrc)], 1,
+    expect_error(["convert", "--from", cut, "--output-dir", tmp_path / "o1", *layout_args(ilsvrc)], 1,
                  str(cut), "truncated")
     # a deflated image whose bytes were corrupted: named, with what is wrong
     members = sample_members(ilsvrc)
@@ -176,7 +148,7 @@ def test_bad_zips_are_one_line_each(ilsvrc, kaggle, reference, tmp_path):
     bad = tmp_path / "bad" / ZIP_NAME
     bad.parent.mkdir()
     bad.write_bytes(bytes(broken))
-    line = expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o2", *common(ilsvrc)], 1,
+    line = expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o2", *layout_args(ilsvrc)], 1,
                         name.rsplit("/", 1)[1], "corrupt")
     assert "CRC-32" in line or "inflate" in line
     # the CRC check itself: the central directory's CRC of that member made wrong
@@ -187,16 +159,16 @@ def test_bad_zips_are_one_line_each(ilsvrc, kaggle, reference, tmp_path):
     wrong = bytearray(data)
     struct.pack_into("<L", wrong, at, crc ^ 1)
     bad.write_bytes(bytes(wrong))
-    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o3", *common(ilsvrc)], 1,
+    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o3", *layout_args(ilsvrc)], 1,
                  name.rsplit("/", 1)[1], "CRC-32")
     # a member that is not an image
     swapped = [(n, b"<html>not a picture</html>" if n == name else d, m, dd) for n, d, m, dd in members]
     write_zip(bad, swapped)
-    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o4", *common(ilsvrc)], 1,
+    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o4", *layout_args(ilsvrc)], 1,
                  name.rsplit("/", 1)[1])
     # a partial copy: no validation images
     write_zip(bad, [m for m in members if "/val/" not in m[0]])
-    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o5", *common(ilsvrc)], 1,
+    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o5", *layout_args(ilsvrc)], 1,
                  str(bad), "no ILSVRC/Data/CLS-LOC/val/")
     assert not (tmp_path / "o1").exists() and not (tmp_path / "o5").exists()  # refused before writing
     assert all(only_right_shards(tmp_path / f"o{k}", reference) for k in range(2, 5))

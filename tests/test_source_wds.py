@@ -7,41 +7,14 @@ import tarfile
 
 import pytest
 
-from conftest import run_cli, tree_digest
+from conftest import layout_args, run_cli, shard_files
 from imagenet_build.sample import make_sample
-
-
-@pytest.fixture(scope="module")
-def ilsvrc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ilsvrc")
-    make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)
-    return out
 
 
 @pytest.fixture(scope="module")
 def wds(tmp_path_factory):
     out = tmp_path_factory.mktemp("wds") / "copy"
     make_sample(out, classes=4, per_class=12, validation_per_class=4, layout="wds")
-    return out
-
-
-def common(sample):
-    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
-
-
-def shards(out):
-    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
-
-
-@pytest.fixture(scope="module")
-def reference(ilsvrc, tmp_path_factory):
-    """The build from the three ILSVRC2012 archives."""
-    out = tmp_path_factory.mktemp("reference")
-    result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar",
-                     "--validation-tar", ilsvrc / "ILSVRC2012_img_val.tar",
-                     "--bbox-tar", ilsvrc / "ILSVRC2012_bbox_train_v2.tar.gz", "--output-dir", out, *common(ilsvrc))
-    assert result.exit_code == 0, result.output
     return out
 
 
@@ -66,11 +39,11 @@ def test_from_the_shards_gives_the_shards_of_the_ilsvrc_archives(wds, ilsvrc, re
     paths = [wds] if given == "folder" else sorted(wds.glob("*.tar"))
     out = tmp_path / "out"
     result = run_cli("convert", *[a for p in paths for a in ("--from", p)], "--bounding-box-file",
-                     ilsvrc / "bboxes.csv", "--output-dir", out, *common(wds), "--json")
+                     ilsvrc / "bboxes.csv", "--output-dir", out, *layout_args(wds), "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["found"].startswith("WebDataset shards: 48 train, 16 validation")
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
 
 
 def rewrite(source, target, change):
@@ -107,7 +80,7 @@ def expect_error(args, code, *fragments):
 
 
 def convert_args(copy, out):
-    return ["convert", "--from", copy, "--output-dir", out, *common(copy)]
+    return ["convert", "--from", copy, "--output-dir", out, *layout_args(copy)]
 
 
 def no_shards(out):
@@ -213,9 +186,9 @@ def test_keys_that_are_not_imagenet_names_take_the_json_filename(wds, ilsvrc, re
         shutil.copy(wds / name, copy / name)
     out = tmp_path / "out"
     result = run_cli("convert", "--from", copy, "--bounding-box-file", ilsvrc / "bboxes.csv", "--output-dir", out,
-                     *common(copy))
+                     *layout_args(copy))
     assert result.exit_code == 0, result.output
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
 
 
 def test_the_fast_header_listing_agrees_with_tarfiles(wds, tmp_path):

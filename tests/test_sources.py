@@ -6,38 +6,9 @@ import shutil
 
 import pytest
 
-from conftest import run_cli, tree_digest
+from conftest import layout_args, run_cli, shard_files
 from imagenet_build.example import decode_example
-from imagenet_build.sample import make_sample
 from imagenet_build.tfrecord import read_records
-
-
-@pytest.fixture(scope="module")
-def ilsvrc(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ilsvrc")
-    make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)
-    return out
-
-
-def common(sample):
-    return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
-
-
-def shards(out):
-    """Shards and indexes: what must be the same bytes whatever copy the images came from."""
-    return {k: v for k, v in tree_digest(out).items() if k != "manifest.json"}
-
-
-@pytest.fixture(scope="module")
-def reference(ilsvrc, tmp_path_factory):
-    """The build from the three ILSVRC2012 archives, named explicitly."""
-    out = tmp_path_factory.mktemp("reference")
-    result = run_cli("convert", "--train-tar", ilsvrc / "ILSVRC2012_img_train.tar",
-                     "--validation-tar", ilsvrc / "ILSVRC2012_img_val.tar",
-                     "--bbox-tar", ilsvrc / "ILSVRC2012_bbox_train_v2.tar.gz", "--output-dir", out, *common(ilsvrc))
-    assert result.exit_code == 0, result.output
-    return out
 
 
 @pytest.mark.parametrize("given", [
@@ -47,11 +18,11 @@ def reference(ilsvrc, tmp_path_factory):
 def test_from_the_ilsvrc_archives_gives_their_shards(ilsvrc, reference, tmp_path, given):
     out = tmp_path / "out"
     result = run_cli("convert", *[arg for p in given for arg in ("--from", ilsvrc / p)], "--output-dir", out,
-                     *common(ilsvrc), "--json")
+                     *layout_args(ilsvrc), "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["found"].startswith("ILSVRC2012 (image-net.org) tarballs: 48 train, 16 validation, ")
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
 
 
 def test_from_the_extracted_folders_gives_the_same_records(ilsvrc, reference, tmp_path):
@@ -60,10 +31,10 @@ def test_from_the_extracted_folders_gives_the_same_records(ilsvrc, reference, tm
         (shutil.copytree if (ilsvrc / name).is_dir() else shutil.copy)(ilsvrc / name, tree / name)
     out = tmp_path / "out"
     result = run_cli("convert", "--from", tree, "--bounding-box-file", ilsvrc / "bboxes.csv", "--output-dir", out,
-                     *common(ilsvrc))
+                     *layout_args(ilsvrc))
     assert result.exit_code == 0, result.output
     assert "found: ILSVRC2012 (image-net.org) folders: 48 train, 16 validation" in result.stdout
-    assert shards(out) == shards(reference)
+    assert shard_files(out) == shard_files(reference)
 
 
 def expect_usage_or_input_error(args, code, *fragments):
@@ -91,7 +62,7 @@ def test_subset_keeps_the_listed_images_with_their_labels(ilsvrc, reference, tmp
     listing = tmp_path / "subset.txt"
     listing.write_text("\ufeff" + "\n".join(names) + "\n")
     out = tmp_path / "out"
-    result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", out, *common(ilsvrc),
+    result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", out, *layout_args(ilsvrc),
                      "--train-shards", 2, "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
@@ -113,10 +84,10 @@ def test_subset_naming_an_image_the_source_lacks_is_an_error(ilsvrc, tmp_path):
     listing = tmp_path / "subset.txt"
     listing.write_text("n01440764_1.JPEG\nn09999999_7.JPEG\n")
     result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", tmp_path / "o",
-                     *common(ilsvrc), "--train-shards", 1, "--layout-threads", 1)
+                     *layout_args(ilsvrc), "--train-shards", 1, "--layout-threads", 1)
     assert result.exit_code == 1 and "n09999999_7.JPEG" in result.stderr
     skipped = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", tmp_path / "o",
-                      *common(ilsvrc), "--train-shards", 1, "--layout-threads", 1, "--on-error", "skip", "--json")
+                      *layout_args(ilsvrc), "--train-shards", 1, "--layout-threads", 1, "--on-error", "skip", "--json")
     assert skipped.exit_code == 0, skipped.output
     assert {"file": "n09999999_7.JPEG", "reason": "listed in --subset " + str(listing) + ", not in the source",
             "split": "train"} in json.loads(skipped.stdout)["skipped"]
