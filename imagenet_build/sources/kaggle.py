@@ -30,10 +30,12 @@ import re
 import struct
 import zlib
 from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import IO, TYPE_CHECKING, Tuple, Union
 
 from imagenet_build import storage
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.errors import InputError, PathLike, input_errors
 from imagenet_build.sources.base import (
     READERS,
     Reader,
@@ -46,6 +48,11 @@ from imagenet_build.sources.base import (
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.tars import read_range
+
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.workers import Workers
 
 NAME = "Kaggle imagenet-object-localization-challenge"
 ZIP_NAME = "imagenet-object-localization-challenge.zip"
@@ -76,12 +83,17 @@ FULL32, FULL16 = 0xFFFFFFFF, 0xFFFF
 DEFLATED_FLAG = 1 << 63
 MAX_SIZE = (1 << 31) - 1
 
+# (name, local header offset, compressed size, size, CRC-32, method, flags), as the central directory lists a member
+CentralEntry = Tuple[str, int, int, int, int, int, int]
+# (name, bytes, method, data descriptor?): a member for write_zip
+ZipMember = Tuple[str, bytes, int, bool]
+
 
 def pack_extra(method: int, usize: int, crc: int) -> int:
     return (DEFLATED_FLAG if method == DEFLATED else 0) | usize << 32 | crc
 
 
-def end_record(f, size: int, where: str) -> tuple[int, int, int]:
+def end_record(f: IO[bytes], size: int, where: str) -> tuple[int, int, int]:
     """(central directory offset, its size, member count), Zip64 records followed."""
     tail_size = min(size, EOCD.size + FULL16 + LOCATOR.size)
     f.seek(size - tail_size)
@@ -110,7 +122,7 @@ def end_record(f, size: int, where: str) -> tuple[int, int, int]:
     return cd_offset, cd_size, count
 
 
-def central_members(f, cd_offset: int, cd_size: int, count: int, where: str):
+def central_members(f: IO[bytes], cd_offset: int, cd_size: int, count: int, where: str) -> Iterator[CentralEntry]:
     """Yield (name, local header offset, compressed size, size, CRC-32, method, flags) from the central directory.
 
     Streamed in blocks: the real one is ~270 MB for 2 M members.
@@ -138,7 +150,9 @@ def central_members(f, cd_offset: int, cd_size: int, count: int, where: str):
         yield name, offset, csize, usize, crc, method, flags
 
 
-def _zip64(buf, at, extra_len, usize, csize, offset, where, name):
+def _zip64(
+    buf: bytes, at: int, extra_len: int, usize: int, csize: int, offset: int, where: str, name: str
+) -> tuple[int, int, int]:
     """The 64-bit values of the Zip64 extra field, for the 32-bit fields that are 0xFFFFFFFF (in this order)."""
     end = at + extra_len
     while at + 4 <= end:
@@ -157,7 +171,9 @@ def _zip64(buf, at, extra_len, usize, csize, offset, where, name):
     raise InputError(f"{where}:{name}", "broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field")
 
 
-def member_bytes(source, offset: int, csize: int, extra: int, where: str, head: bytes | None = None) -> bytes:
+def member_bytes(
+    source: Union[int, IO[bytes]], offset: int, csize: int, extra: int, where: str, head: bytes | None = None
+) -> bytes:
     """The bytes of the member whose local header is at `offset`: a byte range, or inflated and checked.
 
     head: bytes already read from `offset` (at least the local header), to save a read.
@@ -204,15 +220,22 @@ class Members:
         self.names: list[str] = []
         self.offsets, self.sizes, self.extras = array("Q"), array("Q"), array("Q")
 
-    def add(self, name, offset, csize, extra) -> None:
+    def add(self, name: str, offset: int, csize: int, extra: int) -> None:
         self.names.append(name)
         self.offsets.append(offset)
         self.sizes.append(csize)
         self.extras.append(extra)
 
-    def items(self):
+    def rows(self) -> Iterator[tuple[str, int, int, int]]:
+        """(name, offset, size, extra) of each member; the columns grow together, so unequal lengths are a bug."""
+        if not len(self.names) == len(self.offsets) == len(self.sizes) == len(self.extras):
+            raise ValueError(f"Members: columns of {len(self.names)}, {len(self.offsets)}, {len(self.sizes)} and "
+                             f"{len(self.extras)} entries")
+        return zip(self.names, self.offsets, self.sizes, self.extras)
+
+    def items(self) -> list[tuple[str, tuple[int, int, int]]]:
         """[(name, (offset, size, extra))], as add_class and flat_validation take them."""
-        return list(zip(self.names, zip(self.offsets, self.sizes, self.extras, strict=True), strict=True))
+        return [(name, (offset, size, extra)) for name, offset, size, extra in self.rows()]
 
 
 @dataclass
@@ -222,11 +245,11 @@ class ZipListing:
     path: str
     stamp: str
     prefix: str = ""  # folder the tree sits in inside the zip ("" for Kaggle's)
-    train: dict = field(default_factory=dict)  # synset -> Members
-    train_strangers: list = field(default_factory=list)
+    train: dict[str, Members] = field(default_factory=dict)  # synset -> Members
+    train_strangers: list[str] = field(default_factory=list)
     validation: Members = field(default_factory=Members)
-    xml: dict = field(default_factory=dict)  # synset -> Members (names: stems)
-    files: dict = field(default_factory=dict)  # LOC_* name -> (offset, size, extra)
+    xml: dict[str, Members] = field(default_factory=dict)  # synset -> Members (names: stems)
+    files: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # LOC_* name -> (offset, size, extra)
     tests: int = 0
     old_tarball: bool = False
 
@@ -242,7 +265,7 @@ def _tree_prefix(name: str) -> str | None:
     return None
 
 
-def _open_zip(path):
+def _open_zip(path: str) -> IO[bytes]:
     return storage.open_read(path, random_access=True)
 
 
@@ -298,31 +321,37 @@ def list_zip(path: str) -> ZipListing:
                     result.tests += 1
                     continue
                 _check_member(path, name, offset, csize, usize, method, flags, cd_offset)
-                extra = pack_extra(method, usize, crc)
-                if role == "train":
-                    synset, _, base = rest[len(TRAIN):].partition("/")
-                    if not base:
-                        result.train_strangers.append(synset)
-                    elif "/" in base:
-                        result.train_strangers.append(f"{synset}/{base}")
-                    else:
-                        members = result.train.get(synset)
-                        if members is None:
-                            members = result.train[synset] = Members()
-                        members.add(base, offset, csize, extra)
-                elif role == "validation":
-                    result.validation.add(rest[len(VAL):], offset, csize, extra)
-                elif role == "xml":
-                    synset, _, base = rest[len(ANNOTATIONS):].partition("/")
-                    if base.endswith(".xml") and "/" not in base:
-                        members = result.xml.get(synset)
-                        if members is None:
-                            members = result.xml[synset] = Members()
-                        members.add(base[: -len(".xml")], offset, csize, extra)
-                else:
-                    result.files[rest] = (offset, csize, extra)
+                _add_member(result, role, rest, offset, csize, pack_extra(method, usize, crc))
         result.prefix = prefix or ""
     return result
+
+
+def _add_member(result: ZipListing, role: str, rest: str, offset: int, csize: int, extra: int) -> None:
+    """File a checked member of the tree (`rest`: its name below the prefix) under its role."""
+    if role == "train":
+        synset, _, base = rest[len(TRAIN):].partition("/")
+        if not base:
+            result.train_strangers.append(synset)
+        elif "/" in base:
+            result.train_strangers.append(f"{synset}/{base}")
+        else:
+            _group(result.train, synset).add(base, offset, csize, extra)
+    elif role == "validation":
+        result.validation.add(rest[len(VAL):], offset, csize, extra)
+    elif role == "xml":
+        synset, _, base = rest[len(ANNOTATIONS):].partition("/")
+        if base.endswith(".xml") and "/" not in base:
+            _group(result.xml, synset).add(base[: -len(".xml")], offset, csize, extra)
+    else:
+        result.files[rest] = (offset, csize, extra)
+
+
+def _group(groups: dict[str, Members], synset: str) -> Members:
+    """A synset's Members, made on its first member (not setdefault: no new arrays per member)."""
+    members = groups.get(synset)
+    if members is None:
+        members = groups[synset] = Members()
+    return members
 
 
 def _role(rest: str) -> str | None:
@@ -341,7 +370,9 @@ def _role(rest: str) -> str | None:
     return None
 
 
-def _check_member(path, name, offset, csize, usize, method, flags, cd_offset):
+def _check_member(
+    path: str, name: str, offset: int, csize: int, usize: int, method: int, flags: int, cd_offset: int
+) -> None:
     where = f"{path}:{name}"
     if flags & 1:
         raise InputError(where, "encrypted: cannot be read")
@@ -360,7 +391,7 @@ def _check_member(path, name, offset, csize, usize, method, flags, cd_offset):
 # ------------------------------------------------------------------ checks against the labels
 
 
-def solution_notes(lines, where: str, validation_labels: list, labels_file: str) -> list[str]:
+def solution_notes(lines: Iterable[str], where: str, validation_labels: list[str], labels_file: PathLike) -> list[str]:
     """LOC_val_solution.csv's first synset of each row against the validation labels file.
 
     Differences are notes (the labels file decides, as for every other copy); an unreadable
@@ -404,7 +435,7 @@ def solution_notes(lines, where: str, validation_labels: list, labels_file: str)
     return notes
 
 
-def mapping_notes(lines, where: str, catalog) -> list[str]:
+def mapping_notes(lines: Iterable[str], where: str, catalog: Catalog) -> list[str]:
     """LOC_synset_mapping.txt (line i: class i) against the labels file's order where both list a synset."""
     synsets = []
     for number, line in enumerate(lines, start=1):
@@ -419,7 +450,9 @@ def mapping_notes(lines, where: str, catalog) -> list[str]:
     ours = [s for s in catalog.synsets if s in both]
     if theirs == ours:
         return []
-    first = next(i for i, (a, b) in enumerate(zip(theirs, ours, strict=True)) if a != b)
+    first = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), None)
+    if first is None:  # one is the other with more at its end: only a synset listed twice there does that
+        raise ValueError(f"mapping_notes: {len(theirs)} shared synsets there, {len(ours)} here")
     return [f"{where} orders the synsets otherwise than {catalog.labels_file} (from the {first + 1}th shared one: "
             f"{theirs[first]} there, {ours[first]} here): labels follow the labels file"]
 
@@ -465,7 +498,7 @@ class KaggleZip:
         except UnicodeDecodeError as e:
             raise InputError(where, f"not UTF-8 text ({e})") from None
 
-    def _check_mapping(self, catalog) -> None:
+    def _check_mapping(self, catalog: Catalog) -> None:
         if self._mapping_checked:
             return
         self._mapping_checked = True
@@ -475,7 +508,7 @@ class KaggleZip:
         else:
             self.copy.notes.extend(mapping_notes(lines, f"{self.path}:{self.listing.prefix}{MAPPING}", catalog))
 
-    def scan_train(self, catalog, on_error, pool) -> SplitInput:
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         listed = self.listing
         self._check_mapping(catalog)
         root = self.path
@@ -491,7 +524,14 @@ class KaggleZip:
         require_images(result, root, catalog)
         return result
 
-    def scan_validation(self, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+    def scan_validation(
+        self,
+        catalog: Catalog,
+        on_error: str,
+        pool: Workers,
+        labels_loader: Callable[[], list[str]],
+        labels_file: PathLike,
+    ) -> SplitInput:
         listed = self.listing
         self._check_mapping(catalog)
         labels = labels_loader()
@@ -506,7 +546,7 @@ class KaggleZip:
             result.notes.extend(solution_notes(lines, where, labels, labels_file))
         return result
 
-    def boxes(self, catalog) -> dict:
+    def boxes(self, catalog: Catalog) -> dict[str, bytes]:
         from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
 
         listed = self.listing
@@ -515,11 +555,9 @@ class KaggleZip:
             self.copy.notes.append(f"{self.path} holds no {ANNOTATIONS}*.xml: no boxes")
             return {}
 
-        def files(fd):
+        def files(fd: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
             for synset in sorted(listed.xml):
-                members = listed.xml[synset]
-                for stem, offset, csize, extra in zip(members.names, members.offsets, members.sizes,
-                                                      members.extras, strict=True):
+                for stem, offset, csize, extra in listed.xml[synset].rows():
                     where = f"{source}/{synset}/{stem}.xml"
                     yield synset, stem, member_bytes(fd, offset, csize, extra, where)
 
@@ -548,14 +586,14 @@ class KaggleTree:
             if tests:
                 copy.notes.append(f"{tests:,} test images ignored: no labels")
 
-    def _text(self, name):
+    def _text(self, name: str) -> list[str] | None:
         path = os.path.join(self.root, name)
         if not os.path.isfile(path):
             return None
         with input_errors(path, expected="a text file", missing="not found"), open(path, encoding="utf-8-sig") as f:
             return f.read().splitlines()
 
-    def _check_mapping(self, catalog) -> None:
+    def _check_mapping(self, catalog: Catalog) -> None:
         if self._mapping_checked:
             return
         self._mapping_checked = True
@@ -566,11 +604,18 @@ class KaggleTree:
         else:
             self.copy.notes.extend(mapping_notes(lines, path, catalog))
 
-    def scan_train(self, catalog, on_error, pool) -> SplitInput:
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         self._check_mapping(catalog)
         return scan_class_folders("train", os.path.join(self.root, TRAIN), catalog, on_error)
 
-    def scan_validation(self, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+    def scan_validation(
+        self,
+        catalog: Catalog,
+        on_error: str,
+        pool: Workers,
+        labels_loader: Callable[[], list[str]],
+        labels_file: PathLike,
+    ) -> SplitInput:
         self._check_mapping(catalog)
         labels = labels_loader()
         result = scan_validation(os.path.join(self.root, VAL), catalog, lambda: labels, labels_file, on_error)
@@ -582,7 +627,7 @@ class KaggleTree:
             result.notes.extend(solution_notes(lines, path, labels, labels_file))
         return result
 
-    def boxes(self, catalog) -> dict:
+    def boxes(self, catalog: Catalog) -> dict[str, bytes]:
         from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
 
         folder = os.path.join(self.root, ANNOTATIONS)
@@ -596,7 +641,7 @@ class KaggleTree:
 # ------------------------------------------------------------------ --from
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     base = storage.basename(path)
     if base == OLD_TARBALL:
         return [Piece(NAME, "old", path)]
@@ -617,7 +662,7 @@ def identify(path: str) -> list:
     return []
 
 
-def assemble(pieces: list) -> Copy:
+def assemble(pieces: list[Piece]) -> Copy:
     roles = {piece.role: piece.path for piece in pieces}
     if "old" in roles:
         raise InputError(roles["old"], UNPACK_OLD)
@@ -627,6 +672,7 @@ def assemble(pieces: list) -> Copy:
         raise UsageError(f"--from was given both the Kaggle zip {roles['zip']} and an extracted tree "
                          f"{roles['tree']}; give one of them")
     copy = Copy(NAME, "", where=dict(roles))
+    source: KaggleZip | KaggleTree
     if "zip" in roles:
         source = KaggleZip(roles["zip"], copy)
         copy.description = "Kaggle zip"
@@ -642,7 +688,7 @@ def assemble(pieces: list) -> Copy:
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd, offset, length) -> None:
+def _will_need(fd: int, offset: int, length: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -657,10 +703,10 @@ class ZipReader(Reader):
 
     READ_AHEAD = 8
 
-    def __init__(self, spec) -> None:
+    def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
         root = spec.source_root
-        self._source = _open_zip(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        self._source: Union[int, IO[bytes]] = _open_zip(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
         self._hinted = 0
 
     def close(self) -> None:
@@ -669,7 +715,7 @@ class ZipReader(Reader):
         else:
             self._source.close()
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         entries = self.spec.entries
         if isinstance(self._source, int):
             while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
@@ -683,7 +729,7 @@ class ZipReader(Reader):
         return member_bytes(self._source, entry.offset, entry.size, entry.extra, where, head), where
 
     @staticmethod
-    def identity(spec, entry) -> str:
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """Its place, size and CRC-32 in the zip; the zip's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}:{entry.extra:x}"
 
@@ -694,7 +740,7 @@ READERS["zip"] = ZipReader
 # ------------------------------------------------------------------ the sample, shaped as Kaggle's zip
 
 
-def write_zip(path, members) -> None:
+def write_zip(path: PathLike, members: Iterable[ZipMember]) -> None:
     """A Zip64 archive of [(name, bytes, method, data descriptor?)], written as large-archive tools do.
 
     Every central entry carries its sizes and offset in a Zip64 extra field and the end
@@ -703,7 +749,7 @@ def write_zip(path, members) -> None:
     took the central extra length for the local one would read the wrong bytes. Members
     with a data descriptor have zeros for CRC and sizes in their local header.
     """
-    central = []
+    central: list[bytes] = []
     with open(path, "wb") as f:
         for name, data, method, descriptor in members:
             raw = name.encode()
@@ -737,7 +783,7 @@ def write_zip(path, members) -> None:
         f.write(EOCD.pack(EOCD_SIG, 0, 0, FULL16, FULL16, FULL32, FULL32, 0))
 
 
-def sample_members(ilsvrc_sample) -> list:
+def sample_members(ilsvrc_sample: PathLike) -> list[ZipMember]:
     """The sample's tree as Kaggle lays it out: [(member name, bytes, method, data descriptor?)].
 
     Which are stored and which deflated (Kaggle's choice for the real zip is not known, so both):
@@ -756,9 +802,9 @@ def sample_members(ilsvrc_sample) -> list:
     synsets = read_labels_file(sample / "labels.txt")
     texts = read_metadata_file(DEFAULT_METADATA_FILE)
     val_labels = (sample / "validation_labels.txt").read_text().split()
-    members = []
+    members: list[ZipMember] = []
 
-    def folder(name) -> None:
+    def folder(name: str) -> None:
         members.append((name, b"", STORED, False))
 
     text = "".join(f"{s} {texts.get(s, s)}\n" for s in synsets)
@@ -772,7 +818,7 @@ def sample_members(ilsvrc_sample) -> list:
     train_rows = []
     for xml in sorted((sample / "bbox").glob("*/*.xml")):
         root = ET.fromstring(xml.read_bytes())
-        boxes = " ".join(f"{o.findtext('name')} " + " ".join(o.findtext(f"bndbox/{k}") for k in
+        boxes = " ".join(f"{o.findtext('name')} " + " ".join(o.findtext(f"bndbox/{k}", "") for k in
                                                               ("xmin", "ymin", "xmax", "ymax"))
                          for o in root.iter("object"))
         train_rows.append(f"{xml.stem},{boxes}\n")
@@ -809,7 +855,7 @@ def sample_members(ilsvrc_sample) -> list:
     return members
 
 
-def write_sample(ilsvrc_sample, out) -> None:
+def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """`imagenet-object-localization-challenge.zip`, shaped as Kaggle's download, from the ILSVRC sample."""
     from pathlib import Path
 

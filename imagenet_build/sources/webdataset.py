@@ -27,19 +27,29 @@ under the split's root, so no new field is needed and nothing else changes.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
 import re
+import tarfile
 from array import array
 from collections import OrderedDict
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 
 from imagenet_build import storage
-from imagenet_build.errors import InputError, UsageError, input_errors
+from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, SplitInput, basename
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.tars import BLOCK, list_members, read_range
+from imagenet_build.sources.tars import BLOCK, Member, list_members, read_range
+
+if TYPE_CHECKING:
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.workers import Workers
 
 NAME = "WebDataset shards"
 SHARD = re.compile(r"^(?P<prefix>.+)-(?P<split>train|validation|val)-(?P<number>\d+)\.tar$")
@@ -48,8 +58,14 @@ IMAGENET_KEY = re.compile(r"^(n\d{8}_\d+|ILSVRC2012_val_\d{8})$")
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png")
 SPLITS = {"train": "train", "validation": "validation", "val": "validation"}
 
+SampleMember = Tuple[int, int, int]  # (data offset, data size, member number in the shard)
+Sample = Dict[str, SampleMember]  # a sample's members by extension
+# list_shard's result: relpaths, offsets, sizes, synset numbers in cls_synsets() (or -1), names derived
+# from keys, ignored members, left out [(relpath, reason)]
+ShardColumns = Tuple[List[str], "array[int]", "array[int]", "array[int]", int, List[str], List[Tuple[str, str]]]
 
-def _sorted_synsets() -> tuple:
+
+def _sorted_synsets() -> tuple[str, ...]:
     """What `.cls` indexes: the 1000 ILSVRC2012 synsets, sorted (TFDS's imagenet2012 labels, timm's order)."""
     from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
 
@@ -58,18 +74,18 @@ def _sorted_synsets() -> tuple:
     return synsets
 
 
-_SYNSETS: tuple = ()
-_VALIDATION_LABELS: dict = {}
+_SYNSETS: tuple[str, ...] = ()
+_VALIDATION_LABELS: dict[str, list[str]] = {}
 
 
-def cls_synsets() -> tuple:
+def cls_synsets() -> tuple[str, ...]:
     global _SYNSETS
     if not _SYNSETS:
         _SYNSETS = _sorted_synsets()
     return _SYNSETS
 
 
-def _validation_labels(path: str) -> list:
+def _validation_labels(path: str) -> list[str]:
     if path not in _VALIDATION_LABELS:
         from imagenet_build.catalog import read_validation_labels
 
@@ -80,7 +96,7 @@ def _validation_labels(path: str) -> list:
 # ------------------------------------------------------------------ telling the copy apart
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     """One piece per shard file given; a folder of shards: one piece per split it holds."""
     base = storage.basename(path)
     match = SHARD.match(base)
@@ -91,10 +107,10 @@ def identify(path: str) -> list:
     return [Piece(NAME, f"{split}-shards", path) for split in splits]
 
 
-def _shard_files(pieces: list) -> dict:
+def _shard_files(pieces: list[Piece]) -> dict[str, list[tuple[int, str]]]:
     """{split: [(number, path)]} of the shards the pieces name, sorted by number; one prefix for the copy."""
-    found: dict = {}
-    prefixes: dict = {}
+    found: dict[str, dict[str, int]] = {}
+    prefixes: dict[str, str] = {}
     for piece in pieces:
         role = piece.role
         if role.endswith("-shards"):
@@ -122,7 +138,7 @@ def _shard_files(pieces: list) -> dict:
             for split, paths in found.items()}
 
 
-def assemble(pieces: list) -> Copy:
+def assemble(pieces: list[Piece]) -> Copy:
     files = _shard_files(pieces)
     copy = Copy(NAME, NAME, where={piece.role: piece.path for piece in pieces})
     if "train" in files:
@@ -139,16 +155,16 @@ def assemble(pieces: list) -> Copy:
 # ------------------------------------------------------------------ the scan
 
 
-def _split_member(name: str) -> tuple:
-    """(key, extension) as WebDataset splits a member name: at the first dot of its last part."""
+def _split_member(name: str) -> tuple[str, str] | None:
+    """(key, extension) as WebDataset splits a member name: at the first dot of its last part; None without one."""
     folder, _, base = name.rpartition("/")
     if "." not in base:
-        return None, None
+        return None
     stem, _, ext = base.partition(".")
     return (f"{folder}/{stem}" if folder else stem), ext
 
 
-def _original_name(key: str, read_json) -> tuple:
+def _original_name(key: str, read_json: Callable[[], Any]) -> tuple[str, bool]:
     """(the sample's original file name, whether it was only derived from the key)."""
     stem = key.rsplit("/", 1)[-1]
     if IMAGENET_KEY.match(stem):
@@ -166,7 +182,7 @@ USTAR = b"ustar\x00"
 WINDOW = 8 * BLOCK
 
 
-def plain_members(fd, size, where):
+def plain_members(fd: int, size: int, where: str) -> tuple[list[Member], dict[int, bytes]] | None:
     """(members as list_members gives them, {member number: bytes} of members of one block or less), or None.
 
     tarfile costs ~100 us a header, and a WebDataset shard has three members per
@@ -177,7 +193,8 @@ def plain_members(fd, size, where):
     or GNU long-name headers, base-256 sizes, a bad checksum) — leaves the file
     to tarfile's listing, which reports what is wrong.
     """
-    members, small = [], {}
+    members: list[Member] = []
+    small: dict[int, bytes] = {}
     if hasattr(os, "posix_fadvise"):  # only the header pages: no read-ahead of the images between them
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
     window, window_start = b"", 0
@@ -195,20 +212,10 @@ def plain_members(fd, size, where):
             if buf[BLOCK:] != ZERO_BLOCK:
                 raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
             return members, small
-        try:
-            checksum = int(head[148:156].replace(b"\x00", b" ").strip() or b"0", 8)
-            kind = head[156:157]
-            if head[124] & 0x80 or kind not in (b"0", b"\x00", b"5"):
-                return None
-            length = int(head[124:136].replace(b"\x00", b" ").strip() or b"0", 8)
-            name = head[:100].split(b"\x00", 1)[0]
-            if head[257:263] == USTAR and head[345] != 0:
-                name = head[345:500].split(b"\x00", 1)[0] + b"/" + name
-            name = name.decode("ascii")
-        except (ValueError, UnicodeDecodeError):
+        header = _plain_header(head)
+        if header is None:
             return None
-        if checksum != sum(head) - sum(head[148:156]) + 8 * 32:
-            return None
+        name, length, kind = header
         start = pos + BLOCK
         if start + length > size:
             raise InputError(where, f"truncated: {name} needs bytes up to {start + length}, the archive has {size}")
@@ -219,7 +226,35 @@ def plain_members(fd, size, where):
         pos = start + -(-length // BLOCK) * BLOCK
 
 
-def list_shard(path: str, shardrel: str, split: str, on_error: str, validation_labels_file: str | None):
+def _plain_header(head: bytes) -> tuple[str, int, bytes] | None:
+    """(name, data size, type flag) of a plain ustar header block: a file or folder, ASCII name, octal size.
+
+    None for anything else (see plain_members), including a bad checksum.
+    """
+    try:
+        checksum = int(head[148:156].replace(b"\x00", b" ").strip() or b"0", 8)
+        kind = head[156:157]
+        if head[124] & 0x80 or kind not in (b"0", b"\x00", b"5"):
+            return None
+        length = int(head[124:136].replace(b"\x00", b" ").strip() or b"0", 8)
+        raw = head[:100].split(b"\x00", 1)[0]
+        if head[257:263] == USTAR and head[345] != 0:
+            raw = head[345:500].split(b"\x00", 1)[0] + b"/" + raw
+        name = raw.decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if checksum != sum(head) - sum(head[148:156]) + 8 * 32:
+        return None
+    return name, length, kind
+
+
+class _Unusable(Exception):
+    """A sample that cannot be built; its message says why (list_shard fails or leaves it out)."""
+
+
+def list_shard(
+    path: str, shardrel: str, split: str, on_error: str, validation_labels_file: str | None
+) -> ShardColumns:
     """A worker task: one shard file's samples as compact columns.
 
     Returns (relpaths, offsets, sizes, synset numbers in cls_synsets() or -1, names derived
@@ -228,83 +263,38 @@ def list_shard(path: str, shardrel: str, split: str, on_error: str, validation_l
     """
     synsets = cls_synsets()
     number_of = {s: i for i, s in enumerate(synsets)}
-    relpaths, offsets, sizes, found = [], array("Q"), array("Q"), array("h")
-    ignored, left_out = [], []
+    relpaths: list[str] = []
+    offsets, sizes, found = array("Q"), array("Q"), array("h")
+    ignored: list[str] = []
+    left_out: list[tuple[str, str]] = []
     derived = 0
     with input_errors(path, expected="a .tar shard", missing="shard not found"):
         size = storage.size(path)
         with storage.open_read(path, random_access=True) as f:
-            source = f if storage.is_url(path) else f.fileno()
+            source: Union[int, IO[bytes]] = f if storage.is_url(path) else f.fileno()
             listed = plain_members(source, size, path) if isinstance(source, int) else None
             if listed is None:  # anything but plain ustar headers: tarfile's listing
                 listed = list_members(f, size, path), {}
-            samples: dict = {}
+            samples = _samples(listed[0], shardrel, path, ignored)
             small = listed[1]
-            for number, (name, offset, length, is_file) in enumerate(listed[0]):
-                if not is_file:
-                    continue
-                key, ext = _split_member(name)
-                if key is None or key.rsplit("/", 1)[-1].startswith("."):
-                    ignored.append(f"{shardrel}:{name}")
-                    continue
-                members = samples.setdefault(key, {})
-                if ext in members:
-                    raise InputError(path, f"sample {key}: two .{ext} members (a key may appear once)")
-                members[ext] = (offset, length, number)
 
-            def data(member):
+            def data(member: SampleMember) -> bytes:
                 """A small member's bytes: read with its header when it was listed, else by offset."""
                 held = small.get(member[2])
                 return held if held is not None else read_range(source, member[0], member[1])
 
-            def problem(key, reason):
-                if on_error == "fail":
-                    raise InputError(path, f"sample {key}: {reason}; --on-error skip builds without it")
-                left_out.append((f"{shardrel}/{key}", reason))
-
             for key, members in samples.items():
-                image = next((members[e] for e in members if e.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS), None)
-                if image is None:
-                    problem(key, f"no image member (.jpg), only {', '.join('.' + e for e in sorted(members))}")
-                    continue
-                if "cls" not in members:
-                    problem(key, "no .cls member: its label is unknown")
-                    continue
-                text = data(members["cls"])
                 try:
-                    cls = int(text.strip())
-                except ValueError:
-                    problem(key, f".cls is not a number: {text[:20]!r}")
-                    continue
-                if not 0 <= cls < len(synsets):
-                    problem(key, f".cls {cls} is outside 0..{len(synsets) - 1} (the ILSVRC2012 classes)")
-                    continue
-
-                def read_json(members=members):
-                    if "json" not in members:
-                        return None
-                    try:
-                        return json.loads(data(members["json"]))
-                    except ValueError:
-                        return None
-
-                name, was_derived = _original_name(key, read_json)
-                derived += was_derived
-                synset = None
-                train_name = TRAIN_NAME.match(name)
-                val_name = VALIDATION_NAME.match(name)
-                if train_name:
-                    synset = train_name.group(1)
-                elif val_name and validation_labels_file:
-                    labels = _validation_labels(validation_labels_file)
-                    n = int(val_name.group(1))
-                    if not 1 <= n <= len(labels):
-                        problem(key, f"no label: {validation_labels_file} has {len(labels)} lines, "
-                                     f"this is image {n}")
-                        continue
-                    synset = labels[n - 1]
-                if synset is not None and synset != synsets[cls]:
-                    problem(key, f".cls {cls} is {synsets[cls]}, but its name {name} is of {synset}")
+                    image, cls = _image_and_cls(members, data, len(synsets))
+                    name, was_derived = _original_name(key, partial(_read_json, members, data))
+                    derived += was_derived
+                    synset = _synset_of_name(name, validation_labels_file)
+                    if synset is not None and synset != synsets[cls]:
+                        raise _Unusable(f".cls {cls} is {synsets[cls]}, but its name {name} is of {synset}")
+                except _Unusable as e:
+                    if on_error == "fail":
+                        raise InputError(path, f"sample {key}: {e}; --on-error skip builds without it") from None
+                    left_out.append((f"{shardrel}/{key}", str(e)))
                     continue
                 relpaths.append(f"{shardrel}/{name}")
                 offsets.append(image[0])
@@ -313,19 +303,109 @@ def list_shard(path: str, shardrel: str, split: str, on_error: str, validation_l
     return relpaths, offsets, sizes, found, derived, ignored, left_out
 
 
-def scan_shards(split, shards, catalog, on_error, pool, validation_labels_file):
+def _samples(members: list[Member], shardrel: str, path: str, ignored: list[str]) -> dict[str, Sample]:
+    """The shard's files grouped by key, in shard order; names without a key (or hidden ones) go to `ignored`."""
+    samples: dict[str, Sample] = {}
+    for number, (name, offset, length, is_file) in enumerate(members):
+        if not is_file:
+            continue
+        split = _split_member(name)
+        if split is None or split[0].rsplit("/", 1)[-1].startswith("."):
+            ignored.append(f"{shardrel}:{name}")
+            continue
+        key, ext = split
+        sample = samples.setdefault(key, {})
+        if ext in sample:
+            raise InputError(path, f"sample {key}: two .{ext} members (a key may appear once)")
+        sample[ext] = (offset, length, number)
+    return samples
+
+
+def _image_and_cls(members: Sample, data: Callable[[SampleMember], bytes], classes: int) -> tuple[SampleMember, int]:
+    """A sample's image member and its `.cls` label, which must be in 0..classes-1."""
+    image = next((members[e] for e in members if e.rsplit(".", 1)[-1].lower() in IMAGE_EXTENSIONS), None)
+    if image is None:
+        raise _Unusable(f"no image member (.jpg), only {', '.join('.' + e for e in sorted(members))}")
+    if "cls" not in members:
+        raise _Unusable("no .cls member: its label is unknown")
+    text = data(members["cls"])
+    try:
+        cls = int(text.strip())
+    except ValueError:
+        raise _Unusable(f".cls is not a number: {text[:20]!r}") from None
+    if not 0 <= cls < classes:
+        raise _Unusable(f".cls {cls} is outside 0..{classes - 1} (the ILSVRC2012 classes)")
+    return image, cls
+
+
+def _read_json(members: Sample, data: Callable[[SampleMember], bytes]) -> Any:
+    """A sample's `.json`, or None when it has none or it does not parse."""
+    if "json" not in members:
+        return None
+    try:
+        return json.loads(data(members["json"]))
+    except ValueError:
+        return None
+
+
+def _synset_of_name(name: str, validation_labels_file: str | None) -> str | None:
+    """The synset an ImageNet file name says (a validation name's by the labels file), or None."""
+    train_name = TRAIN_NAME.match(name)
+    if train_name:
+        return train_name.group(1)
+    val_name = VALIDATION_NAME.match(name)
+    if val_name and validation_labels_file:
+        labels = _validation_labels(validation_labels_file)
+        n = int(val_name.group(1))
+        if not 1 <= n <= len(labels):
+            raise _Unusable(f"no label: {validation_labels_file} has {len(labels)} lines, this is image {n}")
+        return labels[n - 1]
+    return None
+
+
+class _Images(NamedTuple):
+    """A split's images gathered from its shards: columns in shard order, and their indexes by label."""
+
+    relpaths: list[str]
+    offsets: array[int]
+    sizes: array[int]
+    by_label: dict[int, array[int]]
+
+
+def scan_shards(
+    split: str,
+    shards: list[str],
+    catalog: Catalog,
+    on_error: str,
+    pool: Workers,
+    validation_labels_file: str | None,
+) -> SplitInput:
     """A split's shard files → its images in slim's order (class by class in labels-file order, by name)."""
     root = storage.parent(shards[0]) if storage.is_url(shards[0]) else os.path.commonpath(
         [os.path.dirname(os.path.abspath(p)) for p in shards])
     rel = [storage.basename(p) if storage.is_url(p) else os.path.relpath(os.path.abspath(p), root) for p in shards]
     result = SplitInput(split, str(root), "wds", reader="wds")
-    listed: dict = {}
+    listed: dict[str, ShardColumns] = {}
     tasks = [(str(shards[k]), rel[k], split, on_error, validation_labels_file) for k in range(len(shards))]
     pool.run(list_shard, tasks, lambda task, columns: listed.__setitem__(task[1], columns))
+    images = _gather(result, rel, listed, catalog)
+    missing = [s for label, s in enumerate(catalog.synsets, start=1) if label not in images.by_label]
+    if not images.relpaths:
+        raise InputError(root, f"the {split} shards hold no images of the synsets in {catalog.labels_file}")
+    if missing and split == "train" and on_error == "fail":
+        raise InputError(root, f"the train shards hold no images of {len(missing)} synset(s) of the labels file "
+                               f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): a partial copy? "
+                               "Pass a --labels-file with only the classes you have, or --on-error skip")
+    result.empty_classes.extend(missing)
+    _add_by_name(result, root, images, catalog, on_error)
+    return result
+
+
+def _gather(result: SplitInput, rel: list[str], listed: dict[str, ShardColumns], catalog: Catalog) -> _Images:
+    """The shards' columns joined in shard order, keeping the catalog's synsets; notes on what was left out."""
     synsets = cls_synsets()
     label_of_number = array("H", (catalog.label_of.get(s, 0) for s in synsets))
-    relpaths, offsets, sizes = [], array("Q"), array("Q")
-    by_label: dict = {}
+    images = _Images([], array("Q"), array("Q"), {})
     outside = derived = 0
     for r in rel:  # shard order, whatever order the tasks ended in
         names, offs, lens, found, n_derived, ignored, left_out = listed.pop(r)
@@ -337,47 +417,46 @@ def scan_shards(split, shards, catalog, on_error, pool, validation_labels_file):
             if not label:
                 outside += 1
                 continue
-            by_label.setdefault(label, array("I")).append(len(relpaths))
-            relpaths.append(names[i])
-            offsets.append(offs[i])
-            sizes.append(lens[i])
+            images.by_label.setdefault(label, array("I")).append(len(images.relpaths))
+            images.relpaths.append(names[i])
+            images.offsets.append(offs[i])
+            images.sizes.append(lens[i])
+    split = result.split
     if outside:
         result.notes.append(f"{outside} {split} image(s) left out: their synsets are not in {catalog.labels_file}")
     if derived:
         result.notes.append(f"{derived} {split} sample(s) carry no original file name: image/filename is "
                             "<key>.JPEG, so those records differ from the build from the ILSVRC2012 tarballs")
-    missing = [s for label, s in enumerate(catalog.synsets, start=1) if label not in by_label]
-    if not relpaths:
-        raise InputError(root, f"the {split} shards hold no images of the synsets in {catalog.labels_file}")
-    if missing and split == "train" and on_error == "fail":
-        raise InputError(root, f"the train shards hold no images of {len(missing)} synset(s) of the labels file "
-                               f"({', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}): a partial copy? "
-                               "Pass a --labels-file with only the classes you have, or --on-error skip")
-    result.empty_classes.extend(missing)
+    return images
 
-    def name_of(i):
+
+def _add_by_name(result: SplitInput, root: str, images: _Images, catalog: Catalog, on_error: str) -> None:
+    """Add the images class by class in labels-file order, by name; a name seen twice in a class: fail or skip."""
+    relpaths = images.relpaths
+
+    def name_of(i: int) -> str:
         path = relpaths[i]
         return path[path.rindex("/") + 1:]
 
     for label in range(1, len(catalog.synsets) + 1):
         previous = None
-        for i in sorted(by_label.get(label, ()), key=name_of):
+        for i in sorted(images.by_label.get(label, ()), key=name_of):
             name = name_of(i)
             if name == previous:
                 where = f"{root}/{relpaths[i].rsplit('/', 1)[0]}"
                 if on_error == "fail":
-                    raise InputError(where, f"{name} is in the {split} shards twice; --on-error skip keeps the first")
+                    raise InputError(where, f"{name} is in the {result.split} shards twice; "
+                                            "--on-error skip keeps the first")
                 result.left_out.append((relpaths[i], "a second sample of the same image name"))
                 continue
             previous = name
-            result.add(relpaths[i], label, (offsets[i], sizes[i]))
-    return result
+            result.add(relpaths[i], label, (images.offsets[i], images.sizes[i]))
 
 
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd, offset, length) -> None:
+def _will_need(fd: int, offset: int, length: int) -> None:
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
@@ -393,10 +472,11 @@ class ShardReader(Reader):
     READ_AHEAD = 8
     OPEN_FILES = 64
 
-    def __init__(self, spec) -> None:
+    def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._open: OrderedDict = OrderedDict()  # shard file -> fd (or file object for a URL)
-        self._stamps: dict = {}
+        # shard file -> fd (or file object for a URL)
+        self._open: OrderedDict[str, Union[int, IO[bytes]]] = OrderedDict()
+        self._stamps: dict[str, str] = {}
         self._hinted = 0
 
     def close(self) -> None:
@@ -404,7 +484,7 @@ class ShardReader(Reader):
             os.close(source) if isinstance(source, int) else source.close()
         self._open.clear()
 
-    def _source(self, shardrel):
+    def _source(self, shardrel: str) -> Union[int, IO[bytes]]:
         source = self._open.get(shardrel)
         if source is not None:
             self._open.move_to_end(shardrel)
@@ -418,7 +498,7 @@ class ShardReader(Reader):
             os.close(old) if isinstance(old, int) else old.close()
         return source
 
-    def read(self, number):
+    def read(self, number: int) -> tuple[bytes, str]:
         entries = self.spec.entries
         while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
             ahead = entries[self._hinted]
@@ -441,7 +521,7 @@ class ShardReader(Reader):
         return data, where
 
     @staticmethod
-    def identity(spec, entry) -> str:
+    def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """Its place in its shard file, and that file's size and modification time."""
         shardrel = entry.relpath.rsplit("/", 1)[0]
         try:
@@ -459,16 +539,13 @@ READERS["wds"] = ShardReader
 # ------------------------------------------------------------------ the sample, in this layout
 
 
-def _add(tar, name, data) -> None:
-    import io
-    import tarfile
-
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
     info = tarfile.TarInfo(name)
     info.size, info.mtime, info.mode = len(data), 0, 0o444
     tar.addfile(info, io.BytesIO(data))
 
 
-def write_sample(ilsvrc_sample, out) -> None:
+def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """The sample as timm's copy is laid out: shuffled samples over several shards per split.
 
     `<key>.cls`, `<key>.jpg`, `<key>.json` per sample (WebDataset's TarWriter writes a
@@ -477,20 +554,24 @@ def write_sample(ilsvrc_sample, out) -> None:
     The images are written untouched (a real timm copy holds TFDS's re-encodings of
     ImageNet's 22 CMYK JPEGs and its PNG, which differ from the archive's bytes).
     """
-    import tarfile
-
     from PIL import Image
 
-    ilsvrc_sample, out = Path(ilsvrc_sample), Path(out)
+    sample, folder = Path(ilsvrc_sample), Path(out)
     number = {s: i for i, s in enumerate(cls_synsets())}
-    validation_synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
-    splits = {
-        "train": (sorted((ilsvrc_sample / "train").glob("*/*.JPEG")), 3, 4,
+    validation_synsets = (sample / "validation_labels.txt").read_text().split()
+
+    def validation_image(p: Path) -> tuple[str, str]:
+        match = VALIDATION_NAME.match(p.name)
+        if match is None:
+            raise InputError(p, "not an ILSVRC2012_val_<8 digits>.JPEG name: not the ILSVRC sample")
+        return validation_synsets[int(match.group(1)) - 1], p.name
+
+    splits: dict[str, tuple[list[Path], int, int, Callable[[Path], tuple[str, str]]]] = {
+        "train": (sorted((sample / "train").glob("*/*.JPEG")), 3, 4,
                   lambda p: (p.parent.name, f"{p.parent.name}/{p.name}")),
-        "validation": (sorted((ilsvrc_sample / "validation").glob("*.JPEG")), 2, 2,
-                       lambda p: (validation_synsets[int(VALIDATION_NAME.match(p.name).group(1)) - 1], p.name)),
+        "validation": (sorted((sample / "validation").glob("*.JPEG")), 2, 2, validation_image),
     }
-    info = {"name": "imagenet1k", "splits": {}}
+    split_info: dict[str, dict[str, Any]] = {}
     for split, (images, count, digits, describe) in splits.items():
         random.Random(split).shuffle(images)
         names = [f"imagenet1k-{split}-{k:0{digits}d}.tar" for k in range(count)]
@@ -498,7 +579,7 @@ def write_sample(ilsvrc_sample, out) -> None:
         for k, shard in enumerate(names):
             part = images[k::count]
             lengths.append(len(part))
-            with tarfile.open(out / shard, "w", format=tarfile.PAX_FORMAT) as tar:
+            with tarfile.open(folder / shard, "w", format=tarfile.PAX_FORMAT) as tar:
                 for image in part:
                     synset, filename = describe(image)
                     with Image.open(image) as im:
@@ -508,9 +589,10 @@ def write_sample(ilsvrc_sample, out) -> None:
                     _add(tar, f"{key}.cls", str(number[synset]).encode())
                     _add(tar, f"{key}.jpg", image.read_bytes())
                     _add(tar, f"{key}.json", json.dumps(meta).encode())
-        info["splits"][split] = {"name": split, "filenames": names, "shard_lengths": lengths,
-                                 "num_samples": sum(lengths)}
-    (out / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
+        split_info[split] = {"name": split, "filenames": names, "shard_lengths": lengths,
+                             "num_samples": sum(lengths)}
+    info = {"name": "imagenet1k", "splits": split_info}
+    (folder / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
 register(Layout(NAME, identify, assemble, short="wds", write_sample=write_sample))
