@@ -193,3 +193,13 @@ def test_sample_layout_kaggle_from_the_cli(tmp_path):
     assert result.exit_code == 0, result.output
     with zipfile.ZipFile(tmp_path / "s" / ZIP_NAME) as z:
         assert z.testzip() is None
+
+
+def test_a_synset_mapping_listing_a_synset_twice_is_a_note_not_a_crash():
+    from imagenet_build.catalog import load_catalog
+    from imagenet_build.sources.kaggle import mapping_notes
+
+    catalog = load_catalog()
+    lines = [f"{s} some names" for s in catalog.synsets[:3]] + [f"{catalog.synsets[2]} again"]
+    assert mapping_notes(lines, "LOC_synset_mapping.txt", catalog) == [
+        f"LOC_synset_mapping.txt lists {catalog.synsets[2]} more than once: labels follow {catalog.labels_file}"]

@@ -217,3 +217,14 @@ def test_the_fast_header_listing_agrees_with_tarfiles(wds, tmp_path):
                 tar.addfile(info, io.BytesIO(b"1"))
         fast, slow = both(long_name)
         assert fast is None and [m[0] for m in slow] == ["a" * 120 + ".jpg", "b.cls"]
+
+
+def test_hidden_files_in_a_shard_are_ignored_not_taken_for_samples():
+    from imagenet_build.sources.webdataset import _samples
+
+    ignored = []
+    members = [("n01440764_1.jpg", 512, 10, True), ("n01440764_1.cls", 1024, 1, True),
+               (".hidden.txt", 1536, 5, True), ("sub/.DS_Store", 2048, 5, True)]
+    samples = _samples(members, "shard-0000.tar", "/x/shard-0000.tar", ignored)
+    assert list(samples) == ["n01440764_1"]
+    assert ignored == ["shard-0000.tar:.hidden.txt", "shard-0000.tar:sub/.DS_Store"]

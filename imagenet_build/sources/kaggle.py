@@ -452,7 +452,8 @@ def mapping_notes(lines: Iterable[str], where: str, catalog: Catalog) -> list[st
         return []
     first = next((i for i, (a, b) in enumerate(zip(theirs, ours)) if a != b), None)
     if first is None:  # one is the other with more at its end: only a synset listed twice there does that
-        raise ValueError(f"mapping_notes: {len(theirs)} shared synsets there, {len(ours)} here")
+        twice = sorted({s for s in theirs if theirs.count(s) > 1})
+        return [f"{where} lists {', '.join(twice[:3])} more than once: labels follow {catalog.labels_file}"]
     return [f"{where} orders the synsets otherwise than {catalog.labels_file} (from the {first + 1}th shared one: "
             f"{theirs[first]} there, {ours[first]} here): labels follow the labels file"]
 

@@ -310,7 +310,7 @@ def _samples(members: list[Member], shardrel: str, path: str, ignored: list[str]
         if not is_file:
             continue
         split = _split_member(name)
-        if split is None or split[0].rsplit("/", 1)[-1].startswith("."):
+        if split is None or name.rsplit("/", 1)[-1].startswith("."):  # a hidden file has an empty key
             ignored.append(f"{shardrel}:{name}")
             continue
         key, ext = split
