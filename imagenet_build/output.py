@@ -11,9 +11,10 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from imagenet_build import storage
-from imagenet_build.errors import BuildError, UsageError
+from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.lock import FolderLock
 from imagenet_build.naming import (
     BEAM_RESULTS,
@@ -26,6 +27,9 @@ from imagenet_build.naming import (
     is_temp_name,
     shard_of_index,
 )
+
+if TYPE_CHECKING:
+    from imagenet_build.build import ConvertOptions
 
 
 @dataclass(frozen=True)
@@ -42,10 +46,10 @@ class Destination:
     index: str
 
     @property
-    def remote(self):
+    def remote(self) -> bool:
         return storage.is_url(self.output)
 
-    def label_for_manifest(self):
+    def label_for_manifest(self) -> str:
         """The index folder as the manifest records it: relative to the output when inside it."""
         if self.remote:
             prefix = self.output + "/"
@@ -56,7 +60,7 @@ class Destination:
             return str(Path(self.index).resolve())
 
 
-def destination(output_dir, index_dir):
+def destination(output_dir: PathLike, index_dir: PathLike | None) -> Destination:
     output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else str(output_dir)
     index_dir = str(index_dir).rstrip("/") if index_dir else storage.join(output_dir, DEFAULT_INDEX_DIR)
     if storage.is_url(output_dir) != storage.is_url(index_dir):
@@ -65,26 +69,21 @@ def destination(output_dir, index_dir):
 
 
 
-def check_output_dir(dest, planned_names, overwrite):
-    """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
+def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
+    """(paths of our own files, strangers in the output, strangers in a separate index folder)."""
     output = dest.output
     index_name = storage.basename(dest.index)
     index_inside = storage.join(output, index_name) == dest.index
-    strangers, ours = [], []
+    ours: list[str] = []
+    strangers: list[str] = []
     for entry, is_dir in sorted(storage.listdir(output).items()):
-        if entry == LOCK_NAME:
-            continue  # this run's own lock
-        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry):
+        if _ignored(entry, is_dir) or (index_inside and entry == index_name and is_dir):
+            continue
+        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry) or (is_build_shard(entry) and not is_dir):
             ours.append(storage.join(output, entry))
-        elif is_build_shard(entry) and not is_dir:
-            ours.append(storage.join(output, entry))
-        elif entry == BEAM_RESULTS and is_dir:
-            continue  # an interrupted Beam run's figures: the next run replaces them
-        elif entry.startswith(SPOOL_PREFIX) and is_dir:
-            continue  # .tar.gz inputs decompressed for this run (removed when it ends), or a killed run's
-        elif not (index_inside and entry == index_name and is_dir):
+        else:
             strangers.append(entry)
-    index_strangers = []
+    index_strangers: list[str] = []
     for entry in sorted(storage.listdir(dest.index)):
         if entry == LOCK_NAME:
             continue
@@ -94,7 +93,20 @@ def check_output_dir(dest, planned_names, overwrite):
             strangers.append(f"{index_name}/{entry}")
         else:
             index_strangers.append(entry)
-    for folder, found, option in ((output, strangers, "--output-dir"), (dest.index, index_strangers, "--index-dir")):
+    return ours, strangers, index_strangers
+
+
+def _ignored(entry: str, is_dir: bool) -> bool:
+    """What a build folder may hold besides its files: this run's lock, an interrupted Beam run's figures
+    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends)."""
+    return entry == LOCK_NAME or (is_dir and (entry == BEAM_RESULTS or entry.startswith(SPOOL_PREFIX)))
+
+
+def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool) -> None:
+    """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
+    ours, strangers, index_strangers = _sort_output(dest)
+    for folder, found, option in ((dest.output, strangers, "--output-dir"),
+                                  (dest.index, index_strangers, "--index-dir")):
         if found:
             raise BuildError(
                 f"{folder}: holds files that are not from imagenet-build "
@@ -110,7 +122,7 @@ def check_output_dir(dest, planned_names, overwrite):
             storage.remove(path)
     elif foreign_shards:
         raise BuildError(
-            f"{output}: holds shards of another layout ({foreign_shards[0]} ...); "
+            f"{dest.output}: holds shards of another layout ({foreign_shards[0]} ...); "
             "use --overwrite to replace that build, or another --output-dir"
         )
     else:
@@ -119,7 +131,7 @@ def check_output_dir(dest, planned_names, overwrite):
                 storage.remove(path)  # left by an interrupted run
 
 
-def locked(dest):
+def locked(dest: Destination) -> contextlib.ExitStack:
     """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
     stack = contextlib.ExitStack()
     stack.enter_context(FolderLock(dest.output))
@@ -128,7 +140,7 @@ def locked(dest):
     return stack
 
 
-def refuse_output_among_inputs(opts, dest):
+def refuse_output_among_inputs(opts: ConvertOptions, dest: Destination) -> None:
     """An output inside an input folder would be read back as input by the next run: refuse it now."""
     if dest.remote:
         return

@@ -26,6 +26,7 @@ The archives are decompressed once into a spool (see spool.py for why and what i
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Callable
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError
@@ -39,6 +40,12 @@ from imagenet_build.sources.base import (
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.spool import spool_all, stamp
+
+if TYPE_CHECKING:
+    from pathlib import Path as _Path
+
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.workers import Workers
 
 NAME = "face-blurred ILSVRC2012 (image-net.org)"
 ARCHIVES = {"train_blurred.tar.gz": "train", "val_blurred.tar.gz": "validation"}
@@ -65,7 +72,7 @@ def _refuse(problems: list, what: str, on_error: str, archive: str) -> None:
                                               "--on-error skip builds without them")
 
 
-def scan_train(copy: Copy, archive: str, catalog, on_error: str, pool) -> SplitInput:
+def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "train", pool)
     members, offsets, sizes, files = listed
     result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
@@ -94,7 +101,8 @@ def scan_train(copy: Copy, archive: str, catalog, on_error: str, pool) -> SplitI
     return result
 
 
-def scan_validation(copy: Copy, archive: str, catalog, on_error, pool, labels_loader, labels_file) -> SplitInput:
+def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers,
+                    labels_loader: Callable[[], list], labels_file: str) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "validation", pool)
     members, offsets, sizes, files = listed
     validation_labels = labels_loader()
@@ -142,7 +150,7 @@ def assemble(pieces: list) -> Copy:
     return copy
 
 
-def write_sample(ilsvrc_sample, out):
+def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
     """`train_blurred.tar.gz`, `val_blurred.tar.gz`: the sample's images in class folders as `.jpg`, every
     third RGB one re-encoded by Pillow (as the blurring did), the last train and validation image left out."""
     import gzip
@@ -158,7 +166,7 @@ def write_sample(ilsvrc_sample, out):
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
 
-    def blurred(path, n):
+    def blurred(path: _Path, n: int) -> bytes:
         data = path.read_bytes()
         with Image.open(io.BytesIO(data)) as image:
             if n % 3 or image.format != "JPEG" or image.mode != "RGB":
@@ -167,7 +175,7 @@ def write_sample(ilsvrc_sample, out):
             image.save(again, "JPEG", quality=75)
             return again.getvalue()
 
-    def archive(name, top, members):
+    def archive(name: str, top: str, members: list) -> None:
         with gzip.GzipFile(out / name, "wb", mtime=0) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for n, (synset, path) in enumerate(members):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError
@@ -35,6 +36,12 @@ from imagenet_build.sources.base import (
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.spool import SHIFT, spool_all, stamp
+
+if TYPE_CHECKING:
+    from pathlib import Path as _Path
+
+    from imagenet_build.catalog import Catalog
+    from imagenet_build.workers import Workers
 
 NAME = "Hugging Face ILSVRC/imagenet-1k"
 TRAIN_ARCHIVES = 5
@@ -69,7 +76,8 @@ def _disagreement(problems: list, what: str, on_error: str, folder: str) -> None
                          f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
 
 
-def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=None) -> SplitInput:
+def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
+               task: Optional[Callable[..., Any]] = None) -> SplitInput:
     """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
     spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
     result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp(archives))
@@ -77,7 +85,9 @@ def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=No
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
     # archive number << SHIFT | offset in its decompressed tar, size. No string per image until the
     # listing: that would cost the driver ~90 MB more at full size.
-    numbers, offsets, sizes, codes, disagree, odd = array("Q"), array("Q"), array("Q"), array("H"), [], {}
+    numbers, offsets, sizes, codes = array("Q"), array("Q"), array("Q"), array("H")
+    disagree: list[tuple[str, str]] = []
+    odd: dict[int, str] = {}  # entry -> its name, where the number has leading zeros
     code_of: dict = {}
     for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
         disagree.extend((f"{storage.basename(archives[k])}:{name}", why) for name, why in (found[0] if found else ()))
@@ -117,7 +127,7 @@ def scan_train(copy: Copy, archives: list, catalog, on_error: str, pool, task=No
     return result
 
 
-def _refuse_duplicates(items, archives, on_error, result):
+def _refuse_duplicates(items: list, archives: list, on_error: str, result: SplitInput) -> None:
     """One image name twice (in two archives): the original has each name once."""
     seen = set()
     for name, _ in items:
@@ -128,13 +138,16 @@ def _refuse_duplicates(items, archives, on_error, result):
         seen.add(name)
 
 
-def scan_validation(copy: Copy, archives, catalog, on_error, pool, labels_loader, labels_file, task=None) -> SplitInput:
+def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
+                    labels_loader: Callable[[], list], labels_file: str,
+                    task: Optional[Callable[..., Any]] = None) -> SplitInput:
     """The validation archive (or parquet files): flat, labelled by the validation labels file."""
     archives = [archives] if isinstance(archives, str) else archives
     spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
     validation_labels = labels_loader()
     result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp(archives))
-    items, disagree = [], []
+    items: list[tuple[str, Any]] = []
+    disagree: list[tuple[str, str]] = []
     for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
         archive = archives[k]
         disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in (found[0] if found else ()))
@@ -148,8 +161,9 @@ def scan_validation(copy: Copy, archives, catalog, on_error, pool, labels_loader
     return flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
 
 
-def _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
-                      result, items, disagree):
+def _validation_items(archive: str, k: int, members: list, member_offsets: Any, member_sizes: Any, files: Any,
+                      validation_labels: list, labels_file: str, result: SplitInput, items: list,
+                      disagree: list) -> None:
     for i, member in enumerate(members):
         if not files[i]:
             continue
@@ -194,7 +208,7 @@ def assemble(pieces: list) -> Copy:
     return copy
 
 
-def write_sample(ilsvrc_sample, out):
+def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
     """`data/train_images_{0..4}.tar.gz` (train images dealt round-robin in name order: how the real
     archives split them is not documented), `data/val_images.tar.gz`, `data/test_images.tar.gz`."""
     import gzip
@@ -206,7 +220,7 @@ def write_sample(ilsvrc_sample, out):
     ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
 
-    def archive(name, members):
+    def archive(name: str, members: list) -> None:
         with gzip.GzipFile(data / name, "wb", mtime=0) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for member, path in members:
