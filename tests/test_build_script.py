@@ -43,6 +43,7 @@ def build(archive_dir, out, archives, *, trainer=False):
                           capture_output=True, text=True, env=env)
 
 
+@pytest.mark.slow
 def test_archives_to_verified_shards_then_a_rerun_redoes_nothing(archive_dir, archives, tmp_path):
     out = tmp_path / "out"
     first = build(archive_dir, out, archives, trainer=True)

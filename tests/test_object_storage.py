@@ -91,6 +91,7 @@ def test_convert_from_archives_in_a_bucket(bucket, tmp_path):
 # ------------------------------------------------------------------ Apache Beam
 
 
+@pytest.mark.slow
 def test_beam_direct_runner_writes_the_local_runs_bytes(sample_dir, converted, tmp_path):
     pytest.importorskip("apache_beam")
     result = run_process(*sample_args(sample_dir, tmp_path / "beam", "--runner", "beam", "--json"))
@@ -99,6 +100,7 @@ def test_beam_direct_runner_writes_the_local_runs_bytes(sample_dir, converted, t
     assert tree_digest(tmp_path / "beam") == tree_digest(converted)  # the manifest included
 
 
+@pytest.mark.slow
 def test_beam_to_s3(sample_dir, converted, bucket):
     pytest.importorskip("apache_beam")
     out = f"{bucket}/beam"

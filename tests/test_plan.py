@@ -73,6 +73,7 @@ def test_plan_refuses_empty_shards(sample_dir):
         plan.SplitPlan(split, cat, {}, 64, 8)
 
 
+@pytest.mark.slow
 def test_plan_of_full_imagenet_size_places_every_entry_once():
     """1,281,167 synthetic entries planned into 1024 shards, every entry exactly once."""
     from imagenet_build.catalog import load_catalog

@@ -160,6 +160,7 @@ def check(folder, *extra):
     return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
 
 
+@pytest.mark.slow
 def test_torch_trainer_check_passes_on_the_sample(converted):
     code, report, failed = check(converted, "--num-shards", 3)
     assert code == 0 and report["ok"] and not failed, report["checks"]
@@ -170,6 +171,7 @@ def test_torch_trainer_check_passes_on_the_sample(converted):
     assert report["overfit_loss"]["last"] < 0.5 * report["overfit_loss"]["first"]
 
 
+@pytest.mark.slow
 def test_torch_trainer_check_fails_on_a_short_index(build):
     set_index(build, index_lines(build)[:-2])
     code, report, failed = check(build)
@@ -191,6 +193,7 @@ def test_torch_trainer_check_fails_on_zero_based_labels(build):
     assert "outside [0, 4)" in details["labels"] and "label -1 outside [0, 4)" in details["loss"]
 
 
+@pytest.mark.slow
 def test_torch_trainer_check_fails_on_a_shard_present_twice(build):
     shutil.copy(build / SHARD, build / "train-00004-of-00004")
     shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")

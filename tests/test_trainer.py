@@ -23,6 +23,7 @@ def check(folder, *extra):
     return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
 
 
+@pytest.mark.slow
 def test_sample_trains_on_the_cpu(converted):
     code, report, failed = check(converted, "--num-shards", 2)
     assert code == 0 and report["ok"] and not failed, report["checks"]
@@ -32,6 +33,7 @@ def test_sample_trains_on_the_cpu(converted):
     assert report["images_per_second"] > 0 and report["overfit_loss"]["last"] < report["overfit_loss"]["first"]
 
 
+@pytest.mark.slow
 def test_validation_split_and_report_text(converted):
     result = run_cli("trainer-check", converted, "--split", "validation", "--device", "cpu", "--steps", 4)
     assert result.exit_code == 0, result.output
@@ -39,6 +41,7 @@ def test_validation_split_and_report_text(converted):
 
 
 @pytest.mark.parametrize("fault", ["short index", "empty index"])
+@pytest.mark.slow
 def test_index_that_drops_records_fails_the_epoch_check(build, fault):
     set_index(build, index_lines(build)[:-2] if fault == "short index" else [])
     code, report, failed = check(build)
@@ -47,6 +50,7 @@ def test_index_that_drops_records_fails_the_epoch_check(build, fault):
     assert "manifest.json says 48" in detail
 
 
+@pytest.mark.slow
 def test_zero_based_labels_in_the_records_fail_the_label_check(build):
     for shard in sorted(build.glob("train-*")):
         for number in range(len(records_of(shard))):
@@ -63,6 +67,7 @@ def test_zero_based_labels_in_the_records_fail_the_label_check(build):
     assert "outside [0, 4)" in detail
 
 
+@pytest.mark.slow
 def test_shard_duplicated_under_two_names_fails(build):
     shutil.copy(build / SHARD, build / "train-00004-of-00004")
     shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
@@ -72,6 +77,7 @@ def test_shard_duplicated_under_two_names_fails(build):
     assert "more than once" in detail
 
 
+@pytest.mark.slow
 def test_normalised_twice_fails(converted):
     code, report, failed = check(converted, "--mean", "0 0 0", "--std", "5000 5000 5000")
     assert code == 1 and "normalisation" in failed
