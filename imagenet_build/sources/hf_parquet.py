@@ -58,7 +58,7 @@ def spool_parquet(path: str, target: str) -> tuple[list, array, array, array, li
         with input_errors(path, expected="a parquet file", missing="file not found"), \
                 storage.open_read(path, random_access=True) as f, open(part, "wb") as out:
             try:
-                table = pq.ParquetFile(f)
+                table = pq.ParquetFile(f, pre_buffer=False)  # row group by row group: bounded memory
                 if not {"image", "label"} <= set(table.schema_arrow.names):
                     raise InputError(path, f"has columns {', '.join(table.schema_arrow.names)}, not image and "
                                            "label: not a Hugging Face imagenet-1k file")
