@@ -7,15 +7,21 @@ without EXIF or ICC data, so that every decoder sees the same pixels.
 
 Fast: libjpeg-turbo decodes a JPEG at a reduced scale M/8 straight from its DCT
 coefficients. The scale chosen for a target is the smallest that leaves the image at
-least DCT_GAP times the target on both sides; Lanczos then resizes that smaller image,
+least DCT_GAP[M] times the target on both sides; Lanczos then resizes that smaller image,
 with the source box set to the exact scaled extent (the decoder rounds the scaled size
 up, and resizing the rounded image would shift the grid by up to half a pixel — 2 to 5
-dB of PSNR). With a gap of 1.25 the result stays within 0.1 dB of a full decode followed
-by the same Lanczos (benchmarks/bench_resize.py); with no gap it loses up to 0.8 dB.
-simplejpeg (optional, extra `fast`) offers every scale M/8; Pillow alone offers 1/2,
-1/4 and 1/8. Each target's bytes are a function of the image and that target only, so
-one pass to several targets writes the same bytes as one run per target; an image is
-read once, and decoded once per distinct scale among the targets.
+dB of PSNR). The gap depends on the scale because the decoder's scaled IDCTs are not
+equally good: 5/8 to 7/8 are as good as a full decode from 1.25x the target up, while 4/8
+and below (libjpeg-turbo's reduced IDCTs) lose 0.2-0.3 dB on average, 1.7 dB at worst,
+until 1.6x (figures in DCT_GAP's comment). simplejpeg (optional, extra `fast`) offers
+every scale M/8; Pillow alone offers 1/2, 1/4 and 1/8. Each target's bytes are a function
+of the image and that target only, so one pass to several targets writes the same bytes
+as one run per target; an image is read once, and decoded once
+per distinct scale among the targets (targets whose rule picks the same scale share it).
+
+Where the time goes (one core, 500x375 photo, shorter:288): Pillow's Lanczos 2.0-2.6 ms,
+full decode 0.7-0.8 ms, encode 0.3 ms. The Lanczos cost is proportional to the area it
+reads, so the decode scale is the lever; see docs/benchmarks.md for what else was tried.
 """
 
 from __future__ import annotations
@@ -28,7 +34,17 @@ from typing import NamedTuple
 from imagenet_build import images
 from imagenet_build.errors import InputError, UsageError
 
-DCT_GAP = 1.25  # decode at a scale leaving at least this much above the target, then Lanczos
+# Decode at the smallest scale M/8 leaving at least DCT_GAP[M] times the target on both sides, then Lanczos.
+# Measured over 300 photo-like images x {160, 224, 288} (simplejpeg's scaled decode, Lanczos, quality 90),
+# mean PSNR against full decode + float Lanczos, minus that of full decode + the same Lanczos, by the ratio
+# (decoded shorter side / target): 7/8: -0.22 dB at [1.0, 1.1), +0.02 at [1.1, 1.2), >= +0.05 above;
+# 6/8: -0.13 / -0.09 at [1.0, 1.2), +0.03 from 1.25; 5/8: -0.35 / -0.11 at [1.0, 1.2), +-0.01 from 1.3;
+# 4/8: -1.0, -0.67, -0.33, -0.19, -0.17 up to 1.6, -0.06 at [1.6, 2) (worst image -1.7 dB at 1.25-1.3);
+# 3/8 and 2/8 alike. So 1.6 for the reduced IDCTs (4/8 and below; a single 1.25 let 4/8 through
+# at 1.25-1.6). 7/8 would pass from 1.1 (a 288 target on 500x375 decoded at 329 px instead of 375),
+# but its scalar IDCT costs 1.39 ms against 0.81 ms for a full decode, eating the 0.65 ms the smaller
+# Lanczos saves (3.96 vs 4.04 ms per image, noise): it keeps 1.25, and fewer scales means more sharing.
+DCT_GAP = {1: 1.6, 2: 1.6, 3: 1.6, 4: 1.6, 5: 1.25, 6: 1.25, 7: 1.25}
 DEFAULT_QUALITY = 90
 _SPEC = re.compile(r"^(shorter|longer):(\d+(?:,\d+)*)$")
 _MAX_SIDE = 65500  # the largest side a JPEG can hold
@@ -110,7 +126,19 @@ def codec() -> str:
     """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, and the decoder."""
     decoder = fast_decoder()
     fast = f", simplejpeg {decoder.__version__}" if decoder is not None else ""
-    return f"{images.encoder_version()}{fast}, gap {DCT_GAP}"
+    gaps = " ".join(f"{m}/8:{g}" for m, g in sorted(DCT_GAP.items()))
+    return f"{images.encoder_version()}{fast}, gaps {gaps}"
+
+
+def decode_scale(size: tuple[int, int], out: tuple[int, int], every_scale: bool) -> int:
+    """The smallest M whose M/8 decode of an image of `size` is at least DCT_GAP[M] times `out` on both
+    sides (8: a full decode); `every_scale` when the decoder offers every M/8, else 1/8, 2/8, 4/8 only."""
+    width, height = size
+    for m in range(1, 8) if every_scale else (1, 2, 4):
+        gap = round(DCT_GAP[m] * 100)  # in integers: no float rounding in the choice
+        if -(-width * m // 8) * 100 >= out[0] * gap and -(-height * m // 8) * 100 >= out[1] * gap:
+            return m
+    return 8
 
 
 class _Source:
@@ -122,26 +150,23 @@ class _Source:
         self.size = size  # (width, height) as stored, before any EXIF transposition
         self._decoded = {}
 
-    def decoded(self, need):
-        """RGB pixels of at least `need` (w, h) on both sides, and the factor from stored to decoded size.
+    def decoded(self, out):
+        """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), and the factor from stored
+        to decoded size.
 
         Returns (image, factor) where factor is a fraction M/8 (1 for a full decode): the decoded
         image covers width*factor x height*factor stored pixels' worth, rounded up.
         """
-        scale = self._scale(need)
+        scale = self._scale(out)
         if scale not in self._decoded:
             self._decoded[scale] = self._decode(scale)
         return self._decoded[scale]
 
-    def _scale(self, need):
-        if need is None or self.header is None or not images.is_storable(self.header):
+    def _scale(self, out):
+        """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
+        if out is None or self.header is None or not images.is_storable(self.header):
             return 8
-        width, height = self.size
-        allowed = range(1, 9) if fast_decoder() is not None else (1, 2, 4, 8)
-        for m in allowed:
-            if -(-width * m // 8) >= need[0] and -(-height * m // 8) >= need[1]:
-                return m
-        return 8
+        return decode_scale(self.size, out, fast_decoder() is not None)
 
     def _decode(self, scale):
         from PIL import Image
@@ -183,8 +208,7 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     keep = options.larger_only and target.fits(*shown)  # only here to be turned upright: no upscaling
     out_w, out_h = shown if keep else target.size_for(*shown)
     stored_out = (out_h, out_w) if swap else (out_w, out_h)  # the output size before transposing
-    need = (int(stored_out[0] * DCT_GAP + 0.999), int(stored_out[1] * DCT_GAP + 0.999))
-    image, factor = source.decoded(need)
+    image, factor = source.decoded(stored_out)
     box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
     if image.size != stored_out or factor != 1:
         image = image.resize(stored_out, Image.LANCZOS, box=box)

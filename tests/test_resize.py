@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
+from imagenet_build import resize
 from imagenet_build.example import decode_example
 from imagenet_build.images import exif_orientation, jpeg_facts
 from imagenet_build.resize import Target
@@ -68,6 +69,43 @@ def test_three_builds_of_one_pass_equal_three_separate_runs(sample_dir, resized,
         result = run_cli(*args)
         assert result.exit_code == 0, result.output
     assert tree_digest(tmp_path / "separate") == tree_digest(resized)
+
+
+@pytest.mark.parametrize("every_scale", [True, False])
+def test_decode_scale_depends_on_the_image_and_its_own_target_only(every_scale):
+    # 500x375 at shorter:160/224/288: 5/8 (235 px >= 1.25 x 160) and 6/8 (282 >= 1.25 x 224) where every
+    # M/8 is offered (simplejpeg); 4/8 (188 px) is short of 1.6 x 160, so Pillow alone decodes in full
+    size = (500, 375)
+    scales = [resize.decode_scale(size, Target("shorter", n).size_for(*size), every_scale) for n in (160, 224, 288)]
+    assert scales == ([5, 6, 8] if every_scale else [8, 8, 8])
+    # the reduced IDCTs (4/8 and below) need 1.6x: 1024x768 -> 320x240 decodes at 4/8 (384 px), 321x241 not
+    assert resize.decode_scale((1024, 768), (320, 240), every_scale) == 4
+    assert resize.decode_scale((1024, 768), (321, 241), every_scale) == (5 if every_scale else 8)
+
+
+def test_targets_sharing_a_decode_scale_decode_once_and_equal_separate_runs(monkeypatch):
+    image = Image.radial_gradient("L").resize((640, 480)).convert("RGB")
+    image.paste(Image.effect_noise((320, 240), 40).convert("RGB"), (100, 80))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90)
+    data = out.getvalue()
+    targets = resize.parse_targets("shorter:100,110,400")
+    scales = [resize.decode_scale((640, 480), t.size_for(640, 480), resize.fast_decoder() is not None)
+              for t in targets]
+    assert scales[0] == scales[1] != scales[2]  # 100 and 110 share one decode, 400 decodes in full
+    decodes = []
+    real = resize._Source._decode
+
+    def counted(source, scale):
+        decodes.append(scale)
+        return real(source, scale)
+
+    monkeypatch.setattr(resize._Source, "_decode", counted)
+    together = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    assert sorted(decodes) == sorted(set(scales))
+    separate = [resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
+    assert [r.data for r in together] == [r.data for r in separate]
+    assert [(r.width, r.height) for r in together] == [t.size_for(640, 480) for t in targets]
 
 
 def test_stored_sizes_obey_the_spec(sample_dir, resized, converted):
