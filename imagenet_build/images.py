@@ -9,8 +9,10 @@ The header walk is hand-written: Pillow's open() parses the same markers but
 costs several times more per image, and we also want the truncation check.
 """
 
+from __future__ import annotations
+
 import io
-from typing import NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from imagenet_build.errors import InputError
 
@@ -50,7 +52,32 @@ class StoredImage(NamedTuple):
     resized: bool = False  # decoded, resized and encoded for a resized build (resize.py)
 
 
-def parse_jpeg_header(data):
+def _next_marker(data: bytes, pos: int) -> tuple[int, int]:
+    """(marker, its position) at `pos`, past any fill bytes; ValueError where there is none."""
+    size = len(data)
+    if pos + 4 > size:
+        raise ValueError("truncated in the header")
+    if data[pos] != 0xFF:
+        raise ValueError(f"no marker at byte {pos}")
+    while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
+        pos += 1
+    return data[pos + 1], pos
+
+
+def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
+    if length < 8:
+        raise ValueError("bad frame header")
+    return JpegHeader(
+        sof=marker,
+        precision=data[pos + 4],
+        height=(data[pos + 5] << 8) | data[pos + 6],
+        width=(data[pos + 7] << 8) | data[pos + 8],
+        components=data[pos + 9],
+        adobe_transform=None,
+    )
+
+
+def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
     """Walk the markers up to the first SOS. Returns (JpegHeader, offset of scan data).
 
     Raises ValueError with a short reason when the stream is not a well-formed JPEG.
@@ -60,13 +87,7 @@ def parse_jpeg_header(data):
     sof = None
     adobe = None
     while True:
-        if pos + 4 > size:
-            raise ValueError("truncated in the header")
-        if data[pos] != 0xFF:
-            raise ValueError(f"no marker at byte {pos}")
-        while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
-            pos += 1
-        marker = data[pos + 1]
+        marker, pos = _next_marker(data, pos)
         if marker in _STANDALONE:
             pos += 2
             continue
@@ -77,16 +98,7 @@ def parse_jpeg_header(data):
         if length < 2 or end > size:
             raise ValueError("truncated in the header")
         if marker in _SOF_MARKERS:
-            if length < 8:
-                raise ValueError("bad frame header")
-            sof = JpegHeader(
-                sof=marker,
-                precision=data[pos + 4],
-                height=(data[pos + 5] << 8) | data[pos + 6],
-                width=(data[pos + 7] << 8) | data[pos + 8],
-                components=data[pos + 9],
-                adobe_transform=None,
-            )
+            sof = _frame_header(data, pos, marker, length)
         elif marker == 0xEE and length >= 14 and data[pos + 4 : pos + 9] == b"Adobe":
             adobe = data[pos + 15]
         elif marker == 0xDA:
@@ -96,7 +108,7 @@ def parse_jpeg_header(data):
         pos = end
 
 
-def is_storable(header):
+def is_storable(header: JpegHeader) -> bool:
     """A JPEG stored untouched: baseline or progressive, 8 bits, 1 or 3 components."""
     return (
         header.sof in _STORABLE_SOF
@@ -107,7 +119,7 @@ def is_storable(header):
     )
 
 
-def _jpeg_kind(header):
+def _jpeg_kind(header: JpegHeader) -> str:
     if header.components == 4:
         return "YCCK JPEG" if header.adobe_transform == 2 else "CMYK JPEG"
     if header.precision != 8:
@@ -117,14 +129,14 @@ def _jpeg_kind(header):
     return f"JPEG with {header.components} components"
 
 
-def bomb_pixels():
+def bomb_pixels() -> int | None:
     """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this."""
     from PIL import Image
 
     return 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
 
 
-def size_problem(header, scan_bytes):
+def size_problem(header: JpegHeader, scan_bytes: int) -> str:
     """Why a JPEG's header size cannot be believed, or "".
 
     Two rules: more pixels than Pillow's decompression-bomb limit; or less entropy-coded
@@ -146,7 +158,7 @@ def size_problem(header, scan_bytes):
     return ""
 
 
-def jpeg_facts(data):
+def jpeg_facts(data: bytes) -> tuple[JpegHeader, int]:
     """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
     header, scan = parse_jpeg_header(data)
     # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
@@ -155,7 +167,7 @@ def jpeg_facts(data):
     return header, (end - scan if end >= 0 else -1)
 
 
-def prepare(data, path):
+def prepare(data: bytes, path: str) -> StoredImage:
     """The bytes to store for one input file, with their size. Raises InputError."""
     if not data:
         raise InputError(path, "empty file (0 bytes)")
@@ -175,7 +187,7 @@ def prepare(data, path):
     return reencode(data, path, None)
 
 
-def to_rgb(image):
+def to_rgb(image: Any) -> Any:
     """RGB pixels as TensorFlow's decode_*(channels=3) gives them: alpha dropped, 16 bits cut to 8."""
     if image.mode.startswith("I;16"):
         image = image.convert("I")
@@ -184,7 +196,7 @@ def to_rgb(image):
     return image.convert("RGB")
 
 
-def reencode(data, path, kind):
+def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:
     """Decode with Pillow and store as an RGB JPEG, quality 100."""
     from PIL import Image, UnidentifiedImageError
 
@@ -202,7 +214,7 @@ def reencode(data, path, kind):
     return StoredImage(out.getvalue(), rgb.height, rgb.width, kind)
 
 
-def exif_orientation(data):
+def exif_orientation(data: bytes) -> int:
     """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read.
 
     DALI's decoder applies it and TensorFlow's ignores it, so the two disagree about the
@@ -223,13 +235,14 @@ def exif_orientation(data):
     return 1
 
 
-def _tiff_orientation(tiff):
+def _tiff_orientation(tiff: bytes) -> int:
     """Tag 0x0112 of the first IFD of an EXIF TIFF block, 1 when absent or malformed."""
-    order = {b"II": "little", b"MM": "big"}.get(tiff[:2])
+    orders: dict[bytes, Literal["little", "big"]] = {b"II": "little", b"MM": "big"}
+    order = orders.get(tiff[:2])
     if order is None or len(tiff) < 8:
         return 1
 
-    def number(at, width):
+    def number(at: int, width: int) -> int:
         return int.from_bytes(tiff[at : at + width], order) if at + width <= len(tiff) else -1
 
     ifd = number(4, 4)
@@ -242,7 +255,7 @@ def _tiff_orientation(tiff):
     return 1
 
 
-def encoder_version():
+def encoder_version() -> str:
     """What re-encoded bytes depend on besides the pixels: Pillow's version and its JPEG library's."""
     import PIL
     from PIL import features
@@ -250,7 +263,7 @@ def encoder_version():
     return f"Pillow {PIL.__version__}, libjpeg {features.version_codec('jpg')}"
 
 
-def name_disagreement(filename, stored):
+def name_disagreement(filename: str, stored: StoredImage) -> str:
     """A note when content and slim's name lists disagree, else "" (REFERENCE §2)."""
     listed = filename in SLIM_PNG_NAMES or filename in SLIM_CMYK_NAMES
     if stored.reencoded and not listed:

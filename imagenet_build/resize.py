@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from imagenet_build import images
 from imagenet_build.errors import InputError, UsageError
@@ -76,7 +77,7 @@ class Target(NamedTuple):
         """The stored size: the chosen side = size, the other rounded half up (integers only: no float drift)."""
         side = min(width, height) if self.side == "shorter" else max(width, height)
 
-        def scaled(v):
+        def scaled(v: int) -> int:
             return max(1, (2 * v * self.size + side) // (2 * side))
 
         return (self.size, scaled(height)) if side == width else (scaled(width), self.size)
@@ -104,7 +105,7 @@ class ResizeOptions:
     larger_only: bool = True
     exif_transpose: bool = False
 
-    def only(self, targets) -> ResizeOptions:
+    def only(self, targets: Iterable[Target]) -> ResizeOptions:
         return ResizeOptions(tuple(targets), self.quality, self.larger_only, self.exif_transpose)
 
     def recorded(self, target: Target) -> dict:
@@ -113,7 +114,7 @@ class ResizeOptions:
                 "exif_transpose": self.exif_transpose}
 
 
-def fast_decoder():
+def fast_decoder() -> Any:
     """simplejpeg when installed (every DCT scale M/8), else None (Pillow: 1/2, 1/4, 1/8)."""
     try:
         import simplejpeg
@@ -144,13 +145,14 @@ def decode_scale(size: tuple[int, int], out: tuple[int, int], every_scale: bool)
 class _Source:
     """One input image, decoded on demand at the scales its targets need (each scale once)."""
 
-    def __init__(self, data: bytes, path: str, header, orientation: int, kind: str | None, size: tuple[int, int]):
+    def __init__(self, data: bytes, path: str, header: images.JpegHeader | None, orientation: int,
+                 kind: str | None, size: tuple[int, int]) -> None:
         self.data, self.path, self.header, self.kind = data, path, header, kind
         self.orientation = orientation
         self.size = size  # (width, height) as stored, before any EXIF transposition
-        self._decoded = {}
+        self._decoded: dict[int, tuple[Any, float]] = {}
 
-    def decoded(self, out):
+    def decoded(self, out: tuple[int, int] | None) -> tuple[Any, float]:
         """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), and the factor from stored
         to decoded size.
 
@@ -162,13 +164,13 @@ class _Source:
             self._decoded[scale] = self._decode(scale)
         return self._decoded[scale]
 
-    def _scale(self, out):
+    def _scale(self, out: tuple[int, int] | None) -> int:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
         if out is None or self.header is None or not images.is_storable(self.header):
             return 8
         return decode_scale(self.size, out, fast_decoder() is not None)
 
-    def _decode(self, scale):
+    def _decode(self, scale: int) -> tuple[Any, float]:
         from PIL import Image
 
         width, height = self.size
@@ -192,7 +194,7 @@ class _Source:
         raise InputError(self.path, f"decoded to {image.size[0]}x{image.size[1]}, not a scale of {width}x{height}")
 
 
-def _encode(image, quality: int) -> bytes:
+def _encode(image: Any, quality: int) -> bytes:
     """Baseline RGB JPEG, 4:2:0, no EXIF, no ICC, no optimisation pass: the same bytes for the same pixels."""
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=quality, subsampling=2, optimize=False, progressive=False)
@@ -211,14 +213,14 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     image, factor = source.decoded(stored_out)
     box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
     if image.size != stored_out or factor != 1:
-        image = image.resize(stored_out, Image.LANCZOS, box=box)
+        image = image.resize(stored_out, Image.Resampling.LANCZOS, box=box)
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         image = image.transpose(_TRANSPOSE[source.orientation])
     kind = source.kind or ""
     return images.StoredImage(_encode(image, options.quality), image.height, image.width, kind, resized=True)
 
 
-def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list:
+def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
     """For each target, the StoredImage to write, or the InputError that keeps it out.
 
     A problem every target meets (an empty or broken file) is raised; one that only decoding
@@ -232,7 +234,7 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list:
     kind = full.reencoded or None
     source = _Source(data, path, header if not full.reencoded else None, orientation, kind, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
-    results = []
+    results: list[images.StoredImage | InputError] = []
     for target in options.targets:
         width, height = source.size
         if options.larger_only and upright and target.fits(width, height):

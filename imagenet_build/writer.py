@@ -15,20 +15,21 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from imagenet_build import images, storage
 from imagenet_build.atomic import fsync_dir, write_temp
 from imagenet_build.dali_index import index_text
-from imagenet_build.errors import BuildError, InputError
+from imagenet_build.errors import BuildError, InputError, PathLike
 from imagenet_build.example import encode_example_parts
 from imagenet_build.naming import index_name, temp_name
 from imagenet_build.output import Destination
 from imagenet_build.plan import ShardSpec
 from imagenet_build.resize import ResizeOptions, prepare_resized
 from imagenet_build.resize import codec as prepare_codec
-from imagenet_build.sources import reader_for
+from imagenet_build.sources import Reader, reader_for
 from imagenet_build.tfrecord import frame
 from imagenet_build.workers import exit_if_orphaned
 
@@ -46,7 +47,8 @@ class ShardFigures(NamedTuple):
     index_sha256: str
 
 
-def shard_entry(split, name, figures, skipped=(), reencoded=()):
+def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[dict] = (),
+                reencoded: Iterable[dict] = ()) -> dict[str, Any]:
     """A shard's entry in manifest.json, for every kind of build (convert, write_arrays)."""
     return {
         "split": split,
@@ -78,7 +80,7 @@ class ResizedShardTask(NamedTuple):
     resize: ResizeOptions
 
 
-def _write_all(fd, parts):
+def _write_all(fd: int, parts: Sequence[bytes]) -> None:
     """os.writev until every byte of `parts` is written (no copy of the payload)."""
     total = sum(len(p) for p in parts)
     written = os.writev(fd, parts)
@@ -86,7 +88,7 @@ def _write_all(fd, parts):
         os.write(fd, b"".join(parts)[written:])
 
 
-def _start_writeback(fd, offset, length):
+def _start_writeback(fd: int, offset: int, length: int) -> None:
     """Start writing a range of the shard to disk now, without waiting, so that the
     fsync at the end of the shard has little left to wait for; where the hint is
     missing the fsync simply does it all."""
@@ -102,20 +104,20 @@ class ShardSink:
     when both are complete; close() without finish() leaves nothing behind.
     """
 
-    def __init__(self, name, output_dir, index_dir):
+    def __init__(self, name: str, output_dir: PathLike, index_dir: PathLike) -> None:
         self.name, self.output_dir = name, output_dir
         self.shard_path = Path(output_dir) / name
         self.index_path = Path(index_dir) / index_name(name)
         self.shard_tmp, self.index_tmp = temp_name(self.shard_path), temp_name(self.index_path)
         self._digest = hashlib.sha256()
-        self._offsets = []
+        self._offsets: list[tuple[int, int]] = []
         self._offset = self._flushed = 0
-        self._fd = None
+        self._fd: int | None = None
         with self._said():
             self._fd = os.open(self.shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
     @contextlib.contextmanager
-    def _said(self):
+    def _said(self) -> Iterator[None]:
         """A full disk, a quota: say where, and that nothing is lost."""
         try:
             yield
@@ -123,10 +125,11 @@ class ShardSink:
             raise BuildError(f"{self.output_dir}: {e.strerror or e} while writing {self.name}; free space, then run "
                              "the same command again to resume") from None
 
-    def add(self, payload):
+    def add(self, payload: Sequence[bytes]) -> None:
         """Frame one record's payload parts and write them (without joining the parts)."""
         head, foot = frame(*payload)
         record = (head, *payload, foot)
+        assert self._fd is not None, "add() after finish()"
         with self._said():
             _write_all(self._fd, record)
         for part in record:
@@ -138,8 +141,9 @@ class ShardSink:
             _start_writeback(self._fd, self._flushed, self._offset - self._flushed)
             self._flushed = self._offset
 
-    def finish(self):
+    def finish(self) -> ShardFigures:
         """fsync, write the index, rename both into place; returns the ShardFigures."""
+        assert self._fd is not None, "finish() twice"
         with self._said():
             os.fsync(self._fd)
             os.close(self._fd)
@@ -154,7 +158,7 @@ class ShardSink:
         return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
                             hashlib.sha256(index_bytes).hexdigest())
 
-    def close(self):
+    def close(self) -> None:
         """Remove what an unfinished shard left (its temp files)."""
         if self._fd is not None:
             os.close(self._fd)
@@ -163,14 +167,15 @@ class ShardSink:
             if tmp.exists():
                 tmp.unlink()
 
-    def __enter__(self):
+    def __enter__(self) -> ShardSink:
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def write_records(name, output_dir, index_dir, payloads):
+def write_records(name: str, output_dir: PathLike, index_dir: PathLike,
+                  payloads: Iterable[Sequence[bytes]]) -> ShardFigures:
     """Write one shard and its DALI index from serialized Examples, atomically.
 
     `payloads` yields each record's payload as parts (written without joining).
@@ -191,18 +196,20 @@ class _Output(NamedTuple):
     resized: list  # [count], mutable
 
 
-def _full_size(data, path):
+def _full_size(data: bytes, path: str) -> list[images.StoredImage | InputError]:
     return [images.prepare(data, path)]
 
 
-def _preparer(resize):
+def _preparer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[images.StoredImage | InputError]]:
     """image bytes, path -> [StoredImage or InputError] per output: the full-size build, or one per target."""
     if resize is None:
         return _full_size
     return functools.partial(prepare_resized, options=resize)
 
 
-def _payloads(spec, reader, on_error, outputs, prepare):
+def _payloads(spec: ShardSpec, reader: Reader, on_error: str, outputs: list[_Output],
+              prepare: Callable[[bytes, str], list[images.StoredImage | InputError]]
+              ) -> Iterator[list[tuple[bytes, ...] | None]]:
     """For each image, each output's payload parts (None where it is left out), in order.
 
     Bad inputs raise (fail) or go to that output's `skipped` (skip). Each image is read once.
@@ -213,9 +220,10 @@ def _payloads(spec, reader, on_error, outputs, prepare):
             results = prepare(*reader.read(number))
         except InputError as e:
             results = [e] * len(outputs)
-        payloads = []
+        payloads: list[tuple[bytes, ...] | None] = []
         synset, text = spec.classes[entry.label]
-        for output, stored in zip(outputs, results, strict=True):
+        assert len(results) == len(outputs)
+        for output, stored in zip(outputs, results):
             if isinstance(stored, InputError):
                 if on_error == "fail":
                     raise stored
@@ -239,18 +247,19 @@ def _payloads(spec, reader, on_error, outputs, prepare):
         yield payloads
 
 
-def codec_of(reencoded, resized=0):
+def codec_of(reencoded: Iterable[dict], resized: int = 0) -> str:
     """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images."""
     if resized:
         return prepare_codec()
     return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
 
 
-def _write(spec, dests, on_error, resize, variants):
+def _write(spec: ShardSpec, dests: Sequence[Destination], on_error: str, resize: ResizeOptions | None,
+           variants: Sequence[str]) -> list[dict[str, Any]]:
     """Write the shard to every destination from one read of its images; the manifest entries, in order."""
     outputs = [_Output([], [], [0]) for _ in dests]
     with contextlib.ExitStack() as stack, reader_for(spec) as reader:
-        folders = []
+        folders: list[tuple[str, str]] = []
         for dest in dests:
             if dest.remote:
                 staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="imagenet-build-"))
@@ -259,17 +268,18 @@ def _write(spec, dests, on_error, resize, variants):
                 folders.append((dest.output, dest.index))
         sinks = [stack.enter_context(ShardSink(spec.name, out, index)) for out, index in folders]
         for payloads in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
-            for sink, payload in zip(sinks, payloads, strict=True):
+            for sink, payload in zip(sinks, payloads):
                 if payload is not None:
                     sink.add(payload)
         figures = [sink.finish() for sink in sinks]
-        for dest, (staging, _) in zip(dests, folders, strict=True):
+        for dest, (staging, _) in zip(dests, folders):
             if dest.remote:  # shard first, then its index: a listed index always has its shard
                 storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
                 storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
         identities = reader.identities
+    assert len(outputs) == len(figures) == len(variants) == len(dests)
     entries = []
-    for output, figure, variant in zip(outputs, figures, variants, strict=True):
+    for output, figure, variant in zip(outputs, figures, variants):
         entry = shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded)
         if resize is not None:
             entry["resized"] = output.resized[0]
@@ -279,12 +289,12 @@ def _write(spec, dests, on_error, resize, variants):
     return entries
 
 
-def write_shard(spec, dest, on_error):
+def write_shard(spec: ShardSpec, dest: Destination, on_error: str) -> dict[str, Any]:
     """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
     return _write(spec, [dest], on_error, None, [""])[0]
 
 
-def variant_of(resize):
+def variant_of(resize: ResizeOptions | None) -> str:
     """The fingerprint's record of a one-target resized build's options ("" for a full-size build)."""
     if resize is None:
         return ""
@@ -292,14 +302,15 @@ def variant_of(resize):
     return json.dumps(resize.recorded(target), sort_keys=True)
 
 
-def write_resized_shard(spec, dests, on_error, resize):
+def write_resized_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: str,
+                        resize: ResizeOptions) -> list[dict[str, Any]]:
     """Write one planned shard once per target of `resize`, to the destination of each, from one read
     of its images; return the manifest entries in target order."""
     variants = [variant_of(resize.only([t])) for t in resize.targets]
     return _write(spec, dests, on_error, resize, variants)
 
 
-def rebuilt_sha256(spec, on_error, resize=None):
+def rebuilt_sha256(spec: ShardSpec, on_error: str, resize: ResizeOptions | None = None) -> str:
     """sha256 of the shard the inputs give now, built in memory and not written (--verify-inputs)."""
     digest = hashlib.sha256()
     outputs = [_Output([], [], [0])]
