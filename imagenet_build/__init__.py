@@ -6,12 +6,15 @@ Importing the package is cheap; nothing here imports TensorFlow.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from imagenet_build.manifest import Manifest
 
 __version__ = "0.1.0"
 
 
-def write_arrays(*args: Any, **kwargs: Any) -> dict[str, Any]:
+def write_arrays(*args: Any, **kwargs: Any) -> Manifest:
     """NumPy images and labels -> sharded TFRecords with indexes and manifest (see imagenet_build.arrays)."""
     from imagenet_build.arrays import write_arrays as write
 

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar, cast
 
 from imagenet_build import catalog as catalog_mod
 from imagenet_build import manifest as manifest_mod
@@ -513,25 +513,28 @@ def _manifest(
     header: dict[str, Any], plans: list[plan_mod.SplitPlan], done: dict[str, dict[str, Any]], complete: bool
 ) -> manifest_mod.Manifest:
     finished = [done[name] for p in plans for name in p.names if name in done]
-    shards = [{k: v for k, v in e.items() if k != INPUT_STATE} for e in finished]
+    shards = [cast(manifest_mod.ShardEntry, {k: v for k, v in e.items() if k != INPUT_STATE}) for e in finished]
     inputs = dict(header["inputs"], **{SHARD_INPUTS: {e["name"]: e[INPUT_STATE] for e in finished}})
-    splits: dict[str, dict[str, Any]] = {}
+    splits: dict[str, manifest_mod.SplitFigures] = {}
     for p in plans:
         entries = [done[name] for name in p.names if name in done]
-        split = {
+        split = manifest_mod.SplitFigures(**{
             "shards": p.num_shards,
             "shards_done": len(entries),
             "records": sum(e["records"] for e in entries),
             "bytes": sum(e["bytes"] for e in entries),
             "left_out": [{"file": f, "reason": r} for f, r in p.input.left_out],
-        }
+        })
         if len(entries) == p.num_shards:  # label histogram of what the shards hold
             counts = Counter(p.input.labels)
             counts.subtract(skip["label"] for e in entries for skip in e["skipped"])
             split["label_counts"] = {str(k): v for k, v in sorted(counts.items()) if v}
         splits[p.split] = split
-    return dict(
-        header,
+    return manifest_mod.Manifest(
+        format=header["format"],
+        options=header["options"],
+        num_classes=header["num_classes"],
+        synsets=header["synsets"],
         inputs=inputs,
         complete=complete,
         splits=splits,

@@ -10,14 +10,64 @@ an uninterrupted one.
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Dict, List, TypedDict, Union, get_origin, get_type_hints
 
 from imagenet_build import storage
 from imagenet_build.errors import PathLike
 from imagenet_build.naming import MANIFEST_NAME
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
-Manifest = dict[str, Any]  # the parsed JSON document; schema_problem() says which shape readers rely on
+
+
+class ShardEntry(TypedDict, total=False):
+    """One shard of a build, as manifest.json lists it."""
+
+    split: str
+    name: str
+    records: int
+    bytes: int
+    sha256: str
+    index_bytes: int
+    index_sha256: str
+    skipped: List[dict]  # inputs left out under --on-error skip: {file, label, reason}
+    reencoded: List[dict]  # inputs stored re-encoded, or noted: {file, reencoded, note}
+    fingerprint: str  # what the bytes depend on (plan.ShardSpec.fingerprint)
+    resized: int  # resized builds: images decoded, resized and encoded
+
+
+class SplitFigures(TypedDict, total=False):
+    """One split of a build."""
+
+    shards: int
+    shards_done: int
+    records: int
+    bytes: int
+    left_out: List[dict]
+    label_counts: Dict[str, int]  # "<label>": records, once every shard is done
+
+
+class Manifest(TypedDict, total=False):
+    """manifest.json, the commit point of a build: written by convert and write_arrays, read by verify,
+    resume, trainer-check and the readers. `read_manifest` checks every field against these types."""
+
+    format: Union[int, str]
+    complete: bool
+    options: Dict[str, Any]  # the layout options: a rerun must repeat them
+    inputs: Dict[str, Any]  # where the images came from, and each shard's inputs' state
+    num_classes: int
+    synsets: List[str]  # label k is synsets[k - 1]
+    splits: Dict[str, SplitFigures]
+    shards: List[ShardEntry]
+    totals: Dict[str, int]
+
+
+# the fields a reader may rely on being there (the others are optional)
+_REQUIRED = {
+    Manifest: {"complete", "options", "num_classes", "synsets", "splits", "shards"},
+    SplitFigures: {"shards", "records"},
+    ShardEntry: {"split", "name", "records", "bytes", "sha256", "index_sha256", "skipped", "reencoded"},
+}
 
 READABLE = {"imagenet-build/1": 1, 1: 1, 2: 2}  # what this version reads ("imagenet-build/1": the first)
 
@@ -62,44 +112,21 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     return manifest
 
 
-# The shape every reader relies on: field -> (type, required). Nested tables below.
-_INT, _STR, _BOOL, _LIST, _DICT = int, str, bool, list, dict
-_TOP = {
-    "complete": (_BOOL, True),
-    "options": (_DICT, True),
-    "inputs": (_DICT, False),
-    "num_classes": (_INT, True),
-    "synsets": (_LIST, True),
-    "splits": (_DICT, True),
-    "shards": (_LIST, True),
-    "totals": (_DICT, False),
-}
-_SPLIT = {
-    "shards": (_INT, True),
-    "shards_done": (_INT, False),
-    "records": (_INT, True),
-    "bytes": (_INT, False),
-    "left_out": (_LIST, False),
-    "label_counts": (_DICT, False),
-}
-_SHARD = {
-    "split": (_STR, True),
-    "name": (_STR, True),
-    "records": (_INT, True),
-    "bytes": (_INT, True),
-    "sha256": (_STR, True),
-    "index_bytes": (_INT, False),
-    "index_sha256": (_STR, True),
-    "skipped": (_LIST, True),
-    "reencoded": (_LIST, True),
-    "fingerprint": (_STR, False),
-    "resized": (_INT, False),  # resized builds: images decoded, resized and encoded
-}
-_TYPE_NAMES = {_INT: "a whole number >= 0", _STR: "a string", _BOOL: "true or false", _LIST: "a list",
-               _DICT: "an object"}
+_TYPE_NAMES = {int: "a whole number >= 0", str: "a string", bool: "true or false", list: "a list",
+               dict: "an object"}
 
 
-def _field_problem(table: dict[str, tuple[type, bool]], record: dict[str, Any], where: str) -> str:
+def _table(model: type) -> dict[str, tuple[type, bool]]:
+    """field -> (the JSON type it must have, whether it must be there), from a TypedDict above."""
+    hints = get_type_hints(model)
+    return {key: (get_origin(hint) or hint, key in _REQUIRED[model]) for key, hint in hints.items()
+            if key != "format"}  # format is checked first, by read_manifest
+
+
+_TOP, _SPLIT, _SHARD = _table(Manifest), _table(SplitFigures), _table(ShardEntry)
+
+
+def _field_problem(table: dict[str, tuple[type, bool]], record: Mapping[str, Any], where: str) -> str:
     for key, (kind, required) in table.items():
         if key not in record:
             if required:
@@ -107,8 +134,8 @@ def _field_problem(table: dict[str, tuple[type, bool]], record: dict[str, Any], 
             continue
         value = record[key]
         # bool is an int in Python, and an int is no bool: check both ways
-        ok = isinstance(value, kind) and (kind is _BOOL or not isinstance(value, bool))
-        if ok and kind is _INT:
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if ok and kind is int:
             ok = value >= 0
         if not ok:
             return f"{where}{key}: {json.dumps(value)[:40]} is not {_TYPE_NAMES[kind]}"

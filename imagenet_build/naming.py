@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from imagenet_build import storage
 
@@ -89,7 +90,7 @@ def index_path(shard_path: str, index_dir: str) -> str:
     return storage.join(index_dir, index_name(shard_path))
 
 
-def index_dir_of(output_dir: str, manifest: dict | None, override: str | None = None) -> str:
+def index_dir_of(output_dir: str, manifest: Mapping[str, Any] | None, override: str | None = None) -> str:
     """Where a build's DALI indexes are: as given, as its manifest records it, else <output>/dali_idx."""
     if override:
         return str(override)

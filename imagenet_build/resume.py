@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from imagenet_build import manifest as manifest_mod
 from imagenet_build import storage
 from imagenet_build.errors import BuildError
+from imagenet_build.manifest import ShardEntry
 from imagenet_build.naming import index_name
 from imagenet_build.output import Destination
 from imagenet_build.plan import ShardSpec, SplitPlan
@@ -28,7 +29,7 @@ class ResumeCheck(NamedTuple):
     """One worker task: may the previous run's shard be kept?"""
 
     spec: ShardSpec
-    entry: dict[str, Any]  # the shard's entry in the previous manifest
+    entry: ShardEntry  # the shard's entry in the previous manifest
     previous_state: str | None
     dest: Destination
     on_error: str
@@ -84,7 +85,7 @@ def shards_to_keep(
 
 def still_matches(
     spec: ShardSpec,
-    entry: dict[str, Any],
+    entry: ShardEntry,
     previous_state: str | None,
     dest: Destination,
     on_error: str,

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from imagenet_build.errors import BuildError
 
@@ -32,7 +33,8 @@ class Report:
         return all(c["ok"] for c in self.checks)
 
 
-def check_epoch(report: Report, seen: Sequence[Seen], manifest: dict | None, split: str, paths: Sequence[str],
+def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any] | None, split: str,
+                paths: Sequence[str],
                 num_shards: int, classes: int, reader: str = "DALI") -> None:
     """epoch, ranks and labels: every record once across the ranks, ranks disjoint, labels and histogram."""
     expected = (manifest or {}).get("splits", {}).get(split, {}).get("records")

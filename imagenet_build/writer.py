@@ -24,6 +24,7 @@ from imagenet_build.atomic import fsync_dir, write_temp
 from imagenet_build.dali_index import index_text
 from imagenet_build.errors import BuildError, InputError, PathLike
 from imagenet_build.example import encode_example_parts
+from imagenet_build.manifest import ShardEntry
 from imagenet_build.naming import index_name, temp_name
 from imagenet_build.output import Destination
 from imagenet_build.plan import ShardSpec
@@ -48,7 +49,7 @@ class ShardFigures(NamedTuple):
 
 
 def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[dict] = (),
-                reencoded: Iterable[dict] = ()) -> dict[str, Any]:
+                reencoded: Iterable[dict] = ()) -> ShardEntry:
     """A shard's entry in manifest.json, for every kind of build (convert, write_arrays)."""
     return {
         "split": split,
@@ -280,7 +281,8 @@ def _write(spec: ShardSpec, dests: Sequence[Destination], on_error: str, resize:
     assert len(outputs) == len(figures) == len(variants) == len(dests)
     entries = []
     for output, figure, variant in zip(outputs, figures, variants):
-        entry = shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded)
+        # the manifest's entry, and the driver's figure for the manifest's inputs (INPUT_STATE)
+        entry: dict[str, Any] = dict(shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded))
         if resize is not None:
             entry["resized"] = output.resized[0]
         entry["fingerprint"] = spec.fingerprint(on_error, codec_of(output.reencoded, output.resized[0]), variant)
