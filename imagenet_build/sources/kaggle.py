@@ -38,7 +38,6 @@ from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, input_errors
 from imagenet_build.sources.base import (
     READERS,
-    Reader,
     SplitInput,
     add_class,
     flat_validation,
@@ -47,7 +46,7 @@ from imagenet_build.sources.base import (
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
-from imagenet_build.sources.tars import read_range
+from imagenet_build.sources.tars import ArchiveReader, read_range
 
 if TYPE_CHECKING:
     from imagenet_build.catalog import Catalog
@@ -689,41 +688,21 @@ def assemble(pieces: list[Piece]) -> Copy:
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd: int, offset: int, length: int) -> None:
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-
-
-class ZipReader(Reader):
+class ZipReader(ArchiveReader):
     """A shard's images from the zip: the local header, then the data's byte range (inflated if deflated).
 
     entry.offset is the member's local header, entry.size its compressed size, entry.extra
-    (pack_extra) its method, size and CRC-32 from the central directory. Announces the next
-    READ_AHEAD members to the kernel, as the archive reader does.
+    (pack_extra) its method, size and CRC-32 from the central directory. Read ahead as the
+    archive reader does, the local header included.
     """
 
-    READ_AHEAD = 8
-
-    def __init__(self, spec: ShardSpec) -> None:
-        super().__init__(spec)
-        root = spec.source_root
-        self._source: Union[int, IO[bytes]] = _open_zip(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
-        self._hinted = 0
-
-    def close(self) -> None:
-        if isinstance(self._source, int):
-            os.close(self._source)
-        else:
-            self._source.close()
+    @staticmethod
+    def span(entry: ImageEntry) -> int:
+        return HEAD_READ + entry.size
 
     def read(self, number: int) -> tuple[bytes, str]:
-        entries = self.spec.entries
-        if isinstance(self._source, int):
-            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
-                ahead = entries[self._hinted]
-                _will_need(self._source, ahead.offset, HEAD_READ + ahead.size)
-                self._hinted += 1
-        entry = entries[number]
+        self._announce(number)
+        entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{entry.relpath}"
         head = read_range(self._source, entry.offset, HEAD_READ)

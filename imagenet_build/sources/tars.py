@@ -214,10 +214,25 @@ class ArchiveReader(Reader):
         super().__init__(spec)
         root = spec.source_root
         # an fd (pread) for a local archive, a file object for an object store
-        self._source: int | IO[bytes] = (
-            storage.open_read(root, random_access=True) if storage.is_url(root) else os.open(root, os.O_RDONLY)
-        )
+        self._source: int | IO[bytes] = self.open_remote(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
         self._hinted = 0
+
+    @staticmethod
+    def open_remote(url: str) -> IO[bytes]:
+        return storage.open_read(url, random_access=True)
+
+    @staticmethod
+    def span(entry: ImageEntry) -> int:
+        """How many bytes from entry.offset a read of the entry touches (announced to the kernel ahead)."""
+        return entry.size
+
+    def _announce(self, number: int) -> None:
+        entries = self.spec.entries
+        if isinstance(self._source, int):
+            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+                ahead = entries[self._hinted]
+                _will_need(self._source, ahead.offset, self.span(ahead))
+                self._hinted += 1
 
     def close(self) -> None:
         if isinstance(self._source, int):
@@ -226,13 +241,8 @@ class ArchiveReader(Reader):
             self._source.close()
 
     def read(self, number: int) -> tuple[bytes, str]:
-        entries = self.spec.entries
-        if isinstance(self._source, int):
-            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
-                ahead = entries[self._hinted]
-                _will_need(self._source, ahead.offset, ahead.size)
-                self._hinted += 1
-        entry = entries[number]
+        self._announce(number)
+        entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{entry.relpath}"
         data = read_range(self._source, entry.offset, entry.size)
