@@ -10,10 +10,8 @@ ILSVRC2012_img_train.tar (a tar of <synset>.tar), then runs, alternating, with
 Usage: python benchmarks/bench_archives.py [--images 10000] [--repeats 3]
 """
 
-import argparse
 import math
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -24,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, timed  # noqa: E402
+from common import bench_parser, prepared_inputs, timed  # noqa: E402
 
 EXTRACT = (
     'set -e; mkdir -p "$2"; cd "$2"; tar xf "$1"; '
@@ -44,17 +42,10 @@ def pack(inputs, archive):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shards", type=int, default=128)
-    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-tar-"))
-    inputs = work / "inputs"
-    if not (inputs / "labels.txt").exists():
-        shutil.rmtree(inputs, ignore_errors=True)
-        make_inputs(inputs, args.images, 100)
+    inputs = prepared_inputs(work, args.images)
     archive = work / "ILSVRC2012_img_train.tar"
     if not archive.exists():
         pack(inputs, archive)

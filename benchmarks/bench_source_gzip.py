@@ -11,7 +11,6 @@ five archives, converted once to 1024 shards: the peak RSS of the full listing a
 Usage: python benchmarks/bench_source_gzip.py [--images 10000] [--repeats 3] [--with-path DIR] [--cardinality]
 """
 
-import argparse
 import gzip
 import math
 import os
@@ -27,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import make_inputs  # noqa: E402
+from common import bench_parser, prepared_inputs  # noqa: E402
 
 PROBE = (
     "import resource, subprocess, sys, time; t = time.perf_counter(); "
@@ -114,21 +113,14 @@ def cardinality(work, per_class=1281):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shards", type=int, default=128)
-    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser = bench_parser(__doc__)
     parser.add_argument("--with-path", help="also run the .tar.gz convert with this folder on PYTHONPATH")
     parser.add_argument("--cardinality", action="store_true", help="the full-cardinality memory run instead")
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-gzip-"))
     if args.cardinality:
         return cardinality(work)
-    inputs = work / "inputs"
-    if not (inputs / "labels.txt").exists():
-        shutil.rmtree(inputs, ignore_errors=True)
-        make_inputs(inputs, args.images, 100)
+    inputs = prepared_inputs(work, args.images)
     data = work / "hf" / "data"
     if not data.exists():
         pack(inputs, data)

@@ -10,7 +10,6 @@ the project's Zip64 writer, then runs, alternating, with `sync` before each:
 Usage: python benchmarks/bench_source_kaggle.py [--images 10000] [--repeats 3]
 """
 
-import argparse
 import math
 import os
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, timed  # noqa: E402
+from common import bench_parser, prepared_inputs, timed  # noqa: E402
 
 from imagenet_build.sources.kaggle import (  # noqa: E402
     DEFLATED,
@@ -58,17 +57,10 @@ def zip_tree(tree, out, method):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shards", type=int, default=128)
-    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-kaggle-"))
-    inputs, tree = work / "inputs", work / "tree"
-    if not (inputs / "labels.txt").exists():
-        shutil.rmtree(inputs, ignore_errors=True)
-        make_inputs(inputs, args.images, 100)
+    inputs, tree = prepared_inputs(work, args.images), work / "tree"
     if not (tree / SOLUTION).exists():
         shutil.rmtree(tree, ignore_errors=True)
         kaggle_tree(inputs, tree)

@@ -10,13 +10,11 @@ and times the scan alone (listing every shard's headers and reading its .cls mem
 Usage: python benchmarks/bench_source_wds.py [--images 10000] [--repeats 3]
 """
 
-import argparse
 import io
 import json
 import math
 import os
 import random
-import shutil
 import statistics
 import sys
 import tarfile
@@ -27,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, timed  # noqa: E402
+from common import bench_parser, prepared_inputs, timed  # noqa: E402
 
 
 def pack(inputs, folder, per_shard=1250):
@@ -65,17 +63,10 @@ def scan_seconds(folder, labels, workers):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--images", type=int, default=10000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shards", type=int, default=128)
-    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-wds-"))
-    inputs = work / "inputs"
-    if not (inputs / "labels.txt").exists():
-        shutil.rmtree(inputs, ignore_errors=True)
-        make_inputs(inputs, args.images, 100)
+    inputs = prepared_inputs(work, args.images)
     shards = work / "wds"
     if not shards.exists():
         pack(inputs, shards)

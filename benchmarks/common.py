@@ -9,6 +9,27 @@ import time
 from pathlib import Path
 
 
+def bench_parser(doc):
+    """The options every convert benchmark takes: how many images, repeats, shards, and a scratch folder."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--images", type=int, default=10000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shards", type=int, default=128)
+    parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    return parser
+
+
+def prepared_inputs(work, images, classes=100):
+    """`work/inputs` made by make_inputs once, and reused by later runs of the benchmark."""
+    inputs = Path(work) / "inputs"
+    if not (inputs / "labels.txt").exists():
+        shutil.rmtree(inputs, ignore_errors=True)
+        make_inputs(inputs, images, classes)
+    return inputs
+
+
 def make_inputs(root, images, classes):
     """`images` JPEGs in `classes` folders; 64 distinct pictures reused (convert never decodes them)."""
     from PIL import Image
