@@ -160,3 +160,21 @@ def test_resized_builds_from_hf_leave_no_spool(hf, tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["shorter-64", "shorter-96"]
     for size in ("shorter-64", "shorter-96"):
         assert run_cli("verify", out / size).exit_code == 0
+
+
+def test_isal_and_zlib_inflate_give_the_same_shards(hf, reference, tmp_path):
+    """ISA-L's inflate is used where installed, zlib's elsewhere: the shards are the same bytes."""
+    import subprocess
+    import sys
+
+    from imagenet_build.sources.spool import _inflate_with
+
+    pytest.importorskip("isal")
+    assert _inflate_with()[0].__module__.startswith("isal")
+    out = tmp_path / "zlib"
+    code = ("import sys; sys.modules['isal'] = None\n"
+            "from imagenet_build.cli import main; sys.argv = ['imagenet-build'] + sys.argv[1:]; main()")
+    result = subprocess.run([sys.executable, "-c", code, "convert", "--from", str(hf), "--output-dir", str(out),
+                             *map(str, with_boxes(hf))], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert shard_files(out) == shard_files(reference)

@@ -116,15 +116,30 @@ def _rmdir_if_empty(folder: str) -> None:
         pass
 
 
+def _inflate_with() -> tuple[Callable[..., Any], Any]:
+    """(decompressobj, its error) of ISA-L (package isal) where installed, else of zlib.
+
+    The same bytes either way; ISA-L inflates a gzipped ImageNet-like tar 1.4-1.9x faster than zlib
+    on one core here (2.5 s against 3.5-4.7 s for 0.88 GB), and a copy whose train split is one
+    archive (the face-blurred release) is decompressed on one core.
+    """
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib.decompressobj, zlib.error
+    return isal_zlib.decompressobj, isal_zlib.error
+
+
 def gunzip(archive: str, target: str) -> None:
     """Decompress a .tar.gz (a file or an object-store URL, read as a stream) into `target`, atomically.
 
     Concatenated gzip members (pigz, cat a.gz b.gz) are one stream, as gzip reads them.
     """
     part = target + ".part"
+    decompressobj, error = _inflate_with()
     with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
         with storage.open_read(archive) as raw, open(part, "wb") as out:
-            inflate, seen = zlib.decompressobj(31), False
+            inflate, seen = decompressobj(31), False
             while True:
                 chunk = raw.read(CHUNK)
                 if not chunk:
@@ -133,10 +148,10 @@ def gunzip(archive: str, target: str) -> None:
                     if inflate.eof:  # one gzip member ended: another follows, or zero padding
                         if not chunk.strip(b"\0"):
                             break
-                        inflate = zlib.decompressobj(31)
+                        inflate = decompressobj(31)
                     try:
                         out.write(inflate.decompress(chunk, MAX_OUT))
-                    except zlib.error as e:
+                    except error as e:
                         raise InputError(archive, f"not a valid gzip file ({e})") from None
                     seen = True
                     chunk = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
