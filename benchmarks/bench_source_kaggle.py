@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import bench_parser, prepared_inputs, timed  # noqa: E402
+from common import alternate, bench_parser, prepared_inputs  # noqa: E402
 
 from imagenet_build.sources.kaggle import (  # noqa: E402
     DEFLATED,
@@ -79,13 +79,7 @@ def main():
         with open(path, "rb") as f:
             while f.read(1 << 24):
                 pass
-    runs = {name: [] for name in commands}
-    rss = {name: [] for name in commands}
-    for _ in range(args.repeats):
-        for name, cmd in commands.items():
-            seconds, peak = timed(cmd, [out])
-            runs[name].append(seconds)
-            rss[name].append(peak)
+    runs, rss = alternate(commands, args.repeats, lambda name: [out])
     med = {name: statistics.median(r) for name, r in runs.items()}
     images = args.images + VALIDATION_IMAGES
     sizes = ", ".join(f"{name} {path.stat().st_size / 1e6:.0f} MB" for name, path in zips.items())

@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import bench_parser, prepared_inputs, timed  # noqa: E402
+from common import alternate, bench_parser, prepared_inputs  # noqa: E402
 
 
 def pack(inputs, folder, per_shard=1250):
@@ -78,13 +78,7 @@ def main():
         "folders": ib + ["--train-dir", str(inputs / "train"), "--output-dir", str(out)],
         "wds": ib + ["--from", str(shards), "--output-dir", str(out)],
     }
-    runs = {name: [] for name in commands}
-    rss = {name: [] for name in commands}
-    for _ in range(args.repeats):
-        for name, cmd in commands.items():
-            seconds, peak = timed(cmd, [out])
-            runs[name].append(seconds)
-            rss[name].append(peak)
+    runs, rss = alternate(commands, args.repeats, lambda name: [out])
     med = {name: statistics.median(r) for name, r in runs.items()}
     images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))
     size = sum(p.stat().st_size for p in shards.glob("*.tar"))

@@ -18,7 +18,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, timed  # noqa: E402
+from common import alternate, make_inputs  # noqa: E402
 
 
 def make_ilsvrc(root, images):
@@ -65,13 +65,8 @@ def main():
             source.mkdir()
             known.write_sample(ilsvrc, source)
         commands[short] = ib + ["--from", str(source), "--output-dir", str(work / f"out-{short}")]
-    times = {name: [] for name in commands}
-    rss = {name: 0.0 for name in commands}
-    for _ in range(args.repeats):
-        for name, cmd in commands.items():
-            seconds, peak = timed(cmd, clear=work / f"out-{name}")
-            times[name].append(seconds)
-            rss[name] = max(rss[name], peak)
+    times, peaks = alternate(commands, args.repeats, lambda name: work / f"out-{name}")
+    rss = {name: max(values) for name, values in peaks.items()}
     images = args.images + args.images // 10
     base = statistics.median(times["folders"])
     print(f"{images:,} images ({args.images:,} train), 128 + 16 shards, median of {args.repeats}, "

@@ -83,6 +83,22 @@ def timed(cmd, clear=(), cold=False):
     return float(seconds), float(rss)
 
 
+def alternate(commands, repeats, clear):
+    """Each command `repeats` times, the commands taking turns (so drift hits them alike).
+
+    clear(name) names what to remove before that command's run. Returns ({name: [seconds]},
+    {name: [peak RSS MB]}).
+    """
+    runs = {name: [] for name in commands}
+    rss = {name: [] for name in commands}
+    for _ in range(repeats):
+        for name, cmd in commands.items():
+            seconds, peak = timed(cmd, clear(name))
+            runs[name].append(seconds)
+            rss[name].append(peak)
+    return runs, rss
+
+
 def images_per_second(next_batch, batch_size, batches):
     """Images/s of a pipeline over `batches` calls of next_batch(), after one warm-up call."""
     next_batch()

@@ -174,3 +174,28 @@ def expect_one_error_line(args, *fragments, out, nothing_written=True):
         assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()], list(out.rglob("*"))
     assert not [p for p in out.rglob(".imagenet-build-spool-*")]
     return lines[0]
+
+
+def expect_error(args, code, *fragments):
+    """The CLI in this process exits `code` with one `error:` line holding every fragment, no traceback."""
+    from conftest import run_cli
+
+    result = run_cli(*args)
+    assert result.exit_code == code, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    return lines[0]
+
+
+def trainer_report(folder, *args):
+    """(exit code, JSON report, names of the failed checks) of `trainer-check FOLDER ARGS --json`."""
+    import json
+
+    from conftest import run_cli
+
+    result = run_cli("trainer-check", folder, "--json", *args)
+    assert result.exit_code in (0, 1), result.output
+    report = json.loads(result.stdout)
+    return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}

@@ -8,6 +8,7 @@ import zipfile
 import pytest
 
 from conftest import layout_args, run_cli, shard_files
+from helpers import expect_error
 from imagenet_build.sources.kaggle import (
     DEFLATED,
     OLD_TARBALL,
@@ -37,16 +38,6 @@ def convert(ilsvrc, source, out, *more):
     result = run_cli("convert", "--from", source, "--output-dir", out, *layout_args(ilsvrc), *more, "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
-
-
-def expect_error(args, code, *fragments):
-    result = run_cli(*args)
-    assert result.exit_code == code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def test_the_sample_zip_is_zip64_with_both_methods_and_zipfile_reads_it_alike(kaggle):

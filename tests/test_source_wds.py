@@ -8,6 +8,7 @@ import tarfile
 import pytest
 
 from conftest import layout_args, run_cli, shard_files
+from helpers import expect_error
 from imagenet_build.sample import make_sample
 
 
@@ -67,16 +68,6 @@ def broken_copy(wds, tmp_path, change, shard="imagenet1k-train-0001.tar"):
 def first_key(wds, shard="imagenet1k-train-0001.tar"):
     with tarfile.open(wds / shard) as tar:
         return tar.getnames()[0].rsplit(".", 1)[0]
-
-
-def expect_error(args, code, *fragments):
-    result = run_cli(*args)
-    assert result.exit_code == code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output, result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-    return lines[0]
 
 
 def convert_args(copy, out):

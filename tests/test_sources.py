@@ -7,6 +7,7 @@ import shutil
 import pytest
 
 from conftest import layout_args, run_cli, shard_files
+from helpers import expect_error
 from imagenet_build.example import decode_example
 from imagenet_build.tfrecord import read_records
 
@@ -37,22 +38,13 @@ def test_from_the_extracted_folders_gives_the_same_records(ilsvrc, reference, tm
     assert shard_files(out) == shard_files(reference)
 
 
-def expect_usage_or_input_error(args, code, *fragments):
-    result = run_cli(*args)
-    assert result.exit_code == code, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
-
-
 def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
     (tmp_path / "notes.txt").write_text("hello")
-    expect_usage_or_input_error(["convert", "--from", tmp_path / "notes.txt", "--output-dir", tmp_path / "o"], 1,
+    expect_error(["convert", "--from", tmp_path / "notes.txt", "--output-dir", tmp_path / "o"], 1,
                                 "notes.txt", "none of the copies of ImageNet")
-    expect_usage_or_input_error(["convert", "--from", tmp_path / "nowhere", "--output-dir", tmp_path / "o"], 1,
+    expect_error(["convert", "--from", tmp_path / "nowhere", "--output-dir", tmp_path / "o"], 1,
                                 "nowhere", "not found")
-    expect_usage_or_input_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
+    expect_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
                                  "--output-dir", tmp_path / "o"], 2, "--from", "not both")
     assert not (tmp_path / "o").exists()
 

@@ -6,7 +6,6 @@ trainer check passing on the sample and failing on planted faults.
 """
 
 import io
-import json
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli
-from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index
+from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index, trainer_report
 from imagenet_build.dali_index import record_entries
 from imagenet_build.errors import BuildError
 
@@ -154,10 +153,7 @@ def test_undecodable_image_names_the_record(build):
 
 
 def check(folder, *extra):
-    result = run_cli("trainer-check", folder, "--framework", "torch", "--device", "cpu", "--steps", 4, "--json", *extra)
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
+    return trainer_report(folder, "--framework", "torch", "--device", "cpu", "--steps", 4, *extra)
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from helpers import SHARD, edit_record, index_lines, records_of, set_index
+from helpers import SHARD, edit_record, index_lines, records_of, set_index, trainer_report
 
 
 @pytest.fixture(autouse=True)
@@ -17,10 +17,7 @@ def dali_tf(request):
 
 
 def check(folder, *extra):
-    result = run_cli("trainer-check", folder, "--device", "cpu", "--steps", 8, "--json", *extra)
-    assert result.exit_code in (0, 1), result.output
-    report = json.loads(result.stdout)
-    return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
+    return trainer_report(folder, "--device", "cpu", "--steps", 8, *extra)
 
 
 @pytest.mark.slow
