@@ -11,8 +11,8 @@ Prints medians of wall time, images per CPU-second (user+sys of the process tree
 peak RSS; then PSNR (and SSIM, scikit-image) of every resized image against a reference
 made by a full decode and Lanczos in float, for: our fast path (DCT-scaled decode), our
 plain path (full decode, same Lanczos, same quality) and img2dataset's.
-Needs (in the environment that runs it): img2dataset, scikit-image, simplejpeg (for the fast
-decoder; without it convert uses Pillow's 1/2, 1/4, 1/8 scales).
+Needs (in the environment that runs it): img2dataset and scikit-image; the Lanczos is the one convert
+uses there (cykooz.resizer where installed, else Pillow's: the output says which).
 Usage: python benchmarks/bench_resize.py [--images 10000] [--repeats 3] [--work DIR] [--quality-images N]
 """
 
@@ -117,7 +117,7 @@ def quality(files, size, limit):
         out = target.size_for(*full.size)
         reference = np.stack([np.asarray(c.convert("F").resize(out, Image.LANCZOS)) for c in full.split()], -1)
         plain = io.BytesIO()
-        full.resize(out, Image.LANCZOS).save(plain, "JPEG", quality=QUALITY, subsampling=2)
+        resize.lanczos(full, out, (0, 0, *full.size)).save(plain, "JPEG", quality=QUALITY, subsampling=2)
         (fast,) = resize.prepare_resized(data, path, options)
         outputs = {"fast": fast.data, "plain": plain.getvalue(), "img2dataset": i2d(io.BytesIO(data))[0]}
         for method, encoded in outputs.items():
@@ -142,6 +142,8 @@ def main():
     parser.add_argument("--quality-images", type=int, default=None, help="images in the PSNR/SSIM figure [all]")
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs there are reused")
     args = parser.parse_args()
+    from imagenet_build import resize
+
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-resize-"))
     inputs = work / "inputs"
     if not (inputs / "labels.txt").exists():
@@ -170,7 +172,7 @@ def main():
            for name, rs in runs.items()}
     n = len(files)
     print(f"{n} images, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median), JPEG quality "
-          f"{QUALITY}, one worker process each")
+          f"{QUALITY}, one worker process each; {resize.codec()}")
     for name, (wall, cpu, rss) in med.items():
         print(f"  {name:9s} {wall:7.2f} s wall {n / wall:7.0f} images/s  {n / cpu:7.0f} images/CPU-s  "
               f"peak RSS {rss:5.0f} MB   runs: {', '.join(f'{r[0]:.2f}' for r in runs[name])}")

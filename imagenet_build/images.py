@@ -193,7 +193,7 @@ def to_rgb(image: Any) -> Any:
         image = image.convert("I")
     if image.mode == "I":
         image = image.point(lambda v: v * (1 / 256)).convert("L")
-    return image.convert("RGB")
+    return image if image.mode == "RGB" else image.convert("RGB")  # convert() would copy an RGB image
 
 
 def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:

@@ -5,27 +5,25 @@ An image already within a target's size is stored as the full-size build stores 
 image is decoded, resized with Lanczos and encoded as a baseline RGB JPEG at --quality,
 without EXIF or ICC data, so that every decoder sees the same pixels.
 
-Fast: libjpeg-turbo decodes a JPEG at a reduced scale M/8 straight from its DCT
-coefficients. The scale chosen for a target is the smallest that leaves the image at
-least DCT_GAP[M] times the target on both sides; Lanczos then resizes that smaller image,
+Fast: libjpeg-turbo decodes a JPEG at 1/2, 1/4 or 1/8 scale straight from its DCT
+coefficients (Pillow's draft; its SIMD reduced IDCTs), used where the image stays at
+least DCT_GAP times the target on both sides; Lanczos then resizes that smaller image,
 with the source box set to the exact scaled extent (the decoder rounds the scaled size
 up, and resizing the rounded image would shift the grid by up to half a pixel — 2 to 5
-dB of PSNR). The gap depends on the scale because the decoder's scaled IDCTs are not
-equally good: 5/8 to 7/8 are as good as a full decode from 1.25x the target up, while 4/8
-and below (libjpeg-turbo's reduced IDCTs) lose 0.2-0.3 dB on average, 1.7 dB at worst,
-until 1.6x (figures in DCT_GAP's comment). simplejpeg (optional, extra `fast`) offers
-every scale M/8; Pillow alone offers 1/2, 1/4 and 1/8. Each target's bytes are a function
-of the image and that target only, so one pass to several targets writes the same bytes
-as one run per target; an image is read once, and decoded once
-per distinct scale among the targets (targets whose rule picks the same scale share it).
+dB of PSNR). The Lanczos is fast_image_resize's (package cykooz.resizer: SIMD, 6-7x
+Pillow's on one core; the same bytes with AVX2, SSE4.1 or no SIMD), Pillow's where it has
+no wheel (Linux on ARM, figures in `lanczos`). Each target's bytes are a function of the
+image and that target only, so one pass to several targets writes the same bytes as one
+run per target; an image is read once, and decoded once per distinct scale among the
+targets (targets whose rule picks the same scale share it).
 
-Where the time goes (one core, 500x375 photo, shorter:288): Pillow's Lanczos 2.0-2.6 ms,
-full decode 0.7-0.8 ms, encode 0.3 ms. The Lanczos cost is proportional to the area it
-reads, so the decode scale is the lever; see docs/benchmarks.md for what else was tried.
+Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5 ms, Lanczos
+0.4 ms (Pillow's: 2.5 ms), encode 0.3 ms; see docs/benchmarks.md for what else was tried.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 from collections.abc import Iterable
@@ -35,17 +33,15 @@ from typing import Any, NamedTuple
 from imagenet_build import images
 from imagenet_build.errors import InputError, UsageError
 
-# Decode at the smallest scale M/8 leaving at least DCT_GAP[M] times the target on both sides, then Lanczos.
-# Measured over 300 photo-like images x {160, 224, 288} (simplejpeg's scaled decode, Lanczos, quality 90),
-# mean PSNR against full decode + float Lanczos, minus that of full decode + the same Lanczos, by the ratio
-# (decoded shorter side / target): 7/8: -0.22 dB at [1.0, 1.1), +0.02 at [1.1, 1.2), >= +0.05 above;
-# 6/8: -0.13 / -0.09 at [1.0, 1.2), +0.03 from 1.25; 5/8: -0.35 / -0.11 at [1.0, 1.2), +-0.01 from 1.3;
-# 4/8: -1.0, -0.67, -0.33, -0.19, -0.17 up to 1.6, -0.06 at [1.6, 2) (worst image -1.7 dB at 1.25-1.3);
-# 3/8 and 2/8 alike. So 1.6 for the reduced IDCTs (4/8 and below; a single 1.25 let 4/8 through
-# at 1.25-1.6). 7/8 would pass from 1.1 (a 288 target on 500x375 decoded at 329 px instead of 375),
-# but its scalar IDCT costs 1.39 ms against 0.81 ms for a full decode, eating the 0.65 ms the smaller
-# Lanczos saves (3.96 vs 4.04 ms per image, noise): it keeps 1.25, and fewer scales means more sharing.
-DCT_GAP = {1: 1.6, 2: 1.6, 3: 1.6, 4: 1.6, 5: 1.25, 6: 1.25, 7: 1.25}
+# Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
+# Measured over 300 photo-like images x {160, 224, 288} (Lanczos, quality 90): mean PSNR against a full
+# decode + float Lanczos, minus that of a full decode + the same Lanczos, by the ratio (decoded shorter side
+# / target): at 4/8, -1.0, -0.67, -0.33, -0.19, -0.17 dB in steps of 0.1 from 1.0 to 1.6 (worst image -1.7 dB
+# at 1.25-1.3), -0.06 at [1.6, 2); 2/8 and 1/8 alike. The other scales libjpeg-turbo offers (3/8, 5/8-7/8)
+# use scalar IDCTs that cost more than a full decode (0.9-1.3 ms against 0.5-0.7 ms for a 500x375 image)
+# and, with a SIMD Lanczos, save less than that (docs/benchmarks.md).
+DCT_GAP = 1.6
+DCT_SCALES = (1, 2, 4)  # of 8: the reduced IDCTs Pillow's draft asks libjpeg for
 DEFAULT_QUALITY = 90
 _SPEC = re.compile(r"^(shorter|longer):(\d+(?:,\d+)*)$")
 _MAX_SIDE = 65500  # the largest side a JPEG can hold
@@ -114,29 +110,69 @@ class ResizeOptions:
                 "exif_transpose": self.exif_transpose}
 
 
-def fast_decoder() -> Any:
-    """simplejpeg when installed (every DCT scale M/8), else None (Pillow: 1/2, 1/4, 1/8)."""
-    try:
-        import simplejpeg
-    except ImportError:
-        return None
-    return simplejpeg
+@functools.lru_cache(maxsize=None)
+def _fast_resize_module() -> Any:
+    """fast_image_resize's Python package where installed, else None: `cykooz_resizer` from 4.0, and
+    `cykooz.resizer` before (3.1, the last with wheels for Python 3.9), with the same classes."""
+    import importlib
+
+    for name in ("cykooz_resizer", "cykooz.resizer"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_resizer() -> Any:
+    """fast_image_resize's resizer (package cykooz.resizer) where installed, else None (Pillow's Lanczos)."""
+    module = _fast_resize_module()
+    return None if module is None else module.Resizer()
+
+
+def resampler() -> str:
+    """Which Lanczos resizes images here, with its version: part of what resized bytes depend on."""
+    if _fast_resizer() is None:
+        return "Pillow Lanczos"
+    from importlib.metadata import version
+
+    return f"cykooz.resizer {version('cykooz.resizer')} Lanczos3"
+
+
+def lanczos(image: Any, size: tuple[int, int], box: tuple[float, float, float, float]) -> Any:
+    """`image` (RGB) resized to `size` from the region `box` (left, top, right, bottom; fractions allowed).
+
+    fast_image_resize's Lanczos3 is Pillow's filter (support 3, the same normalised weights) with
+    SIMD: 500x375 -> 384x288 in 0.38 ms against Pillow's 2.52 ms on one core here (AVX2; SSE4.1
+    0.50 ms, none 1.10 ms, the same bytes with each); its pixels differ from Pillow's by at most a
+    few levels (rounding), and it runs on one thread. Without it (no wheel: Linux on ARM), Pillow's.
+    """
+    from PIL import Image
+
+    resizer = _fast_resizer()
+    if resizer is None:
+        return image.resize(size, Image.Resampling.LANCZOS, box=box)
+    fast = _fast_resize_module()
+    left, top, right, bottom = box
+    out = Image.new("RGB", size)
+    options = fast.ResizeOptions(resize_alg=fast.ResizeAlg.convolution(fast.FilterType.lanczos3),
+                                 crop_box=fast.CropBox(left, top, right - left, bottom - top))
+    resizer.resize_pil(image, out, options)
+    return out
 
 
 def codec() -> str:
-    """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, and the decoder."""
-    decoder = fast_decoder()
-    fast = f", simplejpeg {decoder.__version__}" if decoder is not None else ""
-    gaps = " ".join(f"{m}/8:{g}" for m, g in sorted(DCT_GAP.items()))
-    return f"{images.encoder_version()}{fast}, gaps {gaps}"
+    """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, the resampler, the rule."""
+    return f"{images.encoder_version()}, {resampler()}, scales {DCT_SCALES} from {DCT_GAP}x"
 
 
-def decode_scale(size: tuple[int, int], out: tuple[int, int], every_scale: bool) -> int:
-    """The smallest M whose M/8 decode of an image of `size` is at least DCT_GAP[M] times `out` on both
-    sides (8: a full decode); `every_scale` when the decoder offers every M/8, else 1/8, 2/8, 4/8 only."""
+def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
+    """The smallest M in DCT_SCALES whose M/8 decode of an image of `size` is at least DCT_GAP times `out`
+    on both sides (8: a full decode)."""
     width, height = size
-    for m in range(1, 8) if every_scale else (1, 2, 4):
-        gap = round(DCT_GAP[m] * 100)  # in integers: no float rounding in the choice
+    gap = round(DCT_GAP * 100)  # in integers: no float rounding in the choice
+    for m in DCT_SCALES:
         if -(-width * m // 8) * 100 >= out[0] * gap and -(-height * m // 8) * 100 >= out[1] * gap:
             return m
     return 8
@@ -168,24 +204,18 @@ class _Source:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
         if out is None or self.header is None or not images.is_storable(self.header):
             return 8
-        return decode_scale(self.size, out, fast_decoder() is not None)
+        return decode_scale(self.size, out)
 
     def _decode(self, scale: int) -> tuple[Any, float]:
         from PIL import Image
 
         width, height = self.size
         try:
-            decoder = fast_decoder()
-            if scale != 8 and decoder is not None:
-                pixels = decoder.decode_jpeg(self.data, "RGB", min_width=-(-width * scale // 8),
-                                             min_height=-(-height * scale // 8))
-                image = Image.fromarray(pixels)
-            else:
-                with Image.open(io.BytesIO(self.data)) as opened:
-                    if scale != 8:  # Pillow picks 1/d with d <= width // requested: ask for exactly 1/d
-                        opened.draft("RGB", (width // (8 // scale), height // (8 // scale)))
-                    opened.load()
-                    image = images.to_rgb(opened)
+            with Image.open(io.BytesIO(self.data)) as opened:
+                if scale != 8:  # Pillow picks 1/d with d <= width // requested: ask for exactly 1/d
+                    opened.draft("RGB", (width // (8 // scale), height // (8 // scale)))
+                opened.load()
+                image = images.to_rgb(opened)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
             raise InputError(self.path, f"cannot decode {self.kind or 'image'}: {e}") from None
         for m in range(1, 9):  # the scale the decoder used: libjpeg rounds the scaled size up
@@ -202,8 +232,6 @@ def _encode(image: Any, quality: int) -> bytes:
 
 
 def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
-    from PIL import Image
-
     width, height = source.size
     swap = options.exif_transpose and source.orientation in (5, 6, 7, 8)
     shown = (height, width) if swap else (width, height)
@@ -213,7 +241,7 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     image, factor = source.decoded(stored_out)
     box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
     if image.size != stored_out or factor != 1:
-        image = image.resize(stored_out, Image.Resampling.LANCZOS, box=box)
+        image = lanczos(image, stored_out, box)
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         image = image.transpose(_TRANSPOSE[source.orientation])
     kind = source.kind or ""

@@ -71,27 +71,29 @@ def test_three_builds_of_one_pass_equal_three_separate_runs(sample_dir, resized,
     assert tree_digest(tmp_path / "separate") == tree_digest(resized)
 
 
-@pytest.mark.parametrize("every_scale", [True, False])
-def test_decode_scale_depends_on_the_image_and_its_own_target_only(every_scale):
-    # 500x375 at shorter:160/224/288: 5/8 (235 px >= 1.25 x 160) and 6/8 (282 >= 1.25 x 224) where every
-    # M/8 is offered (simplejpeg); 4/8 (188 px) is short of 1.6 x 160, so Pillow alone decodes in full
+def test_decode_scale_depends_on_the_image_and_its_own_target_only():
+    # 500x375 at shorter:160/224/288: 4/8 (188 px) is short of 1.6 x 160, so all three decode in full
     size = (500, 375)
-    scales = [resize.decode_scale(size, Target("shorter", n).size_for(*size), every_scale) for n in (160, 224, 288)]
-    assert scales == ([5, 6, 8] if every_scale else [8, 8, 8])
-    # the reduced IDCTs (4/8 and below) need 1.6x: 1024x768 -> 320x240 decodes at 4/8 (384 px), 321x241 not
-    assert resize.decode_scale((1024, 768), (320, 240), every_scale) == 4
-    assert resize.decode_scale((1024, 768), (321, 241), every_scale) == (5 if every_scale else 8)
+    assert [resize.decode_scale(size, Target("shorter", n).size_for(*size)) for n in (160, 224, 288)] == [8, 8, 8]
+    # the reduced IDCTs need 1.6x: 1024x768 -> 320x240 decodes at 4/8 (384 px), 321x241 in full; 2/8 from 2x less
+    assert resize.decode_scale((1024, 768), (320, 240)) == 4
+    assert resize.decode_scale((1024, 768), (321, 241)) == 8
+    assert resize.decode_scale((1024, 768), (160, 120)) == 2
+    assert resize.decode_scale((1024, 768), (80, 60)) == 1
+
+
+def noisy_jpeg(size=(640, 480)):
+    image = Image.radial_gradient("L").resize(size).convert("RGB")
+    image.paste(Image.effect_noise((size[0] // 2, size[1] // 2), 40).convert("RGB"), (size[0] // 6, size[1] // 6))
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=90)
+    return out.getvalue()
 
 
 def test_targets_sharing_a_decode_scale_decode_once_and_equal_separate_runs(monkeypatch):
-    image = Image.radial_gradient("L").resize((640, 480)).convert("RGB")
-    image.paste(Image.effect_noise((320, 240), 40).convert("RGB"), (100, 80))
-    out = io.BytesIO()
-    image.save(out, "JPEG", quality=90)
-    data = out.getvalue()
+    data = noisy_jpeg()
     targets = resize.parse_targets("shorter:100,110,400")
-    scales = [resize.decode_scale((640, 480), t.size_for(640, 480), resize.fast_decoder() is not None)
-              for t in targets]
+    scales = [resize.decode_scale((640, 480), t.size_for(640, 480)) for t in targets]
     assert scales[0] == scales[1] != scales[2]  # 100 and 110 share one decode, 400 decodes in full
     decodes = []
     real = resize._Source._decode
@@ -106,6 +108,52 @@ def test_targets_sharing_a_decode_scale_decode_once_and_equal_separate_runs(monk
     separate = [resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
     assert [r.data for r in together] == [r.data for r in separate]
     assert [(r.width, r.height) for r in together] == [t.size_for(640, 480) for t in targets]
+
+
+def psnr(a, b):
+    import numpy as np
+
+    mse = np.mean((np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)) ** 2)
+    return 10 * np.log10(255 ** 2 / mse)
+
+
+def test_the_fast_lanczos_is_pillows_filter_and_the_same_bytes_with_every_simd_level():
+    assert resize.resampler().startswith("cykooz.resizer ")  # a base dependency on this platform
+    CpuExtensions = resize._fast_resize_module().CpuExtensions
+    with Image.open(io.BytesIO(noisy_jpeg())) as opened:
+        image = opened.convert("RGB")
+    box = (0.0, 0.0, 639.5, 479.25)  # a scaled decode's exact extent: fractions
+    pillow = image.resize((213, 160), Image.Resampling.LANCZOS, box=box)
+    fast = resize.lanczos(image, (213, 160), box)
+    assert fast.size == (213, 160) and psnr(fast, pillow) > 45  # rounding apart, the same filter
+    assert psnr(fast, image.resize((213, 160), Image.Resampling.BILINEAR, box=box)) < psnr(fast, pillow) - 5
+    resizer = resize._fast_resizer()
+    levels = {CpuExtensions.none, resizer.cpu_extensions}
+    if resizer.cpu_extensions == CpuExtensions.avx2:
+        levels.add(CpuExtensions.sse4_1)
+    outputs = set()
+    try:
+        for level in levels:
+            resizer.cpu_extensions = level
+            outputs.add(resize.lanczos(image, (213, 160), box).tobytes())
+    finally:
+        resizer.cpu_extensions = max(levels, key=lambda level: level.value)
+    assert len(levels) >= 2 and outputs == {fast.tobytes()}
+
+
+def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch):
+    data = noisy_jpeg()
+    targets = resize.parse_targets("shorter:100,400")
+    fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    fast_codec = resize.codec()
+    monkeypatch.setattr(resize, "_fast_resizer", lambda: None)
+    assert resize.resampler() == "Pillow Lanczos" and resize.codec() != fast_codec  # resume redoes the shards
+    plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
+    for a, b in zip(plain, fast):
+        assert a.data != b.data
+        with Image.open(io.BytesIO(a.data)) as one, Image.open(io.BytesIO(b.data)) as other:
+            assert psnr(one.convert("RGB"), other.convert("RGB")) > 40
 
 
 def test_stored_sizes_obey_the_spec(sample_dir, resized, converted):
