@@ -71,11 +71,12 @@ def main():
     base = statistics.median(times["folders"])
     print(f"{images:,} images ({args.images:,} train), 128 + 16 shards, median of {args.repeats}, "
           f"whole processes, alternating")
-    print(f"{'source':10s} {'median s':>9s} {'images/s':>9s} {'vs folders':>10s} {'peak RSS MB':>12s}")
+    print(f"{'source':10s} {'median s':>9s} {'images/s':>9s} {'vs folders':>10s} {'peak RSS MB':>12s}  runs (s)")
     for name, values in times.items():
         median = statistics.median(values)
         ratio = base / median if median else math.nan
-        print(f"{name:10s} {median:9.2f} {images / median:9,.0f} {ratio:9.2f}x {rss[name]:12.0f}")
+        print(f"{name:10s} {median:9.2f} {images / median:9,.0f} {ratio:9.2f}x {rss[name]:12.0f}  "
+              + " ".join(f"{v:.2f}" for v in values))
 
 
 if __name__ == "__main__":

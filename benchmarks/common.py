@@ -55,18 +55,23 @@ def make_inputs(root, images, classes):
     return total
 
 
+def remove(paths):
+    """Remove a path or each of a list of paths (folders with what they hold), where they exist."""
+    for path in [paths] if isinstance(paths, (str, Path)) else paths:
+        path = Path(path)
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
 def timed(cmd, clear=(), cold=False):
     """(wall seconds, peak RSS in MB of the largest process) of `cmd` as a whole process.
 
     The paths in `clear` are removed first, then `sync` (so one run's writeback is not paid by the
     next); cold also drops the page cache (root only), so the inputs come from the disk.
     """
-    for path in [clear] if isinstance(clear, (str, Path)) else clear:
-        path = Path(path)
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+    remove(clear)
     subprocess.run(["sync"], check=True)
     if cold:
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
@@ -86,7 +91,9 @@ def timed(cmd, clear=(), cold=False):
 def alternate(commands, repeats, clear):
     """Each command `repeats` times, the commands taking turns (so drift hits them alike).
 
-    clear(name) names what to remove before that command's run. Returns ({name: [seconds]},
+    clear(name) names what to remove before that command's run, and after it (untimed): one run's
+    output left in the page cache would push the next commands' inputs out of it (seven copies of
+    1.1 GB of inputs and seven outputs fill this machine's 24 GB). Returns ({name: [seconds]},
     {name: [peak RSS MB]}).
     """
     runs = {name: [] for name in commands}
@@ -94,6 +101,7 @@ def alternate(commands, repeats, clear):
     for _ in range(repeats):
         for name, cmd in commands.items():
             seconds, peak = timed(cmd, clear(name))
+            remove(clear(name))
             runs[name].append(seconds)
             rss[name].append(peak)
     return runs, rss

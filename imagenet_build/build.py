@@ -90,19 +90,28 @@ def _layout_options(opts: ConvertOptions, index_dir_label: str, splits: list[str
     }
 
 
+def _scan_copy(copy: sources.Copy, opts: ConvertOptions, cat: catalog_mod.Catalog,
+               val_labels: Callable[[], list[str]], val_labels_file: str, pool: Workers) -> list[sources.SplitInput]:
+    """Both splits of a --from copy, after the work it does for both at once (copy.prepare)."""
+    if copy.prepare:
+        copy.prepare(pool)
+    split_inputs = []
+    if copy.scan_train:
+        split_inputs.append(copy.scan_train(cat, opts.on_error, pool))
+    if copy.scan_validation:
+        split_inputs.append(copy.scan_validation(cat, opts.on_error, pool, val_labels, val_labels_file))
+    return split_inputs
+
+
 def _scan_inputs(
     opts: ConvertOptions, cat: catalog_mod.Catalog, val_labels_file: str, pool: Workers, copy: sources.Copy | None
 ) -> list[sources.SplitInput]:
     def val_labels() -> list[str]:
         return catalog_mod.read_validation_labels(val_labels_file)
 
-    split_inputs = []
     if copy is not None:
-        if copy.scan_train:
-            split_inputs.append(copy.scan_train(cat, opts.on_error, pool))
-        if copy.scan_validation:
-            split_inputs.append(copy.scan_validation(cat, opts.on_error, pool, val_labels, val_labels_file))
-        return split_inputs
+        return _scan_copy(copy, opts, cat, val_labels, val_labels_file, pool)
+    split_inputs = []
     if opts.classes_from_folders:  # any dataset of class folders: both splits in folders
         for split, root in (("train", opts.train_dir), ("validation", opts.validation_dir)):
             if root:

@@ -1,14 +1,17 @@
 """convert --from the face-blurred release: records equal the original build's where the image is the same."""
 
+import gzip
 import io
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
-from conftest import SAMPLE, run_cli, with_boxes
+from conftest import SAMPLE, run_cli, run_process, with_boxes
 from helpers import expect_one_error_line as expect_error
 from helpers import rewrite_tar_gz as rewrite
+from imagenet_build.errors import InputError
 from imagenet_build.example import decode_example
 from imagenet_build.sample import make_sample
 from imagenet_build.tfrecord import read_records
@@ -96,3 +99,60 @@ def test_with_another_copy_is_refused(blurred, ilsvrc, tmp_path):
     out = tmp_path / "out"
     expect_error(["convert", "--from", blurred / "train_blurred.tar.gz", "--from", ilsvrc / "ILSVRC2012_img_val.tar",
                   "--output-dir", out, *with_boxes(ilsvrc)], "two different copies", out=out)
+
+
+def test_the_one_train_archive_is_inflated_on_both_workers_with_the_same_bytes(blurred, tmp_path):
+    """An archive holding most of the bytes gets that share of the workers as threads (rapidgzip)."""
+    import rapidgzip  # noqa: F401  (a dependency on this platform: Linux on x86-64 or ARM)
+
+    from imagenet_build.sources import find_copy, spool
+    from imagenet_build.workers import Workers
+
+    train, val = str(blurred / "train_blurred.tar.gz"), str(blurred / "val_blurred.tar.gz")
+    copy = find_copy([str(blurred)])
+    copy.work_dir = str(tmp_path / "out")
+    seen = []
+
+    def recorded(archive, target, threads):
+        seen.append((Path(archive).name, threads))
+        return spool.spool_and_list(archive, target, threads)
+
+    spool.spool_splits(copy, {"train": [train], "validation": [val]}, Workers(2), task=recorded)  # two, in here
+    assert seen == [("train_blurred.tar.gz", 2), ("val_blurred.tar.gz", 1)]
+    copy.close()
+    assert spool._gunzip_parallel(train, str(tmp_path / "two.tar"), 2)
+    spool.gunzip(train, str(tmp_path / "one.tar"))
+    assert (tmp_path / "two.tar").read_bytes() == (tmp_path / "one.tar").read_bytes() == gzip.decompress(
+        Path(train).read_bytes())
+
+
+@pytest.mark.parametrize("damage", ["cut in half", "cut before its trailer", "zero padding after", "not gzip"])
+def test_a_damaged_archive_on_several_threads_gets_the_one_thread_checks(blurred, tmp_path, capfd, damage):
+    from imagenet_build.sources import spool
+
+    data = (blurred / "train_blurred.tar.gz").read_bytes()
+    archive = tmp_path / "train_blurred.tar.gz"
+    archive.write_bytes({"cut in half": data[: len(data) // 2], "cut before its trailer": data[:-4],
+                         "zero padding after": data + bytes(4096), "not gzip": b"not gzip " * 10000}[damage])
+    target = tmp_path / "train_blurred.tar"
+    assert not spool._gunzip_parallel(str(archive), str(target) + ".part", 2)  # rapidgzip declines each
+    assert not list(tmp_path.glob("*.tar*.part"))
+    if damage == "zero padding after":  # as gzip reads it: accepted
+        spool.gunzip(str(archive), str(target), 2)
+        assert target.read_bytes() == gzip.decompress(data)
+    else:
+        with pytest.raises(InputError, match="truncated|not a valid gzip"):
+            spool.gunzip(str(archive), str(target), 2)
+        assert not target.exists()
+    assert capfd.readouterr().err == ""  # rapidgzip's own messages are not shown
+
+
+def test_a_truncated_train_archive_is_one_line_from_a_whole_process(copy_of, ilsvrc, tmp_path):
+    """The train archive alone: all the bytes, so both workers' threads inflate it (rapidgzip, then ISA-L)."""
+    archive = copy_of / "train_blurred.tar.gz"
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size * 2 // 3])
+    out = tmp_path / "out"
+    result = run_process("convert", "--from", archive, "--output-dir", out, *with_boxes(ilsvrc), "--workers", 2)
+    assert result.returncode == 1 and result.stderr.splitlines() == [result.stderr.strip()], result.stderr
+    assert result.stderr.startswith("error: ") and "train_blurred.tar.gz" in result.stderr
+    assert "truncated" in result.stderr and not list(out.rglob("*-of-*"))

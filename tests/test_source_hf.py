@@ -3,6 +3,7 @@
 import json
 import shutil
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -167,10 +168,10 @@ def test_isal_and_zlib_inflate_give_the_same_shards(hf, reference, tmp_path):
     import subprocess
     import sys
 
-    from imagenet_build.sources.spool import _inflate_with
+    from imagenet_build.sources.base import deflate_codec
 
     pytest.importorskip("isal")
-    assert _inflate_with()[0].__module__.startswith("isal")
+    assert deflate_codec().decompressobj.__module__.startswith("isal")
     out = tmp_path / "zlib"
     code = ("import sys; sys.modules['isal'] = None\n"
             "from imagenet_build.cli import main; sys.argv = ['imagenet-build'] + sys.argv[1:]; main()")
@@ -178,3 +179,41 @@ def test_isal_and_zlib_inflate_give_the_same_shards(hf, reference, tmp_path):
                              *map(str, with_boxes(hf))], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert shard_files(out) == shard_files(reference)
+
+
+def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_path):
+    """Both splits' archives go to the workers together, the largest first, so no core waits for the
+    train split to end before the validation archive starts; each scan then takes its own from the batch."""
+    from imagenet_build.sources import find_copy, spool
+    from imagenet_build.workers import Workers
+
+    copy = find_copy([str(hf)])
+    copy.work_dir = str(tmp_path / "out")
+    calls = []
+
+    def recorded(archive, target, threads):
+        calls.append(archive)
+        return spool.spool_and_list(archive, target, threads)
+
+    archives = {"train": [str(hf / "data" / f"train_images_{k}.tar.gz") for k in range(5)],
+                "validation": [str(hf / "data" / "val_images.tar.gz")]}
+    with Workers(1) as pool:  # one worker: the tasks run in submission order, here
+        spool.spool_splits(copy, archives, pool, task=recorded)
+        assert calls == sorted(archives["train"] + archives["validation"], key=lambda a: -Path(a).stat().st_size)
+        folder, listings = spool.spool_all(copy, archives["validation"], "validation", pool, task=recorded)
+        assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone
+        assert "validation" not in copy.spooled and set(copy.spooled) == {"train"}  # not held past its scan
+        assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar"]
+    copy.close()
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_archive_gets_its_share_of_the_workers_as_threads():
+    from imagenet_build.sources.spool import _threads
+
+    # Hugging Face's train archives (~29 GB each) and validation archive (6.7 GB): one each on 2 cores, 3 of 16
+    assert [_threads(29, 5 * 29 + 7, 2), _threads(7, 5 * 29 + 7, 2)] == [1, 1]
+    assert [_threads(29, 5 * 29 + 7, 16), _threads(7, 5 * 29 + 7, 16)] == [3, 1]
+    # the face-blurred release: one train archive with 91% of the bytes takes both cores of 2, 15 of 16
+    assert [_threads(869, 956, 2), _threads(87, 956, 2), _threads(869, 956, 16)] == [2, 1, 15]
+    assert _threads(0, 0, 4) == 1  # empty archives: one thread, no division by zero

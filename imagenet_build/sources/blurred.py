@@ -39,7 +39,7 @@ from imagenet_build.sources.base import (
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import spool_all, stamp
+from imagenet_build.sources.spool import spool_all, spool_splits, stamp
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -147,6 +147,8 @@ def assemble(pieces: list) -> Copy:
     if "validation" in roles:
         copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
             copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
+    splits = {split: [roles[split]] for split in ("train", "validation") if split in roles}
+    copy.prepare = lambda pool: spool_splits(copy, splits, pool)
     return copy
 
 

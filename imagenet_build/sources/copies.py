@@ -18,6 +18,7 @@ from typing import Any
 from imagenet_build import storage
 from imagenet_build.errors import InputError, UsageError
 
+# prepare(pool): work for every split at once, before the scans (the .tar.gz copies decompress all archives)
 # scan_train(catalog, on_error, pool) -> SplitInput
 # scan_validation(catalog, on_error, pool, validation_labels_loader, validation_labels_file) -> SplitInput
 # boxes(catalog) -> {image file name: packed boxes}, as boxes.parse_box_lines gives them
@@ -38,6 +39,7 @@ class Copy:
 
     layout: str
     description: str  # what it is, e.g. "ILSVRC2012 (image-net.org) tarballs"
+    prepare: Callable | None = None
     scan_train: Callable | None = None
     scan_validation: Callable | None = None
     boxes: Callable | None = None
@@ -45,6 +47,7 @@ class Copy:
     where: dict = field(default_factory=dict)  # role -> path, for the manifest's inputs
     work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
     cleanups: list = field(default_factory=list)  # run by close(), when the build ends
+    spooled: dict = field(default_factory=dict)  # split -> what prepare decompressed for its scan (spool.py)
 
     def close(self) -> None:
         """Remove what the scans left for the readers (a decompressed .tar.gz), whatever the outcome."""

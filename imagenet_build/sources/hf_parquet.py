@@ -27,6 +27,7 @@ from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.errors import InputError, input_errors
 from imagenet_build.sources import huggingface
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.spool import spool_splits
 
 NAME = "Hugging Face ILSVRC/imagenet-1k (parquet)"
 FILE = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
@@ -43,8 +44,9 @@ def identify(path: str) -> list:
     return [Piece(NAME, n, storage.join(path, n)) for n in sorted(names) if FILE.match(n) and not names[n]]
 
 
-def spool_parquet(path: str, target: str) -> tuple[list, array, array, array, list]:
+def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array, array, array, list]:
     """A worker task: one parquet file's images into `target`, one after the other; its listing.
+    (`threads`, the task's share of the workers, is not used: a file is read row group by row group.)
 
     Returns the columns of spool.spool_and_list, and the rows whose `label` disagrees with their name.
     """
@@ -118,6 +120,8 @@ def assemble(pieces: list) -> Copy:
         copy.notes.append(f"{len(splits['test'])} test file(s) ignored: the test split has no labels")
     if not (copy.scan_train or copy.scan_validation):
         raise InputError(pieces[0].path, "only the unlabelled test split was given")
+    labelled = {split: files for split, files in splits.items() if split in ("train", "validation")}
+    copy.prepare = lambda pool: spool_splits(copy, labelled, pool, task=spool_parquet)
     return copy
 
 

@@ -35,7 +35,7 @@ from imagenet_build.sources.base import (
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import SHIFT, spool_all, stamp
+from imagenet_build.sources.spool import SHIFT, spool_all, spool_splits, stamp
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -205,6 +205,10 @@ def assemble(pieces: list) -> Copy:
     if not (train or "validation" in roles):
         raise InputError(roles["test"], "only the unlabelled test split was given: give train_images_{0..4}.tar.gz "
                                         "and/or val_images.tar.gz")
+    splits = {"train": [train[k] for k in range(TRAIN_ARCHIVES)]} if train else {}
+    if "validation" in roles:
+        splits["validation"] = [roles["validation"]]
+    copy.prepare = lambda pool: spool_splits(copy, splits, pool)
     return copy
 
 

@@ -40,6 +40,7 @@ from imagenet_build.sources.base import (
     READERS,
     SplitInput,
     add_class,
+    deflate_codec,
     flat_validation,
     match_classes,
     require_images,
@@ -193,16 +194,18 @@ def member_bytes(
     if not extra & DEFLATED_FLAG:
         return data
     usize, crc = (extra >> 32) & MAX_SIZE, extra & FULL32
-    inflater = zlib.decompressobj(-15)
+    codec = deflate_codec()
+    inflater = codec.decompressobj(-15)
     try:
         out = inflater.decompress(data, usize + 1)
-    except zlib.error as e:
+    except codec.error as e:
         raise InputError(where, f"corrupt: its deflated data does not inflate ({e})") from None
     if not inflater.eof or len(out) != usize:
         raise InputError(where, f"corrupt: inflates to {len(out)}{'+' if not inflater.eof else ''} bytes, "
                                 f"the zip's directory says {usize}")
-    if zlib.crc32(out) != crc:
-        raise InputError(where, f"corrupt: CRC-32 {zlib.crc32(out):08x} of its inflated bytes, "
+    found = codec.crc32(out)
+    if found != crc:
+        raise InputError(where, f"corrupt: CRC-32 {found:08x} of its inflated bytes, "
                                 f"the zip's directory says {crc:08x}")
     return out
 

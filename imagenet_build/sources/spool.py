@@ -2,14 +2,13 @@
 
 gzip has no random access, and slim's shuffle puts images from all over the
 dataset into every shard, so each worker needs the images in arbitrary order.
-Measured on 10,000 ImageNet-sized JPEGs (1.0 GB; 2 cores shared with other
-work, so CPU seconds are the steadier figure; benchmarks/bench_source_gzip.py):
+Measured on 10,000 ImageNet-sized JPEGs (1.1 GB; benchmarks/bench_sources.py,
+bench_source_gzip.py):
 
-- converting the extracted folders costs 2.5 s of CPU in all (0.25 ms/image);
-- inflating the .tar.gz once costs 4.4-5.0 s of CPU (zlib, ~210 MB/s; ISA-L
-  and zlib-ng measured 0-30% faster, within this machine's noise: not worth a
-  dependency). So any reader pays at least twice the folders' CPU for gzip
-  alone: ~0.35x the folders' speed on 2 cores is the floor of a one-pass design.
+- converting the extracted folders costs ~2 s of CPU in all (1.5-1.9 s on 2 cores);
+- inflating that gzip data costs ~3 s of CPU (ISA-L ~330 MB/s here on this
+  literal-heavy data, zlib ~270 MB/s): more than the whole folders convert, so
+  half the folders' speed on 2 cores is about the ceiling of any reader.
 - seek points (rapidgzip 0.16 export_index/import_index; indexed_gzip 1.10 is
   the same zran scheme): each image costs inflating from the nearest point
   before it. Points every 4 MiB / 1 MiB / 256 KiB / 64 KiB cost 12.8 / 3.8 /
@@ -20,10 +19,11 @@ work, so CPU seconds are the steadier figure; benchmarks/bench_source_gzip.py):
 - streaming (this module): inflate each archive once, sequentially, into an
   uncompressed tar in a spool folder, list it by its tar headers, and read
   each image with one pread as the ILSVRC tarballs are read (1.00 byte
-  inflated per image byte). Archives are inflated in parallel on the workers
-  (Hugging Face's five train archives keep both cores busy); memory is a
-  bounded buffer per archive. Measured 0.36-0.38x the folders' speed (CPU
-  6.9 s against 2.5 s), at the floor above.
+  inflated per image byte). All archives of a copy go to the workers in one
+  batch, the largest first, and an archive with more than one worker's share
+  of the bytes is split between threads by rapidgzip (one gzip stream on
+  several cores); memory is a bounded buffer per archive. Measured 0.44-0.52x
+  the folders' speed on 2 cores (docs/benchmarks.md).
 
 The price is disk: the spool holds the decompressed data (~140 GB for the train
 split) until the build ends — what extracting the archives first would take,
@@ -41,7 +41,6 @@ import os
 import re
 import shutil
 import tempfile
-import zlib
 from array import array
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
 from imagenet_build.naming import SPOOL_PREFIX
-from imagenet_build.sources.base import READERS, Reader
+from imagenet_build.sources.base import READERS, Reader, deflate_codec
 from imagenet_build.sources.tars import list_members, read_range
 
 if TYPE_CHECKING:
@@ -62,8 +61,12 @@ Listing = tuple[list, array, array, array]
 
 SHIFT = 40  # an entry's offset is (archive number << SHIFT) | offset in that archive's spool (1 TiB each)
 MASK = (1 << SHIFT) - 1
-CHUNK = 256 << 10  # compressed bytes read at a time (small buffers: measured a little faster than 1 MiB)
-MAX_OUT = 1 << 20  # decompressed bytes held at a time, whatever the compression ratio
+# Compressed bytes read at a time, and decompressed bytes made at a time (whatever the compression ratio).
+# Buffers that stay in the CPU's cache: ISA-L on a 200 MB archive, 64 KiB / 256 KiB, 256 KiB / 1 MiB and
+# 32 KiB / 128 KiB all took 0.59-0.72 s of CPU (their order changed from one series to the next); 1 MiB /
+# 4 MiB 0.84 s.
+CHUNK = 256 << 10
+MAX_OUT = 1 << 20
 _SPOOL = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
 
 
@@ -89,8 +92,11 @@ def remove_stale(folder: str) -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
-def make_spool(copy: Copy, archives: list, split: str) -> str:
-    """A new empty folder for one split's decompressed archives; removed when the copy is closed."""
+def make_spool(copy: Copy, archives: list, split: str, needed: int | None = None) -> str:
+    """A new empty folder for one split's decompressed archives; removed when the copy is closed.
+
+    Refused unless the folder's disk has `needed` bytes free (default: the archives' size).
+    """
     work_dir = copy.work_dir or tempfile.gettempdir()
     created = not os.path.exists(work_dir)
     with input_errors(work_dir, expected="a folder"):
@@ -98,7 +104,7 @@ def make_spool(copy: Copy, archives: list, split: str) -> str:
     if created:  # the output folder did not exist: leave none behind if nothing else is written there
         copy.cleanups.append(lambda: _rmdir_if_empty(work_dir))
     remove_stale(work_dir)
-    needed = sum(storage.size(a) for a in archives)
+    needed = sum(storage.size(a) for a in archives) if needed is None else needed
     free = shutil.disk_usage(work_dir).free
     if needed > free:
         raise BuildError(f"{work_dir}: {free / 1e9:.1f} GB free; the {split} archives decompress to at least "
@@ -116,27 +122,17 @@ def _rmdir_if_empty(folder: str) -> None:
         pass
 
 
-def _inflate_with() -> tuple[Callable[..., Any], Any]:
-    """(decompressobj, its error) of ISA-L (package isal) where installed, else of zlib.
-
-    The same bytes either way; ISA-L inflates a gzipped ImageNet-like tar 1.4-1.9x faster than zlib
-    on one core here (2.5 s against 3.5-4.7 s for 0.88 GB), and a copy whose train split is one
-    archive (the face-blurred release) is decompressed on one core.
-    """
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return zlib.decompressobj, zlib.error
-    return isal_zlib.decompressobj, isal_zlib.error
-
-
-def gunzip(archive: str, target: str) -> None:
+def gunzip(archive: str, target: str, threads: int = 1) -> None:
     """Decompress a .tar.gz (a file or an object-store URL, read as a stream) into `target`, atomically.
 
-    Concatenated gzip members (pigz, cat a.gz b.gz) are one stream, as gzip reads them.
+    Concatenated gzip members (pigz, cat a.gz b.gz) are one stream, as gzip reads them. With
+    `threads` > 1, a local archive is inflated by rapidgzip on that many threads where it is installed.
     """
     part = target + ".part"
-    decompressobj, error = _inflate_with()
+    if threads > 1 and not storage.is_url(archive) and _gunzip_parallel(archive, part, threads):
+        os.replace(part, target)
+        return
+    decompressobj, error, _ = deflate_codec()
     with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
         with storage.open_read(archive) as raw, open(part, "wb") as out:
             inflate, seen = decompressobj(31), False
@@ -163,13 +159,60 @@ def gunzip(archive: str, target: str) -> None:
     os.replace(part, target)
 
 
-def spool_and_list(archive: str, target: str) -> Listing:
-    """A worker task: decompress one archive into `target`, then list it by its tar headers.
+def _chunk(threads: int) -> int:
+    """rapidgzip's chunk size: it holds a few chunks per thread. On the face-blurred train archive, 2
+    threads: 8 MiB chunks 1.89 s, peak RSS 86 MB (16 MiB: 1.92 s, 90 MB; 4 MiB: 2.18 s, 57 MB); 8 threads:
+    8 MiB 188 MB, 4 MiB 128 MB, 16 MiB 261 MB. So 8 MiB, down to 4 MiB from 8 threads up (memory bounded)."""
+    return max(4 << 20, min(8 << 20, (64 << 20) // threads))
+
+
+def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
+    """Decompress a local .tar.gz into `part` with rapidgzip on `threads` threads; False when it cannot.
+
+    rapidgzip splits one gzip stream between threads (each guesses where deflate blocks start, then
+    resolves the back-references): the face-blurred train split, one archive, decompressed in 2.03 s
+    on two threads against 2.75 s on one with ISA-L (878 MB), a whole convert in 3.3 s against 4.3 s.
+    It says nothing of an archive cut short (it stops where the data ends), of zero padding after the
+    gzip data it raises, and a problem is printed on stderr: so its stderr is silenced here, the whole
+    input must have been consumed, and on any problem (False) the archive is inflated again the
+    one-thread way, whose checks give the one-line error (or accept the padding).
+    """
+    try:
+        import rapidgzip
+    except ImportError:
+        return False
+    stderr = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        size_bits = os.path.getsize(archive) * 8
+        with open(part, "wb") as out:
+            reader = rapidgzip._RapidgzipFile(archive, parallelization=threads, chunk_size=_chunk(threads))
+            try:
+                buffer = bytearray(MAX_OUT)
+                while count := reader.readinto(buffer):
+                    out.write(memoryview(buffer)[:count])
+                complete = reader.tell_compressed() == size_bits
+            finally:
+                reader.close()  # joins its threads (left running, they abort the interpreter at exit)
+    except (OSError, ValueError, RuntimeError):
+        complete = False
+    finally:
+        os.dup2(stderr, 2)
+        os.close(stderr)
+    if not complete and os.path.exists(part):
+        os.unlink(part)
+    return complete
+
+
+def spool_and_list(archive: str, target: str, threads: int = 1) -> Listing:
+    """A worker task: decompress one archive into `target` (on `threads` threads where it can), then
+    list it by its tar headers.
 
     Returns compact columns (member names, data offsets, sizes, which are regular files).
     """
     try:
-        gunzip(archive, target)
+        gunzip(archive, target, threads)
         size = os.path.getsize(target)
         with open(target, "rb") as f:
             members = list_members(f, size, archive)
@@ -196,12 +239,44 @@ def spool_name(number: int, archive: str) -> str:
 
 def spool_all(copy: Copy, archives: list, split: str, pool: Workers,
               task: Callable[..., Any] = spool_and_list) -> tuple[str, list]:
-    """Decompress the split's archives in parallel; (spool folder, [listing of archive k])."""
-    spool = make_spool(copy, archives, split)
-    tasks = [(archive, os.path.join(spool, spool_name(k, archive))) for k, archive in enumerate(archives)]
+    """The split's archives decompressed: (spool folder, [listing of archive k]).
+
+    What spool_splits already did for the copy is taken from there; otherwise the archives are
+    decompressed now, in parallel.
+    """
+    if split not in copy.spooled:
+        spool_splits(copy, {split: archives}, pool, task)
+    return copy.spooled.pop(split)  # the scan's alone from here: not held once it is done with
+
+
+def _threads(size: int, total: int, workers: int) -> int:
+    """An archive's threads: the workers' count times its share of the bytes, rounded half up (1 to workers)."""
+    return max(1, min(workers, (2 * workers * size + total) // (2 * total or 1)))
+
+
+def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
+                 task: Callable[..., Any] = spool_and_list) -> None:
+    """Decompress the archives of several splits in one batch, the largest first, and keep the
+    result in `copy.spooled` for each split's scan (spool_all takes it from there).
+
+    One batch keeps every core busy to the end: Hugging Face's five train archives and its
+    validation archive take three rounds on two cores instead of four (train, then validation).
+    An archive holding a larger share of the bytes than one worker's gets that share of the
+    workers as threads (spool_and_list; `threads` for the task): the face-blurred release's single
+    train archive is inflated by both cores of two, each of Hugging Face's five by three of sixteen.
+    """
+    sizes = {archive: storage.size(archive) for archives in splits.values() for archive in archives}
+    needed = sum(sizes.values())
+    spools = {split: make_spool(copy, archives, split, needed) for split, archives in splits.items()}
+    tasks = [(archive, os.path.join(spools[split], spool_name(k, archive)), split)
+             for split, archives in splits.items() for k, archive in enumerate(archives)]
+    tasks.sort(key=lambda t: -sizes[t[0]])
     found: dict[str, Any] = {}
-    pool.run(task, tasks, lambda task, listed: found.__setitem__(task[1], listed))
-    return spool, [found[target] for _, target in tasks]
+    runs = [(archive, target, _threads(sizes[archive], needed, pool.count)) for archive, target, _ in tasks]
+    pool.run(task, runs, lambda t, listed: found.__setitem__(t[1], listed))
+    for split, archives in splits.items():
+        targets = [os.path.join(spools[split], spool_name(k, archive)) for k, archive in enumerate(archives)]
+        copy.spooled[split] = (spools[split], [found[target] for target in targets])
 
 
 def stamp(archives: list) -> str:
