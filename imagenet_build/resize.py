@@ -17,7 +17,7 @@ image and that target only, so one pass to several targets writes the same bytes
 run per target; an image is read once, and decoded once per distinct scale among the
 targets (targets whose rule picks the same scale share it).
 
-Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5 ms, Lanczos
+Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5-0.7 ms, Lanczos
 0.4 ms (Pillow's: 2.5 ms), encode 0.3 ms; see docs/benchmarks.md for what else was tried.
 """
 
@@ -145,8 +145,9 @@ def lanczos(image: Any, size: tuple[int, int], box: tuple[float, float, float, f
 
     fast_image_resize's Lanczos3 is Pillow's filter (support 3, the same normalised weights) with
     SIMD: 500x375 -> 384x288 in 0.38 ms against Pillow's 2.52 ms on one core here (AVX2; SSE4.1
-    0.50 ms, none 1.10 ms, the same bytes with each); its pixels differ from Pillow's by at most a
-    few levels (rounding), and it runs on one thread. Without it (no wheel: Linux on ARM), Pillow's.
+    0.50 ms, none 1.10 ms, the same bytes with each); its output is within rounding of Pillow's
+    (PSNR > 45 dB against it; a few edge pixels of a fractional box differ more), and it runs on
+    one thread. Without it (no wheel: Linux on ARM), Pillow's.
     """
     from PIL import Image
 
@@ -155,7 +156,7 @@ def lanczos(image: Any, size: tuple[int, int], box: tuple[float, float, float, f
         return image.resize(size, Image.Resampling.LANCZOS, box=box)
     fast = _fast_resize_module()
     left, top, right, bottom = box
-    out = Image.new("RGB", size)
+    out = Image.new("RGB", size, None)  # not filled: the resize writes every pixel
     options = fast.ResizeOptions(resize_alg=fast.ResizeAlg.convolution(fast.FilterType.lanczos3),
                                  crop_box=fast.CropBox(left, top, right - left, bottom - top))
     resizer.resize_pil(image, out, options)
@@ -181,9 +182,10 @@ def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
 class _Source:
     """One input image, decoded on demand at the scales its targets need (each scale once)."""
 
-    def __init__(self, data: bytes, path: str, header: images.JpegHeader | None, orientation: int,
-                 kind: str | None, size: tuple[int, int]) -> None:
-        self.data, self.path, self.header, self.kind = data, path, header, kind
+    def __init__(self, data: bytes, path: str, scalable: bool, orientation: int, kind: str | None,
+                 size: tuple[int, int]) -> None:
+        self.data, self.path, self.kind = data, path, kind
+        self.scalable = scalable  # a JPEG stored as is (the others are decoded in full)
         self.orientation = orientation
         self.size = size  # (width, height) as stored, before any EXIF transposition
         self._decoded: dict[int, tuple[Any, float]] = {}
@@ -202,7 +204,7 @@ class _Source:
 
     def _scale(self, out: tuple[int, int] | None) -> int:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
-        if out is None or self.header is None or not images.is_storable(self.header):
+        if out is None or not self.scalable:
             return 8
         return decode_scale(self.size, out)
 
@@ -255,12 +257,9 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     meets is given for the targets that decode, so each target's result depends on it alone.
     """
     full = images.prepare(data, path)  # the checks, and the full-size build's bytes
-    header, orientation = None, 1
-    if data[:2] == b"\xff\xd8":
-        header, _ = images.jpeg_facts(data)
-        orientation = images.exif_orientation(data)
-    kind = full.reencoded or None
-    source = _Source(data, path, header if not full.reencoded else None, orientation, kind, (full.width, full.height))
+    orientation = images.exif_orientation(data) if data[:2] == b"\xff\xd8" else 1
+    kind = full.reencoded or None  # none: a JPEG the full-size build stores as is, so one libjpeg can scale
+    source = _Source(data, path, not full.reencoded, orientation, kind, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
     results: list[images.StoredImage | InputError] = []
     for target in options.targets:

@@ -185,6 +185,7 @@ def assemble(pieces: list) -> Copy:
     roles = {piece.role: piece.path for piece in pieces}
     copy = Copy(NAME, f"{NAME} .tar.gz archives", where=dict(roles))
     train = {int(role.rsplit("_", 1)[1]): path for role, path in roles.items() if role.startswith("train_images_")}
+    splits: dict[str, list] = {}
     if train:
         wanted = [f"train_images_{k}.tar.gz" for k in range(TRAIN_ARCHIVES)]
         missing = [name for k, name in enumerate(wanted) if k not in train]
@@ -197,18 +198,17 @@ def assemble(pieces: list) -> Copy:
             raise InputError(storage.parent(first), problem)
         archives = [train[k] for k in range(TRAIN_ARCHIVES)]
         copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, archives, catalog, on_error, pool)
+        splits["train"] = archives
     if "validation" in roles:
         copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
             copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
+        splits["validation"] = [roles["validation"]]
     if "test" in roles:
         copy.notes.append(f"{roles['test']} ignored: the test split has no labels")
     if not (train or "validation" in roles):
         raise InputError(roles["test"], "only the unlabelled test split was given: give train_images_{0..4}.tar.gz "
                                         "and/or val_images.tar.gz")
-    splits = {"train": [train[k] for k in range(TRAIN_ARCHIVES)]} if train else {}
-    if "validation" in roles:
-        splits["validation"] = [roles["validation"]]
-    copy.prepare = lambda pool: spool_splits(copy, splits, pool)
+    copy.prepare = lambda pool: spool_splits(copy, splits, pool)  # both splits' archives in one batch
     return copy
 
 

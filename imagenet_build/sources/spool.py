@@ -187,6 +187,7 @@ def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
             os.dup2(null.fileno(), 2)
         size_bits = os.path.getsize(archive) * 8
         with open(part, "wb") as out:
+            # the class under rapidgzip.RapidgzipFile: the one that says how much input it consumed
             reader = rapidgzip._RapidgzipFile(archive, parallelization=threads, chunk_size=_chunk(threads))
             try:
                 buffer = bytearray(MAX_OUT)
