@@ -92,8 +92,8 @@ def alternate(commands, repeats, clear):
     """Each command `repeats` times, the commands taking turns (so drift hits them alike).
 
     clear(name) names what to remove before that command's run, and after it (untimed): one run's
-    output left in the page cache would push the next commands' inputs out of it (seven copies of
-    1.1 GB of inputs and seven outputs fill this machine's 24 GB). Returns ({name: [seconds]},
+    output left in the page cache would push the next commands' inputs out of it (seven 1.1 GB
+    inputs and seven outputs fill a 24 GB machine's memory). Returns ({name: [seconds]},
     {name: [peak RSS MB]}).
     """
     runs = {name: [] for name in commands}
