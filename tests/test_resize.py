@@ -156,6 +156,30 @@ def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch)
             assert psnr(one.convert("RGB"), other.convert("RGB")) > 40
 
 
+def test_a_build_without_the_fast_resizer_uses_pillows_and_a_rerun_with_it_redoes_the_shards(sample_dir, resized,
+                                                                                             tmp_path):
+    """Where cykooz.resizer has no wheel, convert resizes with Pillow's Lanczos, a whole sound build; the
+    shards' fingerprint names the resampler, so a rerun where it is installed redoes them all."""
+    out = tmp_path / "out"
+    args = sample_args(sample_dir, out, "--resize", "shorter:48")
+    code = ("import sys; sys.modules['cykooz_resizer'] = sys.modules['cykooz'] = None\n"
+            "from imagenet_build.cli import main; sys.argv = ['imagenet-build'] + sys.argv[1:]; main()")
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    build = out / "shorter-48"
+    assert run_cli("verify", build, "--deep").exit_code == 0
+
+    def shards(folder):
+        return {p.name: p.read_bytes() for p in sorted(folder.glob("*-of-*"))}
+
+    with_pillow, with_fast = shards(build), shards(resized / "shorter-48")
+    assert with_pillow.keys() == with_fast.keys()
+    assert all(with_pillow[name] != with_fast[name] for name in with_fast)  # every record here is resized
+    rerun = run_process(*args)
+    assert rerun.returncode == 0, rerun.stderr
+    assert shards(build) == with_fast  # redone, not kept: the same bytes as a build with it from the start
+
+
 def test_stored_sizes_obey_the_spec(sample_dir, resized, converted):
     full = {e["image/filename"][0]: e for _, e in records(converted)}
     for size in (48, 96, 400):
