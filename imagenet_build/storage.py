@@ -39,8 +39,36 @@ def parent(path: PathLike) -> str:
 _PROTOCOL_MODULES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs"}
 
 
+class _Backend:
+    """An fsspec file system whose own errors become one BuildError line naming the URL.
+
+    OSError (FileNotFoundError, PermissionError, ...) passes as it is: callers name what is missing.
+    Anything else a backend raises — botocore's NoCredentialsError, google-auth's errors — is not an
+    OSError and would otherwise reach the user as a traceback.
+    """
+
+    def __init__(self, fs: Any, url: PathLike) -> None:
+        self._fs, self._url = fs, url
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._fs, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            from imagenet_build.errors import BuildError
+
+            try:
+                return method(*args, **kwargs)
+            except (OSError, BuildError):
+                raise
+            except Exception as e:
+                raise BuildError(f"{self._url}: {type(e).__name__}: {e}") from None
+
+        return call
+
+
 def _fs(url: PathLike) -> Any:
-    """The fsspec file system of a URL; a missing package or an unknown protocol is one BuildError line."""
+    """The fsspec file system of a URL; a missing package, an unknown protocol or a backend's own
+    error (no credentials, ...) is one BuildError line."""
     from imagenet_build.errors import BuildError
     from imagenet_build.optional import missing_message, require
 
@@ -53,7 +81,7 @@ def _fs(url: PathLike) -> Any:
         raise BuildError(missing_message(module, f"{url}: {protocol}:// paths")) from None
     except ValueError as e:
         raise BuildError(f"{url}: {e}") from None
-    return fs
+    return _Backend(fs, url)
 
 
 def open_read(path: PathLike, random_access: bool = False) -> IO[bytes]:

@@ -146,11 +146,26 @@ def _sync(device: str) -> None:
         require("torch", "trainer-check --framework torch").cuda.synchronize()
 
 
-def trainer_check(folder: str, split: str = "train", device: str = "auto", steps: int | None = None,
-                  batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
-                  mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD, workers: int | None = None,
-                  progress: bool = True) -> dict:
-    """Run every check through the PyTorch reader; the report dict, shaped as the DALI path's."""
+def trainer_check(folder: str, split: str = "train", **options: Any) -> dict:
+    """Run every check through the PyTorch reader; the report dict, shaped as the DALI path's.
+
+    A DataLoader worker's error reaches here rebuilt by PyTorch with the worker's whole traceback in
+    its message: the BuildError it was becomes that one line again.
+    """
+    try:
+        return _trainer_check(folder, split, **options)
+    except (BuildError, RuntimeError) as e:
+        text = str(e).strip()
+        if "Original Traceback" not in text:
+            raise
+        last = text.splitlines()[-1]  # "imagenet_build.errors.BuildError: <the line>"
+        raise BuildError(last.split(": ", 1)[1] if ": " in last else last) from None
+
+
+def _trainer_check(folder: str, split: str = "train", device: str = "auto", steps: int | None = None,
+                   batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
+                   mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
+                   workers: int | None = None) -> dict:
     torch = require("torch", "trainer-check --framework torch")
     from imagenet_build.torch import BatchTransform, RecordDataset, Records, share
 

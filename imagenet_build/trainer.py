@@ -290,7 +290,7 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
 def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Manifest | None, list[str], list[str]],
                    steps: int | None = None, batch_size: int | None = None, model: str | None = None,
                    num_shards: int = 1, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                   compare_tf: bool = False, progress: bool = True) -> dict[str, Any]:
+                   compare_tf: bool = False) -> dict[str, Any]:
     started = time.monotonic()
     manifest, paths, indexes = inputs
     device = resolve_device(device)

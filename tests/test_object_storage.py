@@ -125,3 +125,17 @@ def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     before = tree_digest(tmp_path / "out")
     assert write_shard(spec, dest, "fail") == first
     assert tree_digest(tmp_path / "out") == before
+
+
+def test_no_credentials_is_one_line_not_a_traceback(sample_dir, bucket, tmp_path):
+    """The S3 backend's own error (botocore's NoCredentialsError is not an OSError) is one line naming the URL."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+               AWS_CONFIG_FILE=str(tmp_path / "none"))
+    out = f"{bucket}/no-credentials"
+    result = run_process(*sample_args(sample_dir, out, "--workers", 1), env=env)
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {out}") and "Credentials" in lines[0], result.stderr

@@ -147,6 +147,16 @@ def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_
                    data / "validation-00000-of-00001.parquet")
     expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
                  "validation-00000-of-00001.parquet:ILSVRC2012_val_00000001_", "but its label", out=out)
+    # columns of the right names and the wrong types: a binary image, a string label
+    original = pq.read_table(data / "validation-00000-of-00001.parquet")
+    flat = original.set_column(0, "image", original.column("image").combine_chunks().field("bytes"))
+    pq.write_table(flat, data / "validation-00000-of-00001.parquet")
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
+                 "validation-00000-of-00001.parquet", "image column is binary", out=out)
+    texts = original.set_column(1, "label", pyarrow.array([str(v) for v in labels]))
+    pq.write_table(texts, data / "validation-00000-of-00001.parquet")
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
+                 "validation-00000-of-00001.parquet", "label column is string", out=out)
 
     (data / "train-00002-of-00003.parquet").unlink()
     expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],

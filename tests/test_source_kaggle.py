@@ -152,6 +152,19 @@ def test_bad_zips_are_one_line_each(ilsvrc, kaggle, reference, tmp_path):
     bad.write_bytes(bytes(wrong))
     expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o3", *layout_args(ilsvrc)], 1,
                  name.rsplit("/", 1)[1], "CRC-32")
+    # a Zip64 extra field claiming more bytes than its central entry holds
+    wrong = bytearray(data)
+    pos = data.index(b"PK\x01\x02")
+    while True:
+        name_len, extra_len = struct.unpack_from("<2H", data, pos + 28)
+        extra = pos + 46 + name_len
+        if extra_len and struct.unpack_from("<H", data, extra)[0] == 1:
+            break
+        pos = extra + extra_len + struct.unpack_from("<H", data, pos + 32)[0]
+    struct.pack_into("<H", wrong, extra + 2, 8000)
+    bad.write_bytes(bytes(wrong))
+    expect_error(["convert", "--from", bad, "--output-dir", tmp_path / "o6", *layout_args(ilsvrc)], 1,
+                 "broken zip", "Zip64")
     # a member that is not an image
     swapped = [(n, b"<html>not a picture</html>" if n == name else d, m, dd) for n, d, m, dd in members]
     write_zip(bad, swapped)

@@ -16,7 +16,16 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli
-from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, records_of, set_index, trainer_report
+from helpers import (
+    SHARD,
+    edit_record,
+    expect_error,
+    index_lines,
+    read_with_tensorflow,
+    records_of,
+    set_index,
+    trainer_report,
+)
 from imagenet_build.dali_index import record_entries
 from imagenet_build.errors import BuildError
 
@@ -174,6 +183,16 @@ def test_torch_trainer_check_fails_on_a_short_index(build):
     assert code == 1 and "epoch" in failed
     detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
     assert "manifest.json says 48" in detail and "the PyTorch reader delivered 46" in detail
+
+
+def test_bad_data_met_by_a_dataloader_worker_is_one_line(build):
+    """PyTorch rebuilds a worker's error with the worker's traceback in its message: not shown to the user."""
+    shard = bytearray((build / SHARD).read_bytes())
+    shard[12 + 40] ^= 0x55  # a byte of the first record's payload: its CRC no longer matches
+    (build / SHARD).write_bytes(bytes(shard))
+    line = expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2,
+                         "--workers", 2], 1, SHARD, "CRC")
+    assert "Traceback" not in line and "worker process" not in line
 
 
 def test_torch_trainer_check_fails_on_zero_based_labels(build):

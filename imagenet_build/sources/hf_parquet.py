@@ -21,6 +21,7 @@ import os
 import re
 from array import array
 from pathlib import Path
+from typing import Any
 
 from imagenet_build import optional, storage
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
@@ -44,6 +45,23 @@ def identify(path: str) -> list:
     return [Piece(NAME, n, storage.join(path, n)) for n in sorted(names) if FILE.match(n) and not names[n]]
 
 
+def _check_schema(schema: Any, path: str) -> None:
+    """InputError unless `image` is a struct of `bytes` and `path` and `label` an integer: Hugging Face's columns."""
+    import pyarrow
+
+    names = schema.names
+    if not {"image", "label"} <= set(names):
+        raise InputError(path, f"has columns {', '.join(names)}, not image and label: not a Hugging Face "
+                               "imagenet-1k file")
+    image, label = schema.field("image").type, schema.field("label").type
+    if not (pyarrow.types.is_struct(image) and {"bytes", "path"} <= {image.field(i).name
+                                                                     for i in range(image.num_fields)}):
+        raise InputError(path, f"its image column is {image}, not a struct of bytes and path: not a Hugging Face "
+                               "imagenet-1k file")
+    if not pyarrow.types.is_integer(label):
+        raise InputError(path, f"its label column is {label}, not an integer: not a Hugging Face imagenet-1k file")
+
+
 def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array, array, array, list]:
     """A worker task: one parquet file's images into `target`, one after the other; its listing.
     (`threads`, the task's share of the workers, is not used: a file is read row group by row group.)
@@ -61,9 +79,7 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array
                 storage.open_read(path, random_access=True) as f, open(part, "wb") as out:
             try:
                 table = pq.ParquetFile(f, pre_buffer=False)  # row group by row group: bounded memory
-                if not {"image", "label"} <= set(table.schema_arrow.names):
-                    raise InputError(path, f"has columns {', '.join(table.schema_arrow.names)}, not image and "
-                                           "label: not a Hugging Face imagenet-1k file")
+                _check_schema(table.schema_arrow, path)
                 offset = 0
                 for batch in table.iter_batches(batch_size=BATCH, columns=["image", "label"]):
                     images = batch.column("image")

@@ -158,6 +158,8 @@ def _zip64(
     while at + 4 <= end:
         kind, length = struct.unpack_from("<2H", buf, at)
         at += 4
+        if at + length > end:  # a field claiming more bytes than the entry's extra data holds
+            break
         if kind == 1:
             values = iter(struct.unpack_from(f"<{length // 8}Q", buf, at))
             try:
