@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,15 +27,16 @@ from imagenet_build.boxes import (
     read_box_csv,
 )
 from imagenet_build.errors import BuildError, PathLike, UsageError
-from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, LOCK_NAME, MANIFEST_NAME, SPOOL_PREFIX
+from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, MANIFEST_NAME
 from imagenet_build.output import (
     Destination,
     check_output_dir,
     destination,
+    ignored_entry,
     locked,
     refuse_output_among_inputs,
 )
-from imagenet_build.resize import DEFAULT_QUALITY, ResizeOptions, parse_targets
+from imagenet_build.resize import DEFAULT_QUALITY, RESIZED_FOLDER, ResizeOptions, parse_targets
 from imagenet_build.resume import SHARD_INPUTS, read_previous, shards_to_keep
 from imagenet_build.workers import Workers, progress_bar
 from imagenet_build.writer import INPUT_STATE, ResizedShardTask, ShardTask, write_resized_shard, write_shard
@@ -44,7 +44,6 @@ from imagenet_build.writer import INPUT_STATE, ResizedShardTask, ShardTask, writ
 A = TypeVar("A")
 B = TypeVar("B")
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
-RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # resize.Target.folder
 
 
 @dataclass
@@ -219,6 +218,9 @@ def convert(opts: ConvertOptions) -> dict[str, Any]:
         raise UsageError(f"--runner must be local or beam, not {opts.runner!r}")
     resize = _resize_options(opts)
     dest = destination(opts.output_dir, opts.index_dir)
+    refuse_output_among_inputs(opts, dest)  # before the scan, which would take the output for an input
+    if resize is not None:
+        _check_resize_root(dest, opts.index_dir)
     with Workers(workers) as pool:
         return _convert(opts, pool, dest, started, resize)
 
@@ -270,8 +272,8 @@ def _check_resize_root(dest: Destination, index_dir: str | None) -> None:
     """A resized build's OUTPUT holds resized builds only (a full-size build's folder would take them for strangers)."""
     for folder in [dest.output] + ([dest.index] if index_dir else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
-            if entry == LOCK_NAME or entry.startswith(SPOOL_PREFIX):
-                continue  # a running build's lock; the images of a compressed source, unpacked for this run
+            if ignored_entry(entry, is_dir):
+                continue
             if not (is_dir and RESIZED_FOLDER.match(entry)):
                 raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "
                                  "choose an empty or new folder for --resize builds")
@@ -307,10 +309,7 @@ def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, starte
     options = _layout_options(opts, dest.label_for_manifest(), [p.split for p in plans])
     if subset:
         options["subset"] = subset  # only when given: manifests of builds without one stay as they were
-    refuse_output_among_inputs(opts, dest)
     builds = _builds(dest, options, resize, opts.index_dir)
-    if resize is not None:
-        _check_resize_root(dest, opts.index_dir)
     with contextlib.ExitStack() as stack:
         for build in builds:
             stack.enter_context(locked(build.dest))

@@ -344,8 +344,7 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     the `torch` extra; both run on the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
-    from imagenet_build.trainer import DLE_MEAN, DLE_STD
-    from imagenet_build.trainer_checks import format_report
+    from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD, format_report
 
     mean, std = mean or DLE_MEAN, std or DLE_STD
     if framework == "torch":

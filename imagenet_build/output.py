@@ -77,7 +77,7 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     ours: list[str] = []
     strangers: list[str] = []
     for entry, is_dir in sorted(storage.listdir(output).items()):
-        if _ignored(entry, is_dir) or (index_inside and entry == index_name and is_dir):
+        if ignored_entry(entry, is_dir) or (index_inside and entry == index_name and is_dir):
             continue
         if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry) or (is_build_shard(entry) and not is_dir):
             ours.append(storage.join(output, entry))
@@ -96,7 +96,7 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     return ours, strangers, index_strangers
 
 
-def _ignored(entry: str, is_dir: bool) -> bool:
+def ignored_entry(entry: str, is_dir: bool) -> bool:
     """What a build folder may hold besides its files: this run's lock, an interrupted Beam run's figures
     (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends)."""
     return entry == LOCK_NAME or (is_dir and (entry == BEAM_RESULTS or entry.startswith(SPOOL_PREFIX)))

@@ -49,6 +49,9 @@ _MAX_SIDE = 65500  # the largest side a JPEG can hold
 _TRANSPOSE = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
 
 
+RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # a resized build's folder: Target.folder
+
+
 class Target(NamedTuple):
     """One size to build: the shorter (or longer) side becomes `size`, the aspect kept."""
 
@@ -182,15 +185,14 @@ def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
 class _Source:
     """One input image, decoded on demand at the scales its targets need (each scale once)."""
 
-    def __init__(self, data: bytes, path: str, scalable: bool, orientation: int, kind: str | None,
-                 size: tuple[int, int]) -> None:
-        self.data, self.path, self.kind = data, path, kind
-        self.scalable = scalable  # a JPEG stored as is (the others are decoded in full)
+    def __init__(self, data: bytes, path: str, orientation: int, kind: str | None, size: tuple[int, int]) -> None:
+        self.data, self.path = data, path
+        self.kind = kind  # None: a JPEG the full-size build stores as is, which libjpeg can decode scaled
         self.orientation = orientation
         self.size = size  # (width, height) as stored, before any EXIF transposition
         self._decoded: dict[int, tuple[Any, float]] = {}
 
-    def decoded(self, out: tuple[int, int] | None) -> tuple[Any, float]:
+    def decoded(self, out: tuple[int, int]) -> tuple[Any, float]:
         """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), and the factor from stored
         to decoded size.
 
@@ -202,11 +204,9 @@ class _Source:
             self._decoded[scale] = self._decode(scale)
         return self._decoded[scale]
 
-    def _scale(self, out: tuple[int, int] | None) -> int:
+    def _scale(self, out: tuple[int, int]) -> int:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
-        if out is None or not self.scalable:
-            return 8
-        return decode_scale(self.size, out)
+        return decode_scale(self.size, out) if self.kind is None else 8
 
     def _decode(self, scale: int) -> tuple[Any, float]:
         from PIL import Image
@@ -257,9 +257,9 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     meets is given for the targets that decode, so each target's result depends on it alone.
     """
     full = images.prepare(data, path)  # the checks, and the full-size build's bytes
-    orientation = images.exif_orientation(data) if data[:2] == b"\xff\xd8" else 1
-    kind = full.reencoded or None  # none: a JPEG the full-size build stores as is, so one libjpeg can scale
-    source = _Source(data, path, not full.reencoded, orientation, kind, (full.width, full.height))
+    # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
+    orientation = images.exif_orientation(data) if options.exif_transpose and data[:2] == b"\xff\xd8" else 1
+    source = _Source(data, path, orientation, full.reencoded or None, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
     results: list[images.StoredImage | InputError] = []
     for target in options.targets:

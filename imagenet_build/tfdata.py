@@ -28,9 +28,8 @@ from typing import Any, Union
 
 from imagenet_build.naming import shard_glob
 from imagenet_build.optional import require
+from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD
 
-DLE_MEAN = (123.68, 116.28, 103.53)
-DLE_STD = (58.395, 57.120, 57.385)
 _BOX_KEYS = ("xmin", "ymin", "xmax", "ymax")
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 

@@ -39,10 +39,7 @@ from imagenet_build.manifest import read_manifest
 from imagenet_build.naming import index_dir_of, index_path, shard_glob
 from imagenet_build.optional import require
 from imagenet_build.tfrecord import OVERHEAD, masked_crc32c
-from imagenet_build.trainer import (  # the DALI pipeline's defaults, one home
-    DLE_MEAN,
-    DLE_STD,
-)
+from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 

@@ -18,8 +18,16 @@ from typing import Any, Callable, Generator, Iterator, Sequence
 
 from imagenet_build.errors import BuildError
 from imagenet_build.optional import require
-from imagenet_build.trainer import DLE_MEAN, DLE_STD
-from imagenet_build.trainer_checks import Report, check_batches, check_epoch, check_loss, check_overfit, result_of
+from imagenet_build.trainer_checks import (
+    DLE_MEAN,
+    DLE_STD,
+    Report,
+    check_batches,
+    check_epoch,
+    check_loss,
+    check_overfit,
+    result_of,
+)
 from imagenet_build.workers import progress_bar
 
 

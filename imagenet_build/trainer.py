@@ -28,19 +28,18 @@ from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.manifest import Manifest, read_manifest
 from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
-from imagenet_build.trainer_checks import (  # noqa: F401 (format_report: the CLI's)
+from imagenet_build.trainer_checks import (  # noqa: F401 (DLE_MEAN, DLE_STD: kept importable from here)
+    DLE_MEAN,
+    DLE_STD,
     Report,
+    check_batches,
+    check_epoch,
     check_loss,
     check_overfit,
-    format_report,
     result_of,
 )
-from imagenet_build.trainer_checks import check_batches as _check_batches
-from imagenet_build.trainer_checks import check_epoch as _check_epoch
 from imagenet_build.workers import progress_bar
 
-DLE_MEAN = (123.68, 116.28, 103.53)
-DLE_STD = (58.395, 57.120, 57.385)
 IMAGE_SIZE = 224
 _SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
 
@@ -304,7 +303,7 @@ def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Mani
     if not seen:
         raise BuildError(f"{folder}: DALI read no {split} records at all")
     classes = classes or max(label for *_, label in seen)
-    _check_epoch(report, seen, manifest, split, paths, num_shards, classes)
+    check_epoch(report, seen, manifest, split, paths, num_shards, classes)
 
     # the read-and-decode pipeline alone: its speed, and batches to look at
     import numpy as np
@@ -319,7 +318,7 @@ def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Mani
         timed_images += batch_size
     pipeline_rate = timed_images / (time.perf_counter() - t0)
     del pipe
-    channel_mean, channel_std = _check_batches(report, batches)
+    channel_mean, channel_std = check_batches(report, batches)
 
     # training through DALI's TensorFlow plugin
     import tensorflow as tf

@@ -17,6 +17,9 @@ from typing import Any
 
 from imagenet_build.errors import BuildError
 
+# The ImageNet normalisation of NVIDIA's Deep Learning Examples (0-255 units): every reader's default
+DLE_MEAN = (123.68, 116.28, 103.53)
+DLE_STD = (58.395, 57.120, 57.385)
 # (rank, source file, byte offset, image/filename, the label as stored: 1-based)
 Seen = tuple[int, Any, Any, str, int]
 

@@ -392,7 +392,7 @@ def verb_cases(sample, converted, tmp):
         ("convert-bad-choice", sample_args(sample, tmp / "o2", "--on-error", "maybe"), 2, "--on-error",
          [sample], [tmp / "o2"]),
         ("convert-output-inside-train-dir", sample_args(inside, inside / "train" / "out"), 2,
-         "--output-dir", [], [inside / "train" / "out"]),
+         "--output-dir", [inside], [inside / "train" / "out"]),
         ("convert-index-dir-inside-train-dir", index_args, 2, "--index-dir", [sample],
          [tmp / "o3", sample / "train" / "idx"]),
         ("verify-missing-folder", ["verify", tmp / "nowhere"], 1, "not a folder", [], []),
@@ -404,9 +404,19 @@ def verb_cases(sample, converted, tmp):
     ]
 
 
-@pytest.mark.parametrize("case", range(10))
+VERB_CASES = ["convert-both-sources", "convert-bad-choice", "convert-output-inside-train-dir",
+              "convert-index-dir-inside-train-dir", "verify-missing-folder", "verify-quick-and-deep",
+              "index-empty-file", "index-nothing", "bboxes-json-without-output", "trainer-check-no-shards"]
+
+
+def test_the_verb_cases_are_all_run(sample_dir, converted, tmp_path):
+    assert [case[0] for case in verb_cases(sample_dir, converted, tmp_path)] == VERB_CASES
+
+
+@pytest.mark.parametrize("case", VERB_CASES)
 def test_every_verb_bad_input_is_one_line_with_the_right_code(sample_dir, converted, tmp_path, case):
-    name, args, code, fragment, inputs, absent = verb_cases(sample_dir, converted, tmp_path)[case]
+    found = {c[0]: c for c in verb_cases(sample_dir, converted, tmp_path)}
+    name, args, code, fragment, inputs, absent = found[case]
     before = {str(p): tree_digest(p) if Path(p).is_dir() else Path(p).read_bytes() for p in inputs}
     result = run_process(*args, *([] if "--json" in map(str, args) else ["--json"]))
     assert result.returncode == code, (name, result.stderr)

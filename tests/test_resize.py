@@ -15,6 +15,7 @@ import pytest
 from PIL import Image
 
 from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
+from helpers import expect_error, read_with_tensorflow
 from imagenet_build import resize
 from imagenet_build.example import decode_example
 from imagenet_build.images import exif_orientation, jpeg_facts
@@ -344,6 +345,20 @@ def test_output_holding_something_else_is_refused(sample_dir, tmp_path):
     (out / "notes.txt").write_text("mine")
     result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
     assert result.exit_code == 1 and "notes.txt" in result.stderr and "not a resized build" in result.stderr
+    # what a build folder may hold besides builds (output.ignored_entry): an interrupted Beam run's figures
+    (out / "notes.txt").unlink()
+    (out / ".beam-results").mkdir()
+    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
+    assert result.exit_code == 0, result.output
+
+
+def test_an_output_folder_inside_the_train_folder_is_refused_before_the_scan(sample_dir, tmp_path):
+    """Already there, the folder would be scanned as a class folder first: the refusal must come before."""
+    inside = tmp_path / "sample"
+    shutil.copytree(sample_dir, inside)
+    (inside / "train" / "out").mkdir()
+    expect_error(sample_args(inside, inside / "train" / "out", "--resize", "shorter:96"), 2,
+                 "--output-dir", "is inside --train-dir")
 
 
 # ------------------------------------------------------------------ readers
@@ -351,12 +366,11 @@ def test_output_holding_something_else_is_refused(sample_dir, tmp_path):
 
 def test_tensorflow_reads_every_record_of_a_resized_build(resized):
     tf = pytest.importorskip("tensorflow")
-    from test_readback import read_with_tensorflow, shards
 
     for folder in ("shorter-48", "shorter-96"):
         for split, count in (("train", 48), ("validation", 16)):
             seen = 0
-            for path in shards(resized / folder, split):
+            for path in sorted((resized / folder).glob(f"{split}-*-of-*")):
                 for record in read_with_tensorflow(path):
                     decoded = tf.io.decode_jpeg(record["image/encoded"], channels=3)
                     assert tuple(decoded.shape) == (record["image/height"], record["image/width"], 3)
@@ -432,7 +446,7 @@ def test_kill_9_then_rerun_gives_the_same_bytes(larger_sample, tmp_path):
     workers = children_of(proc.pid)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert wait_until_gone(workers) == []
+    assert workers and wait_until_gone(workers) == []  # workers there were, and none outlived the kill
     rerun = run_process(*larger_args(larger_sample, out), "--json")
     assert rerun.returncode == 0, rerun.stderr
     assert sum(b["shards_kept"] for b in json.loads(rerun.stdout)["builds"].values()) >= 1  # the manifest vouched

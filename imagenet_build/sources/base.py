@@ -13,6 +13,7 @@ bytes come from. Adding a copy of ImageNet is one module with a scan and a Reade
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import zlib
@@ -36,6 +37,16 @@ class DeflateCodec(NamedTuple):
     crc32: Callable[..., int]
 
 
+READ_AHEAD = 8  # input images announced to the kernel ahead of their turn, by every reader
+
+
+def will_need(fd: int, offset: int, length: int) -> None:
+    """Tell the kernel bytes [offset, offset + length) of `fd` will be read soon (length 0: to the end)."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
+
+
+@functools.lru_cache(maxsize=None)
 def deflate_codec() -> DeflateCodec:
     """zlib's decompressobj, error and crc32 as ISA-L (package isal) gives them where installed, else zlib's.
 

@@ -141,7 +141,7 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
 
 def assemble(pieces: list) -> Copy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, f"{NAME} archives", where=dict(roles))
+    copy = Copy(NAME, f"{NAME} archives")
     if "train" in roles:
         copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, roles["train"], catalog, on_error, pool)
     if "validation" in roles:

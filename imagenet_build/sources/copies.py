@@ -44,7 +44,6 @@ class Copy:
     scan_validation: Callable | None = None
     boxes: Callable | None = None
     notes: list[str] = field(default_factory=list)
-    where: dict = field(default_factory=dict)  # role -> path, for the manifest's inputs
     work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
     cleanups: list = field(default_factory=list)  # run by close(), when the build ends
     spooled: dict = field(default_factory=dict)  # split -> what prepare decompressed for its scan (spool.py)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.errors import PathLike, input_errors
 from imagenet_build.sources.base import (
+    READ_AHEAD,
     READERS,
     VALIDATION_NAME,
     Reader,
@@ -22,13 +23,13 @@ from imagenet_build.sources.base import (
     match_classes,
     require_images,
     scan_folder,
+    will_need,
 )
 
 if TYPE_CHECKING:
     from imagenet_build.catalog import Catalog
     from imagenet_build.plan import ImageEntry, ShardSpec
 
-READ_AHEAD = 8  # input images opened and announced to the kernel ahead of their turn
 
 
 def scan_class_folders(
@@ -74,10 +75,6 @@ def scan_validation(
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
 
 
-def _will_need(fd: int, offset: int, length: int) -> None:
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-
 
 def stat_identity(st: os.stat_result) -> str:
     """A file's identity for resume: size and modification time in nanoseconds."""
@@ -108,7 +105,7 @@ class FolderReader(Reader):
             try:
                 fd = os.open(self.spec.path_of(entries[self._hinted]), os.O_RDONLY)
                 self._opened[self._hinted] = fd
-                _will_need(fd, 0, 0)
+                will_need(fd, 0, 0)
             except OSError:
                 pass  # read() reports it, in order
             self._hinted += 1

@@ -110,7 +110,7 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array
 
 
 def assemble(pieces: list) -> Copy:
-    copy = Copy(NAME, f"{NAME} files", where={piece.role: piece.path for piece in pieces})
+    copy = Copy(NAME, f"{NAME} files")
     splits: dict = {}
     for piece in pieces:
         match = FILE.match(piece.role)

@@ -183,7 +183,7 @@ def _validation_items(archive: str, k: int, members: list, member_offsets: Any, 
 
 def assemble(pieces: list) -> Copy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, f"{NAME} .tar.gz archives", where=dict(roles))
+    copy = Copy(NAME, f"{NAME} .tar.gz archives")
     train = {int(role.rsplit("_", 1)[1]): path for role, path in roles.items() if role.startswith("train_images_")}
     splits: dict[str, list] = {}
     if train:

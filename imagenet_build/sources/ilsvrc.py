@@ -64,7 +64,7 @@ def identify(path: str) -> list:
 
 def assemble(pieces: list) -> Copy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, "", where=dict(roles))
+    copy = Copy(NAME, "")
     train_tar, train_dir = roles.get("train-tar"), roles.get("train-dir")
     val_tar, val_dir = roles.get("validation-tar"), roles.get("validation-dir")
     if train_tar:

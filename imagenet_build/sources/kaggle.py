@@ -676,7 +676,7 @@ def assemble(pieces: list[Piece]) -> Copy:
 
         raise UsageError(f"--from was given both the Kaggle zip {roles['zip']} and an extracted tree "
                          f"{roles['tree']}; give one of them")
-    copy = Copy(NAME, "", where=dict(roles))
+    copy = Copy(NAME, "")
     source: KaggleZip | KaggleTree
     if "zip" in roles:
         source = KaggleZip(roles["zip"], copy)

@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
 from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, input_errors
 from imagenet_build.sources.base import (
+    READ_AHEAD,
     READERS,
     VALIDATION_NAME,
     Reader,
@@ -27,6 +28,7 @@ from imagenet_build.sources.base import (
     flat_validation,
     match_classes,
     require_images,
+    will_need,
 )
 
 if TYPE_CHECKING:
@@ -197,10 +199,6 @@ def scan_validation_tar(
     return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
 
 
-def _will_need(fd: int, offset: int, length: int) -> None:
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-
 
 class ArchiveReader(Reader):
     """A shard's images by byte range from their archive: one pread each (a ranged read in an object store).
@@ -208,7 +206,6 @@ class ArchiveReader(Reader):
     Announces the next READ_AHEAD ranges to the kernel, as the folder reader does.
     """
 
-    READ_AHEAD = 8
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
@@ -229,9 +226,9 @@ class ArchiveReader(Reader):
     def _announce(self, number: int) -> None:
         entries = self.spec.entries
         if isinstance(self._source, int):
-            while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+            while self._hinted < min(number + 1 + READ_AHEAD, len(entries)):
                 ahead = entries[self._hinted]
-                _will_need(self._source, ahead.offset, self.span(ahead))
+                will_need(self._source, ahead.offset, self.span(ahead))
                 self._hinted += 1
 
     def close(self) -> None:

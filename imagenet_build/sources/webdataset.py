@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
-from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, SplitInput, basename
+from imagenet_build.sources.base import READ_AHEAD, READERS, VALIDATION_NAME, Reader, SplitInput, basename, will_need
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.tars import BLOCK, Member, list_members, read_range
 
@@ -140,7 +140,7 @@ def _shard_files(pieces: list[Piece]) -> dict[str, list[tuple[int, str]]]:
 
 def assemble(pieces: list[Piece]) -> Copy:
     files = _shard_files(pieces)
-    copy = Copy(NAME, NAME, where={piece.role: piece.path for piece in pieces})
+    copy = Copy(NAME, NAME)
     if "train" in files:
         shards = [p for _, p in files["train"]]
         copy.scan_train = lambda catalog, on_error, pool: scan_shards(
@@ -456,10 +456,6 @@ def _add_by_name(result: SplitInput, root: str, images: _Images, catalog: Catalo
 # ------------------------------------------------------------------ reading in a worker
 
 
-def _will_need(fd: int, offset: int, length: int) -> None:
-    if hasattr(os, "posix_fadvise"):
-        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-
 
 class ShardReader(Reader):
     """A shard's images by byte range from the WebDataset shard files: one pread each.
@@ -469,7 +465,6 @@ class ShardReader(Reader):
     to the kernel, as the other readers do.
     """
 
-    READ_AHEAD = 8
     OPEN_FILES = 64
 
     def __init__(self, spec: ShardSpec) -> None:
@@ -500,7 +495,7 @@ class ShardReader(Reader):
 
     def read(self, number: int) -> tuple[bytes, str]:
         entries = self.spec.entries
-        while self._hinted < min(number + 1 + self.READ_AHEAD, len(entries)):
+        while self._hinted < min(number + 1 + READ_AHEAD, len(entries)):
             ahead = entries[self._hinted]
             self._hinted += 1
             try:
@@ -508,7 +503,7 @@ class ShardReader(Reader):
             except InputError:
                 continue  # read() reports it, in order
             if isinstance(source, int):
-                _will_need(source, ahead.offset, ahead.size)
+                will_need(source, ahead.offset, ahead.size)
         entry = entries[number]
         shardrel, name = entry.relpath.rsplit("/", 1)
         where = f"{storage.join(self.spec.source_root, shardrel)}:{name}"
