@@ -4,6 +4,7 @@ import io
 import json
 import os
 import shutil
+import subprocess
 import tarfile
 from pathlib import Path
 
@@ -287,3 +288,107 @@ def test_not_an_archive_and_both_sources_for_one_split(archive_copy, sample_dir)
     expect_convert_error(archive_copy, "--train-tar", archive_copy / "x.tar", fragments=["x.tar"])
     expect_convert_error(archive_copy, "--train-tar", archive_copy / "ILSVRC2012_img_train.tar",
                          "--train-dir", sample_dir / "train", fragments=["not both"], code=2)
+
+
+# ------------------------------------------------------------------ tar listing
+
+
+def _tar(members, fmt):
+    """A tar in memory: members are (name, bytes), (name, None) for a folder or (name, its target) for a
+    symbolic link; fmt as tarfile takes it."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif isinstance(data, str):
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_read(tmp_path):
+    """list_members parses plain ustar headers itself (~4x faster than tarfile: 25 s of CPU for ImageNet's
+    1.28 M images otherwise); for every tar it must give what tarfile gives, errors included."""
+    from imagenet_build.errors import InputError
+    from imagenet_build.sources.tars import RangeFile, list_members, plain_members
+
+    def listings(data):
+        """(the fast listing or None where it gives up, the listing of a local file, tarfile's own)."""
+        path = tmp_path / "x.tar"
+        path.write_bytes(data)
+        outcomes = []
+        for reader in ("plain", "file", "tarfile"):
+            try:
+                if reader == "plain":
+                    with open(path, "rb") as f:
+                        listed = plain_members(f.fileno(), len(data), "x.tar")
+                        outcomes.append(listed and listed[0])
+                elif reader == "file":
+                    with open(path, "rb") as f:
+                        outcomes.append(list_members(f, len(data), "x.tar"))
+                else:  # no file descriptor: tarfile's listing
+                    outcomes.append(list_members(io.BytesIO(data), len(data), "x.tar"))
+            except InputError as e:
+                outcomes.append(str(e))
+        return outcomes
+
+    jpeg = bytes(range(256)) * 40
+    files = [("n01440764_10026.JPEG", jpeg), ("n01440764_10027.JPEG", jpeg[:700]), ("tiny.cls", b"7"),
+             ("empty", b"")]
+    plain = {
+        "gnu": _tar(files, tarfile.GNU_FORMAT),
+        "ustar": _tar(files, tarfile.USTAR_FORMAT),
+        "pax, short names": _tar(files, tarfile.PAX_FORMAT),
+        "folders": _tar([("train", None), ("train/n01440764", None), ("train/n01440764/a.JPEG", jpeg)],
+                        tarfile.GNU_FORMAT),
+        "ustar prefix (a 130-character path)": _tar([("d" * 60 + "/" + "e" * 60 + "/a.JPEG", jpeg)],
+                                                    tarfile.USTAR_FORMAT),
+    }
+    old_folder = bytearray(_tar([("old/", b"")], tarfile.USTAR_FORMAT))  # a V7 folder: type NUL, a trailing /
+    old_folder[156] = 0
+    old_folder[148:156] = b"%06o\x00 " % (sum(old_folder[:148]) + sum(old_folder[156:512]) + 8 * 32)
+    plain["v7 folder"] = bytes(old_folder)
+    (tmp_path / "src").mkdir()
+    for name, data in files[:2]:
+        (tmp_path / "src" / name).write_bytes(data)
+    subprocess.run(["tar", "-cf", str(tmp_path / "gnu.tar"), "-C", str(tmp_path / "src"), "."], check=True)
+    plain["GNU tar's own"] = (tmp_path / "gnu.tar").read_bytes()
+    for kind, data in plain.items():
+        fast, listed, slow = listings(data)
+        assert fast == listed == slow and isinstance(slow, list) and slow, kind
+    assert [m[0] for m in listings(plain["v7 folder"])[2]] == ["old"]
+
+    others = {  # what the fast listing leaves to tarfile: long names, pax headers, base-256 sizes, bad headers
+        "gnu long name": _tar([("a" * 120 + ".JPEG", jpeg)], tarfile.GNU_FORMAT),
+        "pax long name": _tar([("a" * 120 + ".JPEG", jpeg)], tarfile.PAX_FORMAT),
+        "non-ascii name": _tar([("é.JPEG", jpeg)], tarfile.PAX_FORMAT),
+        "a symlink": _tar([*files[:1], ("link", "n01440764_10026.JPEG")], tarfile.GNU_FORMAT),
+        "not a tar": b"\x00" * 10 + b"hello",
+        "zeros only": bytes(10240),
+        "garbage": b"garbage" * 200,
+    }
+    for kind, data in others.items():
+        fast, listed, slow = listings(data)
+        assert fast is None and listed == slow, kind
+    assert "not a tar archive" in listings(others["garbage"])[2]
+
+    whole = plain["gnu"]
+    end = whole.rindex(b"tiny.cls") + 2 * 512  # the last member's header and data
+    cut = {"in an image": whole[:700], "after the last member": whole[:end], "in the end marker": whole[:end + 600]}
+    for kind, data in cut.items():
+        fast, listed, slow = listings(data)
+        assert fast == listed == slow and "truncated" in slow, kind
+
+    # a tar inside a tar (the train archive's class tars), read in place from its offset
+    outer = tmp_path / "outer.tar"
+    outer.write_bytes(_tar([("n01440764.tar", whole), ("n01443537.tar", plain["ustar"])], tarfile.GNU_FORMAT))
+    with open(outer, "rb") as f:
+        inner = list_members(f, outer.stat().st_size, "outer.tar")
+        for (name, offset, size, _), data in zip(inner, (whole, plain["ustar"])):
+            assert list_members(RangeFile(f, offset, size), size, name) == listings(data)[2]

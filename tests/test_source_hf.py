@@ -218,12 +218,17 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
     assert not (tmp_path / "out").exists()
 
 
-def test_an_archive_gets_its_share_of_the_workers_as_threads():
-    from imagenet_build.sources.spool import _threads
+def test_an_archive_gets_the_cores_that_would_idle_beside_it_as_threads():
+    from imagenet_build.sources.spool import _thread_counts
 
-    # Hugging Face's train archives (~29 GB each) and validation archive (6.7 GB): one each on 2 cores, 3 of 16
-    assert [_threads(29, 5 * 29 + 7, 2), _threads(7, 5 * 29 + 7, 2)] == [1, 1]
-    assert [_threads(29, 5 * 29 + 7, 16), _threads(7, 5 * 29 + 7, 16)] == [3, 1]
+    # Hugging Face's train archives (~29 GB each) and validation archive (~7 GB), largest first: on 2
+    # cores one each, but the last train archive inflates almost alone (the validation one ends early)
+    hf = [29] * 5 + [7]
+    assert _thread_counts(hf, 2) == [1, 1, 1, 1, 2, 1]
+    assert _thread_counts(hf, 4) == [1, 1, 1, 1, 3, 2]
+    assert _thread_counts(hf, 16) == [3, 3, 3, 3, 3, 3]
+    assert _thread_counts([29] * 5, 2) == [1, 1, 1, 1, 2]  # train alone: the fifth inflates alone
+    assert _thread_counts([29] * 4, 2) == [1] * 4  # two full rounds: no core idles
     # the face-blurred release: one train archive with 91% of the bytes takes both cores of 2, 15 of 16
-    assert [_threads(869, 956, 2), _threads(87, 956, 2), _threads(869, 956, 16)] == [2, 1, 15]
-    assert _threads(0, 0, 4) == 1  # empty archives: one thread, no division by zero
+    assert _thread_counts([869, 87], 2) == [2, 1] and _thread_counts([869, 87], 16)[0] == 15
+    assert _thread_counts([0, 0], 4) == [1, 1]  # empty archives: one thread, no division by zero

@@ -186,8 +186,7 @@ def test_the_fast_header_listing_agrees_with_tarfiles(wds, tmp_path):
     """Plain ustar headers are parsed directly (tarfile costs ~100 us a header); anything else goes to tarfile."""
     import os
 
-    from imagenet_build.sources.tars import list_members
-    from imagenet_build.sources.webdataset import plain_members
+    from imagenet_build.sources.tars import list_members, plain_members
 
     def both(path):
         with open(path, "rb") as f:

@@ -20,8 +20,8 @@ bench_source_gzip.py):
   uncompressed tar in a spool folder, list it by its tar headers, and read
   each image with one pread as the ILSVRC tarballs are read (1.00 byte
   inflated per image byte). All archives of a copy go to the workers in one
-  batch, the largest first, and an archive with more than one worker's share
-  of the bytes is split between threads by rapidgzip (one gzip stream on
+  batch, the largest first, and an archive that would inflate with cores
+  idle beside it is split between threads by rapidgzip (one gzip stream on
   several cores); memory is a bounded buffer per archive. Measured 0.44-0.52x
   the folders' speed on 2 cores (docs/benchmarks.md).
 
@@ -250,9 +250,30 @@ def spool_all(copy: Copy, archives: list, split: str, pool: Workers,
     return copy.spooled.pop(split)  # the scan's alone from here: not held once it is done with
 
 
-def _threads(size: int, total: int, workers: int) -> int:
-    """An archive's threads: the workers' count times its share of the bytes, rounded half up (1 to workers)."""
-    return max(1, min(workers, (2 * workers * size + total) // (2 * total or 1)))
+def _thread_counts(sizes: list[int], workers: int) -> list[int]:
+    """Each archive's threads, for archives of `sizes` handed to `workers` workers in that order.
+
+    Where one thread each would leave cores idle — an archive inflating alone at the end, or beside a
+    smaller one — it gets them: the workers' count over how many archives inflate beside it on average
+    over its time, in the schedule of one thread each (time in proportion to size), rounded half up
+    (1 to workers). So Hugging Face's five train archives and validation archive take one thread each
+    on two cores but the last train archive, which inflates almost alone, both; 3 each of 16; the
+    face-blurred release's one large train archive both cores of two, 15 of 16. rapidgzip on two
+    threads costs the CPU time of ISA-L on one (a 200 MB archive: 0.65 s against 0.60), so a thread
+    more is never a loss.
+    """
+    free = [0] * workers  # when each worker is next free
+    spans = []
+    for size in sizes:
+        worker = free.index(min(free))
+        spans.append((free[worker], free[worker] + size))
+        free[worker] += size
+    counts = []
+    for i, (start, end) in enumerate(spans):
+        beside = sum(max(0, min(end, e) - max(start, s)) for j, (s, e) in enumerate(spans) if j != i)
+        share = workers * (end - start) / ((end - start) + beside) if end > start else 1
+        counts.append(max(1, min(workers, int(share + 0.5))))
+    return counts
 
 
 def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
@@ -262,9 +283,8 @@ def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
 
     One batch keeps every core busy to the end: Hugging Face's five train archives and its
     validation archive take three rounds on two cores instead of four (train, then validation).
-    An archive holding a larger share of the bytes than one worker's gets that share of the
-    workers as threads (spool_and_list; `threads` for the task): the face-blurred release's single
-    train archive is inflated by both cores of two, each of Hugging Face's five by three of sixteen.
+    An archive that would otherwise inflate with cores idle beside it gets them as threads
+    (_thread_counts; `threads` for the task).
     """
     sizes = {archive: storage.size(archive) for archives in splits.values() for archive in archives}
     needed = sum(sizes.values())
@@ -273,7 +293,8 @@ def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
              for split, archives in splits.items() for k, archive in enumerate(archives)]
     tasks.sort(key=lambda t: -sizes[t[0]])
     found: dict[str, Any] = {}
-    runs = [(archive, target, _threads(sizes[archive], needed, pool.count)) for archive, target, _ in tasks]
+    threads = _thread_counts([sizes[archive] for archive, _, _ in tasks], pool.count)
+    runs = [(archive, target, count) for (archive, target, _), count in zip(tasks, threads)]
     pool.run(task, runs, lambda t, listed: found.__setitem__(t[1], listed))
     for split, archives in splits.items():
         targets = [os.path.join(spools[split], spool_name(k, archive)) for k, archive in enumerate(archives)]

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 Member = Tuple[str, int, int, bool]  # (name, data offset, data size, is a regular file)
 
 BLOCK = tarfile.BLOCKSIZE
+ZERO_BLOCK = bytes(BLOCK)
+USTAR = b"ustar\x00"
+WINDOW = 8 * BLOCK
 
 
 class RangeFile:
@@ -61,13 +64,28 @@ class RangeFile:
     def tell(self) -> int:
         return self._pos
 
+    @property
+    def where(self) -> tuple[IO[bytes], int]:
+        """(the file, where the view starts in it)."""
+        return self._f, self._start
+
 
 def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member]:
     """[(name, data offset, data size, is a regular file)] of a tar held in file-like `f` of `size` bytes.
 
     InputError when it is not a tar or is truncated (tarfile itself takes a cut
-    archive for a short one: the end-of-archive blocks are checked here).
+    archive for a short one: the end-of-archive blocks are checked here). A local
+    file's plain ustar headers are parsed directly (plain_members); anything else
+    by tarfile, which also reports what is wrong.
     """
+    base, start = f.where if isinstance(f, RangeFile) else (f, 0)
+    try:
+        fd = base.fileno()
+    except (AttributeError, OSError, ValueError):  # an object store's file: no descriptor
+        fd = None
+    listed = plain_members(fd, size, where, start) if fd is not None else None
+    if listed is not None:
+        return listed[0]
     members = []
     end = 0
     try:
@@ -87,6 +105,75 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
     if f.read(2 * BLOCK) != bytes(2 * BLOCK):
         raise InputError(where, f"truncated: no end-of-archive marker after byte {end}")
     return members
+
+
+def plain_members(fd: int, size: int, where: str, start: int = 0) -> tuple[list[Member], dict[int, bytes]] | None:
+    """(members as list_members gives them, {member number: bytes} of members of one block or less), or None.
+
+    Of the tar of `size` bytes at `start` in the open file `fd` (offsets from `start`). tarfile
+    costs 19 us a header of the ILSVRC train archive's class tars (~100 us of a WebDataset
+    shard's): 24 s of CPU for ImageNet's 1.28 M images. Tars written by GNU tar or Python's
+    tarfile with short ASCII names have plain ustar headers, parsed here in 6 us with one pread
+    per member, which also brings a small member's data along (a WebDataset sample's .cls,
+    usually its .json). None — anything else (pax or GNU long-name headers, base-256 sizes, a
+    bad checksum) — leaves the file to tarfile's listing, which says what is wrong.
+    """
+    members: list[Member] = []
+    small: dict[int, bytes] = {}
+    window, window_start = b"", 0
+    pos = 0
+    while True:
+        if not window_start <= pos <= window_start + len(window) - 2 * BLOCK:
+            # a member's header and the next one's are often in one window (small members, WebDataset's
+            # .cls and .json): one read for them, not two
+            window, window_start = read_range(fd, start + pos, WINDOW), pos
+        buf = window[pos - window_start: pos - window_start + 2 * BLOCK]
+        head = buf[:BLOCK]
+        if pos == 0 and (len(head) < BLOCK or head == ZERO_BLOCK):
+            return None  # no first header: tarfile says what the file is
+        if len(head) < BLOCK or pos + BLOCK > size:
+            raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+        if head == ZERO_BLOCK:
+            if buf[BLOCK:] != ZERO_BLOCK or pos + 2 * BLOCK > size:
+                raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+            return members, small
+        header = _plain_header(head)
+        if header is None:
+            return None
+        name, length, kind = header
+        data = pos + BLOCK
+        if data + length > size:
+            raise InputError(where, f"truncated: {name} needs bytes up to {data + length}, the archive has {size}")
+        is_folder = kind == b"5" or (kind == b"\x00" and name.endswith("/"))  # as tarfile reads them
+        if is_folder:
+            name = name.rstrip("/")
+        is_file = not is_folder
+        if is_file and length <= BLOCK:
+            small[len(members)] = buf[BLOCK:BLOCK + length]
+        members.append((name, data, length, is_file))
+        pos = data + -(-length // BLOCK) * BLOCK
+
+
+def _plain_header(head: bytes) -> tuple[str, int, bytes] | None:
+    """(name, data size, type flag) of a plain ustar header block: a file or folder, ASCII name, octal size.
+
+    None for anything else (see plain_members), including a bad checksum.
+    """
+    try:
+        checksum = int(head[148:156].replace(b"\x00", b" ").strip() or b"0", 8)
+        kind = head[156:157]
+        if head[124] & 0x80 or kind not in (b"0", b"\x00", b"5"):
+            return None
+        length = int(head[124:136].replace(b"\x00", b" ").strip() or b"0", 8)
+        raw = head[:100].split(b"\x00", 1)[0]
+        if head[257:263] == USTAR and head[345] != 0:
+            raw = head[345:500].split(b"\x00", 1)[0] + b"/" + raw
+        name = raw.decode("ascii")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if checksum != sum(head) - sum(head[148:156]) + 8 * 32:
+        return None
+    return name, length, kind
 
 
 def outer_members(archive: PathLike) -> list[Member]:

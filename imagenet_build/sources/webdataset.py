@@ -44,7 +44,7 @@ from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.sources.base import READ_AHEAD, READERS, VALIDATION_NAME, Reader, SplitInput, basename, will_need
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.tars import BLOCK, Member, list_members, read_range
+from imagenet_build.sources.tars import Member, list_members, plain_members, read_range
 
 if TYPE_CHECKING:
     from imagenet_build.catalog import Catalog
@@ -177,77 +177,6 @@ def _original_name(key: str, read_json: Callable[[], Any]) -> tuple[str, bool]:
     return stem + ".JPEG", True
 
 
-ZERO_BLOCK = bytes(BLOCK)
-USTAR = b"ustar\x00"
-WINDOW = 8 * BLOCK
-
-
-def plain_members(fd: int, size: int, where: str) -> tuple[list[Member], dict[int, bytes]] | None:
-    """(members as list_members gives them, {member number: bytes} of members of one block or less), or None.
-
-    tarfile costs ~100 us a header, and a WebDataset shard has three members per
-    image: 1.28 M samples would take minutes to list. Shards written by Python's
-    tarfile (WebDataset's TarWriter) with short ASCII names are plain ustar
-    headers, parsed here with one pread per member that also brings a small
-    member's data (the .cls, usually the .json) along. None — anything else (pax
-    or GNU long-name headers, base-256 sizes, a bad checksum) — leaves the file
-    to tarfile's listing, which reports what is wrong.
-    """
-    members: list[Member] = []
-    small: dict[int, bytes] = {}
-    if hasattr(os, "posix_fadvise"):  # only the header pages: no read-ahead of the images between them
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
-    window, window_start = b"", 0
-    pos = 0
-    while True:
-        if not window_start <= pos <= window_start + len(window) - 2 * BLOCK:
-            # a sample's .cls header and data, the next .jpg header, and after the image its .json and
-            # the next sample's .cls and .jpg headers are contiguous: one read per sample, not three
-            window, window_start = read_range(fd, pos, WINDOW), pos
-        buf = window[pos - window_start: pos - window_start + 2 * BLOCK]
-        head = buf[:BLOCK]
-        if len(head) < BLOCK:
-            raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
-        if head == ZERO_BLOCK:
-            if buf[BLOCK:] != ZERO_BLOCK:
-                raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
-            return members, small
-        header = _plain_header(head)
-        if header is None:
-            return None
-        name, length, kind = header
-        start = pos + BLOCK
-        if start + length > size:
-            raise InputError(where, f"truncated: {name} needs bytes up to {start + length}, the archive has {size}")
-        is_file = kind != b"5" and not name.endswith("/")
-        if is_file and length <= BLOCK:
-            small[len(members)] = buf[BLOCK:BLOCK + length]
-        members.append((name, start, length, is_file))
-        pos = start + -(-length // BLOCK) * BLOCK
-
-
-def _plain_header(head: bytes) -> tuple[str, int, bytes] | None:
-    """(name, data size, type flag) of a plain ustar header block: a file or folder, ASCII name, octal size.
-
-    None for anything else (see plain_members), including a bad checksum.
-    """
-    try:
-        checksum = int(head[148:156].replace(b"\x00", b" ").strip() or b"0", 8)
-        kind = head[156:157]
-        if head[124] & 0x80 or kind not in (b"0", b"\x00", b"5"):
-            return None
-        length = int(head[124:136].replace(b"\x00", b" ").strip() or b"0", 8)
-        raw = head[:100].split(b"\x00", 1)[0]
-        if head[257:263] == USTAR and head[345] != 0:
-            raw = head[345:500].split(b"\x00", 1)[0] + b"/" + raw
-        name = raw.decode("ascii")
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if checksum != sum(head) - sum(head[148:156]) + 8 * 32:
-        return None
-    return name, length, kind
-
-
 class _Unusable(Exception):
     """A sample that cannot be built; its message says why (list_shard fails or leaves it out)."""
 
@@ -272,7 +201,12 @@ def list_shard(
         size = storage.size(path)
         with storage.open_read(path, random_access=True) as f:
             source: Union[int, IO[bytes]] = f if storage.is_url(path) else f.fileno()
-            listed = plain_members(source, size, path) if isinstance(source, int) else None
+            listed = None
+            if isinstance(source, int):
+                if hasattr(os, "posix_fadvise"):  # only the header pages: no read-ahead of the images between them
+                    os.posix_fadvise(source, 0, 0, os.POSIX_FADV_RANDOM)
+                # with the bytes of the small members (.cls, .json), read with their headers
+                listed = plain_members(source, size, path)
             if listed is None:  # anything but plain ustar headers: tarfile's listing
                 listed = list_members(f, size, path), {}
             samples = _samples(listed[0], shardrel, path, ignored)
