@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_parser, prepared_inputs  # noqa: E402
+from common import bench_parser, fresh_memory_seconds, prepared_inputs  # noqa: E402
 
 PROBE = (
     "import resource, subprocess, sys, time; t = time.perf_counter(); "
@@ -159,6 +159,8 @@ def main():
     print(f"  spool pass alone (decompress + list, one core): {wall:.2f} s wall, {cpu:.2f} s CPU "
           f"({packed / 1e6 / cpu:.0f} MB/s of CPU); bytes decompressed per image byte: "
           f"{spools[0][2] / image_bytes:.3f} (the tars' headers and padding included)")
+    print(f"  touching 1 GB of memory not used lately: {fresh_memory_seconds():.2f} s of CPU (a .tar.gz convert "
+          "writes twice the bytes of a folders one: the spool, then the shards)")
     for name in commands:
         if name != "folders":
             print(f"  {name} / folders: {med['folders'] / med[name]:.2f}x in wall time, "

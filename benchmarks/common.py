@@ -107,6 +107,22 @@ def alternate(commands, repeats, clear):
     return runs, rss
 
 
+def fresh_memory_seconds(gb=1):
+    """CPU seconds to touch `gb` GB of memory after it has lain free for 3 s: ~0.25 s per GB on bare
+    metal; on a virtual machine that hands free memory back to its host (Linux's free page reporting,
+    2 s after a page is freed) several times that, paid by whatever writes into that memory next."""
+    import mmap
+
+    time.sleep(3)
+    size = gb << 30
+    started = time.process_time()
+    memory = mmap.mmap(-1, size)
+    for offset in range(0, size, 4096):
+        memory[offset] = 1
+    memory.close()
+    return time.process_time() - started
+
+
 def images_per_second(next_batch, batch_size, batches):
     """Images/s of a pipeline over `batches` calls of next_batch(), after one warm-up call."""
     next_batch()

@@ -4,9 +4,11 @@ import gzip
 import io
 import json
 import shutil
+import tarfile
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from conftest import SAMPLE, run_cli, run_process, with_boxes
 from helpers import expect_one_error_line as expect_error
@@ -156,3 +158,28 @@ def test_a_truncated_train_archive_is_one_line_from_a_whole_process(copy_of, ils
     assert result.returncode == 1 and result.stderr.splitlines() == [result.stderr.strip()], result.stderr
     assert result.stderr.startswith("error: ") and "train_blurred.tar.gz" in result.stderr
     assert "truncated" in result.stderr and not list(out.rglob("*-of-*"))
+
+
+def test_an_archive_that_compresses_well_is_inflated_on_one_thread(tmp_path):
+    """rapidgzip's memory grows with the compression ratio (700 MB for an archive of tiny images that
+    inflates 81 times): such an archive takes the one-thread way, with the same bytes."""
+    import os
+
+    from imagenet_build.sources import spool
+
+    picture = io.BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(picture, "JPEG")
+    tiny = tmp_path / "tiny.tar.gz"
+    photo = tmp_path / "photo.tar.gz"
+    for path, data in ((tiny, picture.getvalue()), (photo, os.urandom(100_000))):  # random bytes: as JPEGs inflate
+        with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+            for k in range(200 if path == photo else 20_000):
+                info = tarfile.TarInfo(f"n01440764_{k}_n01440764.JPEG")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    assert spool._inflates_beyond(str(tiny), spool.PARALLEL_RATIO)
+    assert not spool._inflates_beyond(str(photo), spool.PARALLEL_RATIO)
+    assert not spool._gunzip_parallel(str(tiny), str(tmp_path / "tiny.tar.part"), 2)
+    assert spool._gunzip_parallel(str(photo), str(tmp_path / "photo.tar.part"), 2)
+    spool.gunzip(str(tiny), str(tmp_path / "tiny.tar"), 2)
+    assert (tmp_path / "tiny.tar").read_bytes() == gzip.decompress(tiny.read_bytes())

@@ -190,8 +190,8 @@ def test_the_fast_header_listing_agrees_with_tarfiles(wds, tmp_path):
 
     def both(path):
         with open(path, "rb") as f:
-            return plain_members(f.fileno(), os.path.getsize(path), str(path)), list_members(f, os.path.getsize(path),
-                                                                                            str(path))
+            size = os.path.getsize(path)
+            return plain_members(f.fileno(), size, str(path), small_data=True), list_members(f, size, str(path))
 
     for shard in sorted(wds.glob("*.tar")):
         fast, slow = both(shard)

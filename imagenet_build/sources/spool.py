@@ -22,7 +22,7 @@ bench_source_gzip.py):
   inflated per image byte). All archives of a copy go to the workers in one
   batch, the largest first, and an archive that would inflate with cores
   idle beside it is split between threads by rapidgzip (one gzip stream on
-  several cores); memory is a bounded buffer per archive. Measured 0.44-0.52x
+  several cores); memory is a bounded buffer per archive. Measured 0.43-0.52x
   the folders' speed on 2 cores (docs/benchmarks.md).
 
 The price is disk: the spool holds the decompressed data (~140 GB for the train
@@ -67,6 +67,9 @@ MASK = (1 << SHIFT) - 1
 # 4 MiB 0.84 s.
 CHUNK = 256 << 10
 MAX_OUT = 1 << 20
+# rapidgzip only for archives whose first SAMPLE bytes inflate to at most PARALLEL_RATIO times their size
+SAMPLE = 8 << 20
+PARALLEL_RATIO = 2.0
 _SPOOL = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
 
 
@@ -166,6 +169,29 @@ def _chunk(threads: int) -> int:
     return max(4 << 20, min(8 << 20, (64 << 20) // threads))
 
 
+def _inflates_beyond(archive: str, ratio: float) -> bool:
+    """Whether the archive's first SAMPLE bytes inflate to more than `ratio` times their size.
+
+    rapidgzip holds a few chunks per thread, each up to 20 times its compressed size: five
+    archives of 1.28 M tiny images (4.8 MB each, 81 times smaller than their tar) took it to a
+    peak RSS of 700 MB on two threads, against 23 MB for ISA-L on one. A tar of JPEGs inflates
+    about 1.02 times (benchmarks/bench_source_gzip.py); one that compresses better is inflated the
+    one-thread way. A problem with the data is left to the inflate that follows to report.
+    """
+    decompressobj, error, _ = deflate_codec()
+    with open(archive, "rb") as f:
+        data = f.read(SAMPLE)
+    inflate, made, left = decompressobj(31), 0, data
+    try:
+        while left and not inflate.eof and made <= ratio * len(data):
+            made += len(inflate.decompress(left, MAX_OUT))
+            left = inflate.unconsumed_tail
+    except error:
+        return False
+    consumed = len(data) - len(left) - len(inflate.unused_data)
+    return made > ratio * max(consumed, 1)
+
+
 def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
     """Decompress a local .tar.gz into `part` with rapidgzip on `threads` threads; False when it cannot.
 
@@ -175,11 +201,14 @@ def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
     It says nothing of an archive cut short (it stops where the data ends), of zero padding after the
     gzip data it raises, and a problem is printed on stderr: so its stderr is silenced here, the whole
     input must have been consumed, and on any problem (False) the archive is inflated again the
-    one-thread way, whose checks give the one-line error (or accept the padding).
+    one-thread way, whose checks give the one-line error (or accept the padding). So is an archive
+    that compresses well (_inflates_beyond): rapidgzip's memory grows with the compression ratio.
     """
     try:
         import rapidgzip
     except ImportError:
+        return False
+    if _inflates_beyond(archive, PARALLEL_RATIO):
         return False
     stderr = os.dup(2)
     try:

@@ -107,16 +107,20 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
     return members
 
 
-def plain_members(fd: int, size: int, where: str, start: int = 0) -> tuple[list[Member], dict[int, bytes]] | None:
-    """(members as list_members gives them, {member number: bytes} of members of one block or less), or None.
+def plain_members(
+    fd: int, size: int, where: str, start: int = 0, small_data: bool = False
+) -> tuple[list[Member], dict[int, bytes]] | None:
+    """(members as list_members gives them, {member number: bytes} of members of one block or less where
+    `small_data`, else {}), or None.
 
     Of the tar of `size` bytes at `start` in the open file `fd` (offsets from `start`). tarfile
     costs 19 us a header of the ILSVRC train archive's class tars (~100 us of a WebDataset
     shard's): 24 s of CPU for ImageNet's 1.28 M images. Tars written by GNU tar or Python's
     tarfile with short ASCII names have plain ustar headers, parsed here in 6 us with one pread
-    per member, which also brings a small member's data along (a WebDataset sample's .cls,
-    usually its .json). None — anything else (pax or GNU long-name headers, base-256 sizes, a
-    bad checksum) — leaves the file to tarfile's listing, which says what is wrong.
+    per member, which also brings a small member's data along if asked (a WebDataset sample's
+    .cls, usually its .json; not kept otherwise: 1.28 M tiny images would be held). None —
+    anything else (pax or GNU long-name headers, base-256 sizes, a bad checksum) — leaves the
+    file to tarfile's listing, which says what is wrong.
     """
     members: list[Member] = []
     small: dict[int, bytes] = {}
@@ -148,7 +152,7 @@ def plain_members(fd: int, size: int, where: str, start: int = 0) -> tuple[list[
         if is_folder:
             name = name.rstrip("/")
         is_file = not is_folder
-        if is_file and length <= BLOCK:
+        if small_data and is_file and length <= BLOCK:
             small[len(members)] = buf[BLOCK:BLOCK + length]
         members.append((name, data, length, is_file))
         pos = data + -(-length // BLOCK) * BLOCK

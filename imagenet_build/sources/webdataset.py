@@ -206,7 +206,7 @@ def list_shard(
                 if hasattr(os, "posix_fadvise"):  # only the header pages: no read-ahead of the images between them
                     os.posix_fadvise(source, 0, 0, os.POSIX_FADV_RANDOM)
                 # with the bytes of the small members (.cls, .json), read with their headers
-                listed = plain_members(source, size, path)
+                listed = plain_members(source, size, path, small_data=True)
             if listed is None:  # anything but plain ustar headers: tarfile's listing
                 listed = list_members(f, size, path), {}
             samples = _samples(listed[0], shardrel, path, ignored)
