@@ -288,8 +288,8 @@ def _thread_counts(sizes: list[int], workers: int) -> list[int]:
     (1 to workers). So Hugging Face's five train archives and validation archive take one thread each
     on two cores but the last train archive, which inflates almost alone, both; 3 each of 16; the
     face-blurred release's one large train archive both cores of two, 15 of 16. rapidgzip on two
-    threads costs the CPU time of ISA-L on one (a 200 MB archive: 0.65 s against 0.60), so a thread
-    more is never a loss.
+    threads costs about the CPU time of ISA-L on one (a 200 MB archive: 0.65 s against 0.60), so
+    the threads more cost little where a core would idle.
     """
     free = [0] * workers  # when each worker is next free
     spans = []

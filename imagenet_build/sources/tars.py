@@ -65,7 +65,7 @@ class RangeFile:
         return self._pos
 
     @property
-    def where(self) -> tuple[IO[bytes], int]:
+    def origin(self) -> tuple[IO[bytes], int]:
         """(the file, where the view starts in it)."""
         return self._f, self._start
 
@@ -78,7 +78,7 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
     file's plain ustar headers are parsed directly (plain_members); anything else
     by tarfile, which also reports what is wrong.
     """
-    base, start = f.where if isinstance(f, RangeFile) else (f, 0)
+    base, start = f.origin if isinstance(f, RangeFile) else (f, 0)
     try:
         fd = base.fileno()
     except (AttributeError, OSError, ValueError):  # an object store's file: no descriptor
