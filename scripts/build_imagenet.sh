@@ -45,8 +45,12 @@ fi
 
 mkdir -p "$OUT"
 LOG="$OUT/build.log"
-# tee ignores Ctrl-C (and docker stop), so the build's last words still reach the terminal and the log
+# tee ignores Ctrl-C (and docker stop), so the build's last words still reach the terminal and the log;
+# the script waits for it at exit: a container stops, and its last processes are killed, as soon as this
+# script ends, and tee would lose what it had not yet written
 exec > >(trap "" INT TERM; exec tee -a "$LOG") 2>&1
+TEE_PID=${!:-}  # bash 4.4 and later; older ones do not say, and do not wait
+trap 'exec >&- 2>&-; [ -z "$TEE_PID" ] || wait "$TEE_PID" 2>/dev/null || true' EXIT
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') build_imagenet.sh $ARCHIVES $OUT $*"
 
 size_of() { stat -c %s "$1" 2>/dev/null || stat -f %z "$1"; }

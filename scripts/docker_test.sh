@@ -181,12 +181,14 @@ test_image() {
   ok "docker kill mid-convert; the same command again: kept from before: $KEPT, same bytes"
 }
 
-interrupt() {  # IMAGE OUT stop|kill: start a slowed-down build, interrupt it once a shard is written
+interrupt() {  # IMAGE OUT stop|kill: start a slowed-down build, interrupt it once a shard is recorded
   local image="$1" out="$2" how="$3" waited=0 t0
   owned_dir "$out"
   docker run -d --name "$CONTAINER" --cpus 0.05 --network none --user "$USER_SPEC" -e SKIP_TRAINER_CHECK=1 \
     -v "$W/archives:/archives:ro" -v "$out:/out" "$image" build "${ARGS[@]}" >/dev/null
-  until compgen -G "$out/tfrecord/train-*" >/dev/null; do
+  # the manifest names a shard once the build has recorded it (the file itself appears a moment before:
+  # a stop in between leaves that shard to the rerun)
+  until grep -qs '"index_sha256"' "$out/tfrecord/manifest.json"; do
     [ "$(docker inspect -f '{{.State.Running}}' "$CONTAINER")" = true ] || break
     sleep 0.05
     waited=$((waited + 1))
