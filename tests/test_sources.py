@@ -100,3 +100,39 @@ def test_expect_imagenet_knows_the_subset_counts():
     assert expected_totals(None) == ({"train": 1281167, "validation": 50000}, "ILSVRC2012")
     manifest = {"options": {"subset": "imagenet-10pct"}, "inputs": {}}
     assert expected_totals(manifest)[0] == {"train": 128116, "validation": 50000}
+
+
+@pytest.mark.parametrize("layout", ["ilsvrc", "folders", "kaggle", "hf", "blurred", "wds"])
+def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvrc, tmp_path, monkeypatch, layout):
+    """With a cold cache (ImageNet's 140 GB, or a spool of it, on disk) the disk must have several reads in
+    flight: every reader tells the kernel (POSIX_FADV_WILLNEED) of each image before it reads it."""
+    import os
+
+    from imagenet_build.sample import make_sample
+
+    if layout in ("ilsvrc", "folders"):
+        source = ilsvrc if layout == "folders" else tmp_path / "archives"
+        if layout == "ilsvrc":
+            source.mkdir()
+            for name in ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "ILSVRC2012_bbox_train_v2.tar.gz"):
+                (source / name).symlink_to(ilsvrc / name)
+    else:
+        source = tmp_path / layout / "copy"
+        make_sample(source, layout=layout, classes=4, per_class=12, validation_per_class=4)
+    announced = []
+    fadvise = os.posix_fadvise
+
+    def recorded(fd, offset, length, advice):
+        if advice == os.POSIX_FADV_WILLNEED:
+            announced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return fadvise(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", recorded)
+    out = tmp_path / "out"
+    boxes = [] if layout in ("ilsvrc", "kaggle") else ["--bounding-box-file", ilsvrc / "bboxes.csv"]
+    result = run_cli("convert", "--from", source, "--output-dir", out, *layout_args(ilsvrc), *boxes, "--json")
+    assert result.exit_code == 0, result.output
+    images = sum(split["images"] for split in json.loads(result.stdout)["splits"].values())
+    assert images and len(announced) >= images
+    if layout in ("hf", "blurred"):  # read from the decompressed spool, not the .tar.gz
+        assert all(".imagenet-build-spool-" in path for path in announced)

@@ -233,6 +233,15 @@ def add_class(
         result.left_out.append((f"{synset}/", problem))
 
 
+def refuse_disagreeing(problems: list[tuple[str, str]], what: str, on_error: str,
+                       path_of: Callable[[str], str]) -> None:
+    """Images whose name disagrees with their label: with --on-error fail, one line naming the first
+    (at path_of(name)); with skip the caller leaves them out, listed."""
+    if problems and on_error == "fail":
+        name, problem = problems[0]
+        raise InputError(path_of(name), f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
+
+
 def require_images(result: SplitInput, root: PathLike, catalog: Catalog) -> None:
     if not result.relpaths:
         raise InputError(
@@ -306,6 +315,7 @@ class Reader:
     def __init__(self, spec: ShardSpec) -> None:
         self.spec = spec
         self.identities: list[str] = []
+        self._hinted = 0  # entries [0, _hinted) announced to the kernel
 
     def __enter__(self) -> Reader:
         return self
@@ -319,6 +329,17 @@ class Reader:
     def read(self, number: int) -> tuple[bytes, str]:
         """(the bytes of entry `number`, the name to show in errors); InputError when unreadable."""
         raise NotImplementedError
+
+    def read_ahead(self, number: int) -> None:
+        """Announce the entries up to READ_AHEAD past `number`, each once (read() calls it first): with
+        a cold cache the disk then has several reads in flight instead of one at a time."""
+        entries = self.spec.entries
+        while self._hinted < min(number + 1 + READ_AHEAD, len(entries)):
+            self.announce(self._hinted, entries[self._hinted])
+            self._hinted += 1
+
+    def announce(self, number: int, entry: ImageEntry) -> None:
+        """Tell the kernel entry `number` is read soon (will_need); a problem is left to read() to report."""
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

@@ -29,13 +29,13 @@ import re
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build import storage
-from imagenet_build.errors import InputError
 from imagenet_build.sources.base import (
     SHOWN,
     SplitInput,
     add_class,
     flat_validation,
     match_classes,
+    refuse_disagreeing,
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
@@ -65,13 +65,6 @@ def identify(path: str) -> list:
     return [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES and not names[n]]
 
 
-def _refuse(problems: list, what: str, on_error: str, archive: str) -> None:
-    if problems and on_error == "fail":
-        name, problem = problems[0]
-        raise InputError(f"{archive}:{name}", f"{problem} ({len(problems)} such {what}); "
-                                              "--on-error skip builds without them")
-
-
 def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "train", pool)
     members, offsets, sizes, files = listed
@@ -88,7 +81,7 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
             disagree.append((member, f"in class folder {match.group(1)} but named for synset {match.group(3)}"))
         else:
             by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
-    _refuse(disagree, "train images", on_error, archive)
+    refuse_disagreeing(disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     result.left_out.extend(disagree)
     match_classes(result, spool, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
@@ -123,7 +116,7 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
             continue
         numbers.add(number)
         items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
-    _refuse(disagree, "validation images", on_error, archive)
+    refuse_disagreeing(disagree, "validation images", on_error, lambda name: f"{archive}:{name}")
     if disagree:
         result.left_out.extend(disagree)
         result.notes.append(f"validation: {len(disagree)} image(s) left out, their class folder disagrees with "

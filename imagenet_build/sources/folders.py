@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.errors import PathLike, input_errors
 from imagenet_build.sources.base import (
-    READ_AHEAD,
     READERS,
     VALIDATION_NAME,
     Reader,
@@ -92,27 +91,23 @@ class FolderReader(Reader):
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
         self._opened: dict[int, int] = {}  # entry number -> fd opened ahead
-        self._hinted = 0  # entries [0, _hinted) announced
 
     def close(self) -> None:
         for fd in self._opened.values():
             os.close(fd)
         self._opened.clear()
 
-    def _announce(self, upto: int) -> None:
-        entries = self.spec.entries
-        while self._hinted < min(upto, len(entries)):
-            try:
-                fd = os.open(self.spec.path_of(entries[self._hinted]), os.O_RDONLY)
-                self._opened[self._hinted] = fd
-                will_need(fd, 0, 0)
-            except OSError:
-                pass  # read() reports it, in order
-            self._hinted += 1
+    def announce(self, number: int, entry: ImageEntry) -> None:
+        try:
+            fd = os.open(self.spec.path_of(entry), os.O_RDONLY)
+        except OSError:
+            return  # read() reports it, in order
+        self._opened[number] = fd
+        will_need(fd, 0, 0)
 
     def read(self, number: int) -> tuple[bytes, str]:
         entry = self.spec.entries[number]
-        self._announce(number + 1 + READ_AHEAD)
+        self.read_ahead(number)
         path = self.spec.path_of(entry)
         fd = self._opened.pop(number, None)
         if fd is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from array import array
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from imagenet_build import storage
@@ -32,6 +33,7 @@ from imagenet_build.sources.base import (
     basename,
     flat_validation,
     match_classes,
+    refuse_disagreeing,
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
@@ -66,14 +68,6 @@ def identify(path: str) -> list:
         path, names = storage.join(path, "data"), listing(storage.join(path, "data"))
     return [Piece(NAME, role, storage.join(path, n)) for n in sorted(names)
             if (role := _role(n)) and not names[n]]
-
-
-def _disagreement(problems: list, what: str, on_error: str, folder: str) -> None:
-    """Names whose synset disagrees with their label: fail names the first; skip leaves them out, listed."""
-    if problems and on_error == "fail":
-        name, problem = problems[0]
-        raise InputError(storage.join(folder, name) if folder else name,
-                         f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
 
 
 def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
@@ -111,7 +105,7 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
             offsets.append(k << SHIFT | member_offsets[i])
             sizes.append(member_sizes[i])
         listings[k] = None
-    _disagreement(disagree, "train images", on_error, storage.parent(archives[0]))
+    refuse_disagreeing(disagree, "train images", on_error, partial(storage.join, storage.parent(archives[0])))
     result.left_out.extend(disagree)
     match_classes(result, spool, sorted(code_of), catalog, on_error, "synset")
     rows: dict = {}
@@ -153,7 +147,8 @@ def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str,
         disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in (found[0] if found else ()))
         _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
                           result, items, disagree)
-    _disagreement(disagree, "validation images", on_error, storage.parent(archives[0]))
+    refuse_disagreeing(disagree, "validation images", on_error,
+                       partial(storage.join, storage.parent(archives[0])))
     if disagree:
         result.left_out.extend(disagree)
         result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "

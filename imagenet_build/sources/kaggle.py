@@ -706,7 +706,7 @@ class ZipReader(ArchiveReader):
         return HEAD_READ + entry.size
 
     def read(self, number: int) -> tuple[bytes, str]:
-        self._announce(number)
+        self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{entry.relpath}"

@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
 from imagenet_build.naming import SPOOL_PREFIX
-from imagenet_build.sources.base import READERS, Reader, deflate_codec
+from imagenet_build.sources.base import READERS, Reader, deflate_codec, will_need
 from imagenet_build.sources.tars import list_members, read_range
 
 if TYPE_CHECKING:
@@ -348,17 +348,31 @@ class SpoolReader(Reader):
             os.close(fd)
         self._fds.clear()
 
-    def read(self, number: int) -> tuple[bytes, str]:
-        entry = self.spec.entries[number]
-        self.identities.append(self.identity(self.spec, entry))
-        k, offset = entry.offset >> SHIFT, entry.offset & MASK
-        name = self._names[k] if k < len(self._names) else "?"
-        where = f"{self.spec.source_root}/{name}:{entry.relpath}"
+    def _fd(self, k: int, where: str) -> int:
         fd = self._fds.get(k)
         if fd is None:
             with input_errors(where, missing="the decompressed archive is gone (removed while the build ran?)"):
-                fd = self._fds[k] = os.open(os.path.join(self.spec.source_root, name), os.O_RDONLY)
-        data = read_range(fd, offset, entry.size)
+                fd = self._fds[k] = os.open(os.path.join(self.spec.source_root, self._name(k)), os.O_RDONLY)
+        return fd
+
+    def _name(self, k: int) -> str:
+        return self._names[k] if k < len(self._names) else "?"
+
+    def announce(self, number: int, entry: ImageEntry) -> None:
+        """At ImageNet's size the spool is on disk (~140 GB), read in shuffled order: as the tarballs."""
+        try:
+            fd = self._fd(entry.offset >> SHIFT, entry.relpath)
+        except InputError:
+            return  # read() reports it, in order
+        will_need(fd, entry.offset & MASK, entry.size)
+
+    def read(self, number: int) -> tuple[bytes, str]:
+        self.read_ahead(number)
+        entry = self.spec.entries[number]
+        self.identities.append(self.identity(self.spec, entry))
+        k, offset = entry.offset >> SHIFT, entry.offset & MASK
+        where = f"{self.spec.source_root}/{self._name(k)}:{entry.relpath}"
+        data = read_range(self._fd(k, where), offset, entry.size)
         if len(data) != entry.size:
             raise InputError(where, "decompressed archive shorter than when it was listed")
         return data, where

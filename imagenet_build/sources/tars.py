@@ -18,7 +18,6 @@ from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
 from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, input_errors
 from imagenet_build.sources.base import (
-    READ_AHEAD,
     READERS,
     VALIDATION_NAME,
     Reader,
@@ -303,7 +302,6 @@ class ArchiveReader(Reader):
         root = spec.source_root
         # an fd (pread) for a local archive, a file object for an object store
         self._source: int | IO[bytes] = self.open_remote(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
-        self._hinted = 0
 
     @staticmethod
     def open_remote(url: str) -> IO[bytes]:
@@ -314,13 +312,9 @@ class ArchiveReader(Reader):
         """How many bytes from entry.offset a read of the entry touches (announced to the kernel ahead)."""
         return entry.size
 
-    def _announce(self, number: int) -> None:
-        entries = self.spec.entries
+    def announce(self, number: int, entry: ImageEntry) -> None:
         if isinstance(self._source, int):
-            while self._hinted < min(number + 1 + READ_AHEAD, len(entries)):
-                ahead = entries[self._hinted]
-                will_need(self._source, ahead.offset, self.span(ahead))
-                self._hinted += 1
+            will_need(self._source, entry.offset, self.span(entry))
 
     def close(self) -> None:
         if isinstance(self._source, int):
@@ -329,7 +323,7 @@ class ArchiveReader(Reader):
             self._source.close()
 
     def read(self, number: int) -> tuple[bytes, str]:
-        self._announce(number)
+        self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{entry.relpath}"

@@ -42,7 +42,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
-from imagenet_build.sources.base import READ_AHEAD, READERS, VALIDATION_NAME, Reader, SplitInput, basename, will_need
+from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, SplitInput, basename, will_need
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.tars import Member, list_members, plain_members, read_range
 
@@ -406,7 +406,6 @@ class ShardReader(Reader):
         # shard file -> fd (or file object for a URL)
         self._open: OrderedDict[str, Union[int, IO[bytes]]] = OrderedDict()
         self._stamps: dict[str, str] = {}
-        self._hinted = 0
 
     def close(self) -> None:
         for source in self._open.values():
@@ -427,18 +426,17 @@ class ShardReader(Reader):
             os.close(old) if isinstance(old, int) else old.close()
         return source
 
+    def announce(self, number: int, entry: ImageEntry) -> None:
+        try:
+            source = self._source(entry.relpath.rsplit("/", 1)[0])
+        except InputError:
+            return  # read() reports it, in order
+        if isinstance(source, int):
+            will_need(source, entry.offset, entry.size)
+
     def read(self, number: int) -> tuple[bytes, str]:
-        entries = self.spec.entries
-        while self._hinted < min(number + 1 + READ_AHEAD, len(entries)):
-            ahead = entries[self._hinted]
-            self._hinted += 1
-            try:
-                source = self._source(ahead.relpath.rsplit("/", 1)[0])
-            except InputError:
-                continue  # read() reports it, in order
-            if isinstance(source, int):
-                will_need(source, ahead.offset, ahead.size)
-        entry = entries[number]
+        self.read_ahead(number)
+        entry = self.spec.entries[number]
         shardrel, name = entry.relpath.rsplit("/", 1)
         where = f"{storage.join(self.spec.source_root, shardrel)}:{name}"
         if shardrel not in self._stamps:
