@@ -3,6 +3,7 @@
 Labels come as datasets ship them, 0-based class ids; records hold them 1-based
 like every other build. Order and shard layout are slim's (seed-12345 shuffle,
 linspace), so the bytes are a function of the arrays and the options alone.
+The folder is held as convert holds it (lock.py): one writer at a time.
 """
 
 from __future__ import annotations
@@ -15,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_build import manifest as manifest_mod
+from imagenet_build import storage
 from imagenet_build.atomic import write_atomic
 from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.example import encode_example_parts
-from imagenet_build.naming import DEFAULT_INDEX_DIR, LABELS_NAME, shard_name
+from imagenet_build.naming import LABELS_NAME, is_temp_name, parse_shard_name, shard_name, shard_of_index
 from imagenet_build.optional import require
+from imagenet_build.output import destination, locked
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.writer import shard_entry, write_records
 
@@ -59,19 +62,30 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     if len(labels) and labels.max() >= num_classes:
         raise BuildError(f"label {int(labels.max())} but only {num_classes} class names")
     names = [str(n) for n in class_names] if class_names is not None else [str(k) for k in range(num_classes)]
-    output_dir = Path(output_dir)
-    index_dir = Path(index_dir) if index_dir else output_dir / DEFAULT_INDEX_DIR
+    ranges = shard_ranges(len(images), num_shards, layout_threads)
+    if any(begin == end for begin, end in ranges):
+        raise BuildError(f"{len(images)} images cannot fill {num_shards} shards")
+    if storage.is_url(output_dir) or (index_dir is not None and storage.is_url(index_dir)):
+        raise BuildError(f"{output_dir}: write_arrays writes local folders (copy the folder to the store after)")
+    dest = destination(output_dir, index_dir)
+    with locked(dest):
+        return _write_split(images, labels, Path(dest.output), Path(dest.index), split, num_shards, ranges, names,
+                            quality, lossless, layout_threads)
+
+
+def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, split: str, num_shards: int,
+                 ranges: list[tuple[int, int]], names: list[str], quality: int, lossless: bool,
+                 layout_threads: int) -> manifest_mod.Manifest:
+    """write_arrays' work, with the folders held."""
+    num_classes = len(names)
     try:  # before anything is written: an unreadable manifest is refused here as convert refuses it
         previous = manifest_mod.read_manifest(output_dir) or {}
     except ValueError as e:
         raise BuildError(f"{e}; remove it, or write the arrays to another folder") from None
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
-    output_dir.mkdir(parents=True, exist_ok=True)
     index_dir.mkdir(parents=True, exist_ok=True)
-    ranges = shard_ranges(len(images), num_shards, layout_threads)
-    if any(begin == end for begin, end in ranges):
-        raise BuildError(f"{len(images)} images cannot fill {num_shards} shards")
+    _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
     suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
 
@@ -122,3 +136,15 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     manifest_mod.write_manifest(output_dir, manifest)
     write_atomic(output_dir / LABELS_NAME, "".join(f"{n}\n" for n in names).encode())
     return json.loads(json.dumps(manifest))
+
+
+def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str]) -> None:
+    """Remove the split's shards of another layout, their indexes, and temporary files left by an
+    interrupted write: a folder holding train-*-of-00004 beside train-*-of-00002 reads as one split."""
+    def stale(shard: str) -> bool:
+        parsed = parse_shard_name(shard)
+        return parsed is not None and parsed.split == split and shard not in planned
+
+    for path in [*output_dir.iterdir(), *(index_dir.iterdir() if index_dir != output_dir else [])]:
+        if path.is_file() and (stale(shard_of_index(path.name) or path.name) or is_temp_name(path.name)):
+            path.unlink()

@@ -1,8 +1,8 @@
 """convert: inputs -> plan -> one ShardTask per shard on the workers -> manifest and summary.
 
-The run loop of a build: list the inputs (sources), plan the shards (plan), take
-the output folder's lock and check it (output), keep what a previous run vouches
-for (resume), write the rest (writer, on worker processes or Apache Beam), and
+The run loop of a build: take the output folder's lock (output), list the inputs
+(sources), plan the shards (plan), check the folder (output), keep what a previous
+run vouches for (resume), write the rest (writer, on worker processes or Apache Beam), and
 record each finished shard in the manifest, written complete last.
 """
 
@@ -259,13 +259,19 @@ def _builds(
     if resize is None:
         return [_Build(dest, options, None)]
     builds = []
-    for target in resize.targets:
-        sub = destination(storage.join(dest.output, target.folder),
-                          storage.join(index_dir, target.folder) if index_dir else None)
+    for target, sub in _strict_zip(resize.targets, _destinations(dest, resize, index_dir)):
         one = resize.only([target])
         sub_options = dict(options, index_dir=sub.label_for_manifest(), resize=one.recorded(target))
         builds.append(_Build(sub, sub_options, one))
     return builds
+
+
+def _destinations(dest: Destination, resize: ResizeOptions | None, index_dir: str | None) -> list[Destination]:
+    """Where each build goes: OUTPUT, or OUTPUT/<target>/ per resized target."""
+    if resize is None:
+        return [dest]
+    return [destination(storage.join(dest.output, target.folder),
+                        storage.join(index_dir, target.folder) if index_dir else None) for target in resize.targets]
 
 
 def _check_resize_root(dest: Destination, index_dir: str | None) -> None:
@@ -282,14 +288,19 @@ def _check_resize_root(dest: Destination, index_dir: str | None) -> None:
 def _convert(
     opts: ConvertOptions, pool: Workers, dest: Destination, started: float, resize: ResizeOptions | None
 ) -> dict[str, Any]:
+    """With every build's folders held from the start: a second run is refused before it scans or
+    decompresses anything (a .tar.gz copy's spool is ~140 GB), not after."""
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
-    if copy is None:
-        return _convert_copy(opts, pool, dest, started, resize, None)
-    copy.work_dir = "" if dest.remote else dest.output
-    try:
-        return _convert_copy(opts, pool, dest, started, resize, copy)
-    finally:
-        copy.close()
+    with contextlib.ExitStack() as held:
+        for build_dest in _destinations(dest, resize, opts.index_dir):
+            held.enter_context(locked(build_dest))
+        if copy is None:
+            return _convert_copy(opts, pool, dest, started, resize, None)
+        copy.work_dir = "" if dest.remote else dest.output
+        try:
+            return _convert_copy(opts, pool, dest, started, resize, copy)
+        finally:
+            copy.close()  # the spool goes before the locks, which then remove a folder they made and left empty
 
 
 def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, started: float,
@@ -310,10 +321,7 @@ def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, starte
     if subset:
         options["subset"] = subset  # only when given: manifests of builds without one stay as they were
     builds = _builds(dest, options, resize, opts.index_dir)
-    with contextlib.ExitStack() as stack:
-        for build in builds:
-            stack.enter_context(locked(build.dest))
-        summary = _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_labels_file, boxes, copy)
+    summary = _write(opts, pool, builds, resize, started, cat, split_inputs, plans, val_labels_file, boxes, copy)
     if found:
         summary["found"] = found
     return summary

@@ -65,7 +65,7 @@ class FolderLock:
         self.command = command or "imagenet-build " + " ".join(sys.argv[1:2])
         self._fd: int | None = None
         self._token = ""
-        self._created = False  # made the folder: removed again if the command left it empty
+        self._made: list[str] = []  # the folders it made, deepest first: removed again where left empty
 
     def _holder(self) -> dict:
         return {"host": socket.gethostname(), "pid": os.getpid(), "time": int(time.time()),
@@ -88,7 +88,10 @@ class FolderLock:
     def _lock_file(self) -> None:
         import fcntl
 
-        self._created = not os.path.isdir(self.folder)
+        folder = os.path.abspath(self.folder)
+        while not os.path.isdir(folder) and folder != os.path.dirname(folder):
+            self._made.append(folder)
+            folder = os.path.dirname(folder)
         os.makedirs(self.folder, exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -134,11 +137,11 @@ class FolderLock:
                 pass
             os.close(self._fd)
             self._fd = None
-            if self._created:
+            for folder in self._made:
                 try:
-                    os.rmdir(self.folder)
+                    os.rmdir(folder)
                 except OSError:
-                    pass  # not empty: the command wrote there
+                    break  # not empty: the command wrote there
         elif self._token:
             try:
                 if _parse(storage.read_bytes(self.path)).get("token") == self._token:

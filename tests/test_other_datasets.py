@@ -181,3 +181,29 @@ def test_arrays_bad_input(np):
         write_arrays(np.zeros((4, 8, 8), np.uint8), [0, 1, 2, 3], "/nonexistent", "train", 1)
     with pytest.raises(BuildError, match="4 images but 3 labels"):
         write_arrays(np.zeros((4, 8, 8, 3), np.uint8), [0, 1, 2], "/nonexistent", "train", 1)
+
+
+def test_arrays_rewriting_a_split_replaces_its_shards_and_holds_the_folder(np, tmp_path):
+    """A split written again with another shard count leaves none of its old shards (a glob would read
+    both layouts as one split); other splits and their shards stay; a second writer is refused."""
+    from imagenet_build.errors import BuildError
+    from imagenet_build.lock import FolderLock
+
+    images, labels = np.zeros((12, 8, 8, 3), np.uint8), np.arange(12) % 3
+    write_arrays(images, labels, tmp_path, "train", 4)
+    write_arrays(images[:6], labels[:6], tmp_path, "validation", 3)
+    (tmp_path / ".train-00000-of-00002.999.tmp").write_bytes(b"half")  # an interrupted write's leftover
+    write_arrays(images, labels, tmp_path, "train", 2)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "dali_idx", "labels.txt", "manifest.json", "train-00000-of-00002", "train-00001-of-00002",
+        "validation-00000-of-00003", "validation-00001-of-00003", "validation-00002-of-00003"]
+    assert sorted(p.name for p in (tmp_path / "dali_idx").iterdir()) == [
+        "train-00000-of-00002.idx", "train-00001-of-00002.idx", "validation-00000-of-00003.idx",
+        "validation-00001-of-00003.idx", "validation-00002-of-00003.idx"]
+    verify = run_cli("verify", tmp_path, "--workers", 1)
+    assert verify.exit_code == 0, verify.output
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.iterdir())
+    with FolderLock(tmp_path, "imagenet-build convert"):
+        with pytest.raises(BuildError, match="in use by another imagenet-build"):
+            write_arrays(images, labels, tmp_path, "train", 3)
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.iterdir()) == before

@@ -200,6 +200,9 @@ def test_lock_is_released_and_leaves_no_folder_it_made(tmp_path):
     with FolderLock(folder):
         assert (folder / LOCK_NAME).exists()
     assert not folder.exists()
+    with FolderLock(tmp_path / "a" / "b" / "c"):  # every folder it made, as far up as they stay empty
+        (tmp_path / "a" / "kept").write_text("written meanwhile")
+    assert sorted(p.name for p in (tmp_path / "a").iterdir()) == ["kept"]
 
 
 # ------------------------------------------------------------------ the final manifest write fails

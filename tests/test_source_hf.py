@@ -10,6 +10,7 @@ import pytest
 from conftest import SAMPLE, run_cli, shard_files, with_boxes
 from helpers import expect_one_error_line as expect_error
 from helpers import rewrite_tar_gz as rewrite
+from imagenet_build.naming import LOCK_NAME
 from imagenet_build.sample import make_sample
 
 
@@ -58,6 +59,23 @@ def test_a_truncated_archive_is_refused(copy_of, hf, tmp_path):
     out = tmp_path / "out"
     expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
                  "train_images_2.tar.gz", "truncated", out=out)
+
+
+def test_a_held_output_is_refused_before_any_archive_is_read(copy_of, hf, tmp_path):
+    """The lock is taken first: a second run decompresses nothing (here it would find the truncated
+    archive), and a refused run into a new nested folder leaves none of the folders it made."""
+    from imagenet_build.lock import FolderLock
+
+    archive = copy_of / "train_images_2.tar.gz"
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    out = tmp_path / "out"
+    with FolderLock(out, "imagenet-build convert"):
+        expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
+                     "in use by another imagenet-build", out=out, nothing_written=False)
+        assert sorted(p.name for p in out.iterdir()) == [LOCK_NAME]
+    nested = tmp_path / "new" / "deeper" / "out"
+    expect_error(["convert", "--from", copy_of, "--output-dir", nested, *with_boxes(hf)], "truncated", out=nested)
+    assert not (tmp_path / "new").exists()
 
 
 def test_a_member_that_is_not_an_image_is_refused(copy_of, hf, tmp_path):
