@@ -64,7 +64,7 @@ def check_index(raw: bytes | None, entries: Sequence[tuple[int, int]], file_size
     if not raw and entries:
         return [(None, None, f"index file is empty but the shard has {len(entries)} records: "
                              "DALI silently reads none of them")]
-    parsed, problems = _parse_index(raw)
+    parsed, problems = parse_index(raw)
     if problems or not parsed:
         return problems
     position, problem = _follow_entries(parsed, {offset: size for offset, size in entries})
@@ -78,8 +78,9 @@ def check_index(raw: bytes | None, entries: Sequence[tuple[int, int]], file_size
     return []
 
 
-def _parse_index(raw: bytes) -> tuple[list[tuple[int, int, int]], list[Problem]]:
-    """[(line number, offset, size)] of an index's lines, and the problems of lines DALI cannot parse."""
+def parse_index(raw: bytes) -> tuple[list[tuple[int, int, int]], list[Problem]]:
+    """[(line number, offset, size)] of an index's lines, and the problems of lines DALI cannot parse
+    (every reader of indexes parses them here: verify, and the PyTorch reader)."""
     problems: list[Problem] = []
     lines = raw.decode("ascii", errors="replace").split("\n")
     if lines[-1] == "":

@@ -83,6 +83,25 @@ def scan_lengths(f: IO[bytes], size: int) -> Iterator[tuple[int, int]]:
         offset += OVERHEAD + length
 
 
+def unframe(record: bytes, check_crc: bool = True) -> bytes:
+    """The payload of one whole record (header, payload, CRC) read at an index's offset and size.
+
+    FramingError (offset 0: the record's start) where the bytes are not that record: too short,
+    a length other than the size read, or (check_crc) a length or payload CRC that disagrees.
+    """
+    if len(record) < OVERHEAD:
+        raise FramingError(0, f"{len(record)} bytes where a record needs at least {OVERHEAD}")
+    (length,) = _SIGNED_LENGTH.unpack_from(record)
+    if check_crc and masked_crc32c(record[:8]) != _CRC.unpack_from(record, 8)[0]:
+        raise FramingError(0, "length CRC mismatch (corrupt record header)")
+    if length + OVERHEAD != len(record):
+        raise FramingError(0, f"the record is {length} bytes, its index entry says {len(record) - OVERHEAD}")
+    payload = record[HEADER_SIZE:HEADER_SIZE + length]
+    if check_crc and masked_crc32c(payload) != _CRC.unpack_from(record, HEADER_SIZE + length)[0]:
+        raise FramingError(0, "payload CRC mismatch (corrupt record)")
+    return payload
+
+
 def read_records(f: Readable, size: int) -> Iterator[tuple[int, bytes, bool]]:
     """Yield (offset, payload, payload CRC ok) per record, reading every byte once.
 

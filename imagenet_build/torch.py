@@ -28,25 +28,23 @@ from __future__ import annotations
 import math
 import os
 import random
-import struct
 from array import array
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+from imagenet_build.dali_index import parse_index
 from imagenet_build.errors import BuildError
 from imagenet_build.example import decode_example
 from imagenet_build.manifest import read_manifest
 from imagenet_build.naming import index_dir_of, index_path, shard_glob
 from imagenet_build.optional import require
-from imagenet_build.tfrecord import OVERHEAD, masked_crc32c
+from imagenet_build.tfrecord import FramingError, unframe
 from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 
 AREA = (0.05, 1.0)  # slim's random crop: fraction of the image's area
 ASPECT = (0.75, 1.33)  # and width / height
-_LENGTH = struct.Struct("<QI")
-_CRC = struct.Struct("<I")
 
 
 # ------------------------------------------------------------------ the records of a split
@@ -97,13 +95,13 @@ def _read_index(path: str) -> list[tuple[int, int]]:
             raw = f.read()
     except FileNotFoundError:
         raise BuildError(f"{path}: DALI index missing; run imagenet-build index") from None
-    entries = []
-    for number, line in enumerate(raw.split(b"\n")[:-1] if raw.endswith(b"\n") else raw.split(b"\n"), start=1):
-        parts = line.split(b" ")
-        if len(parts) != 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-            raise BuildError(f"{path}: line {number} is not '<offset> <size>'; run imagenet-build verify")
-        entries.append((int(parts[0]), int(parts[1])))
-    return entries
+    if raw and not raw.endswith(b"\n"):
+        raw += b"\n"  # DALI reads a last line without its newline; verify reports it
+    entries, problems = parse_index(raw)
+    if problems:
+        line, _, message = problems[0]
+        raise BuildError(f"{path}: line {line}: {message}; run imagenet-build verify")
+    return [(offset, size) for _, offset, size in entries]
 
 
 def share(total: int, part: int, parts: int, what: str = "rank") -> tuple[int, int]:
@@ -144,23 +142,18 @@ class _Reader:
         """Record `number` by one pread at its index offset."""
         r = self.records
         shard, offset, size = r.shard[number], r.offset[number], r.size[number]
-        data = os.pread(self.fd(shard), size, offset)
-        return self.parse(shard, offset, data)
+        return self.parse(shard, offset, size, os.pread(self.fd(shard), size, offset))
 
-    def parse(self, shard: int, offset: int, data: bytes) -> dict:
-        """A sample from a whole record (header, payload, CRC) as read at `offset`."""
+    def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
+        """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
         path = self.records.paths[shard]
-        if len(data) < OVERHEAD:
+        if len(data) < size:
             raise BuildError(f"{path}: byte {offset}: the index points past the end of the file; "
                              "run imagenet-build verify")
-        length, _ = _LENGTH.unpack_from(data)
-        if length + OVERHEAD != len(data):
-            raise BuildError(f"{path}: byte {offset}: the record is {length} bytes, its index entry says "
-                             f"{len(data) - OVERHEAD}; run imagenet-build verify")
-        payload = data[12:12 + length]
-        if self.check_crc and masked_crc32c(payload) != _CRC.unpack_from(data, 12 + length)[0]:
-            raise BuildError(f"{path}: byte {offset}: payload CRC mismatch (corrupt record); "
-                             "run imagenet-build verify")
+        try:
+            payload = unframe(data, self.check_crc)
+        except FramingError as e:
+            raise BuildError(f"{path}: byte {offset}: {e.message}; run imagenet-build verify") from None
         try:
             features = decode_example(payload)
             encoded = features["image/encoded"][0]
@@ -279,8 +272,8 @@ class IterableRecordDataset(torch.utils.data.IterableDataset):  # type: ignore[n
             with open(r.paths[shard], "rb", buffering=1 << 20) as f:
                 f.seek(r.offset[first])
                 for number in range(first, end):
-                    data = f.read(r.size[number])
-                    yield self._reader.parse(shard, r.offset[number], data)
+                    size = r.size[number]
+                    yield self._reader.parse(shard, r.offset[number], size, f.read(size))
 
 
 def _shuffled(samples: Iterator[dict], size: int, rng: random.Random) -> Iterator[dict]:

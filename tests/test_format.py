@@ -110,3 +110,17 @@ def test_flipped_payload_byte_is_a_crc_failure_of_that_record_only():
     data[14] ^= 0x20
     read = list(tfrecord.read_records(io.BytesIO(bytes(data)), len(data)))
     assert [ok for _, _, ok in read] == [False, True]
+
+
+def test_unframe_gives_a_records_payload_or_says_why_not():
+    """One record read at its index entry (the PyTorch reader's path): each fault named, CRCs optional."""
+    first, second = GOOD[:21], GOOD[21:]
+    assert tfrecord.unframe(first) == b"first" and tfrecord.unframe(second) == b"second payload"
+    damaged_payload = first[:13] + bytes([first[13] ^ 1]) + first[14:]
+    for data, message in ((first[:10], "10 bytes where a record needs at least 16"),
+                          (first + b"xxxx", "the record is 5 bytes, its index entry says 9"),
+                          (bytes([first[0] ^ 1]) + first[1:], "length CRC mismatch"),
+                          (damaged_payload, "payload CRC mismatch")):
+        with pytest.raises(tfrecord.FramingError, match=message):
+            tfrecord.unframe(data)
+    assert tfrecord.unframe(damaged_payload, check_crc=False) == b"fhrst"  # unchecked: the bytes as they are

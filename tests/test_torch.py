@@ -158,6 +158,40 @@ def test_undecodable_image_names_the_record(build):
         decode_images([raw[first - 1]["image"], raw[first]["image"]])
 
 
+def test_bad_index_lines_and_records_are_named_where_they_are(build):
+    """The reader parses indexes and unframes records with verify's own code: each fault one error naming
+    the file and the line or byte; an index whose last line lacks its newline reads as DALI reads it."""
+    lines = index_lines(build)
+    second = int(lines[1].split()[0])
+    set_index(build, lines[:-1] + [lines[-1].rstrip("\n")])
+    assert len(RecordDataset(build, "train", shuffle=False, decode=False)) == 48
+    set_index(build, lines[:2] + ["12 x\n"] + lines[3:])
+    with pytest.raises(BuildError, match=f"{SHARD}.idx: line 3: not '<offset> <size>'"):
+        RecordDataset(build, "train")
+    set_index(build, [lines[0].split()[0] + " " + str(int(lines[0].split()[1]) + 4) + "\n"] + lines[1:])
+    dataset = RecordDataset(build, "train", shuffle=False, decode=False)
+    first = dataset.records.starts[1]
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0: the record is .* bytes, its index entry says"):
+        dataset[first]
+    set_index(build, lines[:-1] + [lines[-1].split()[0] + " 999999\n"])
+    last = RecordDataset(build, "train", shuffle=False, decode=False)
+    with pytest.raises(BuildError, match=f"{SHARD}: byte .*: the index points past the end of the file"):
+        last[last.records.starts[2] - 1]
+    set_index(build, lines)
+    shard = bytearray((build / SHARD).read_bytes())
+    shard[second + 20] ^= 0x55  # in the second record's payload
+    (build / SHARD).write_bytes(bytes(shard))
+    for dataset_class in (RecordDataset, IterableRecordDataset):
+        dataset = dataset_class(build, "train", shuffle=False, decode=False)
+        with pytest.raises(BuildError, match=f"{SHARD}: byte {second}: payload CRC mismatch"):
+            list(dataset)
+    assert len(list(RecordDataset(build, "train", shuffle=False, decode=False, check_crc=False))) == 48
+    shard[4] ^= 0x01  # the first record's length: its CRC no longer matches
+    (build / SHARD).write_bytes(bytes(shard))
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0: length CRC mismatch"):
+        list(RecordDataset(build, "train", shuffle=False, decode=False))
+
+
 # ------------------------------------------------------------------ trainer-check --framework torch
 
 
