@@ -28,6 +28,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+from common import measure  # noqa: E402
 
 SIZES = [(500, 375)] * 6 + [(500, 333)] * 3 + [(375, 500)] * 2 + [
     (500, 400), (500, 500), (333, 500), (640, 480), (800, 600), (1024, 768), (200, 150)]
@@ -76,23 +79,6 @@ def make_photos(root, images, classes):
         Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(
             folder / f"{synsets[i % classes]}_{i}.JPEG", quality=rng.choice([75, 85, 90, 92, 95]))
     (root / "labels.txt").write_text("".join(s + "\n" for s in synsets))
-
-
-def timed(cmd, clear):
-    """(wall s, CPU s of the process tree, peak RSS MB of its largest process) of `cmd` as a whole process."""
-    subprocess.run(["rm", "-rf", str(clear)], check=True)
-    subprocess.run(["sync"], check=True)
-    probe = (
-        "import resource, subprocess, sys, time; t = time.perf_counter(); "
-        "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
-        "s = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-        "sys.stderr.write(r.stderr.decode()[-2000:]); "
-        "print(s, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024); sys.exit(r.returncode)"
-    )
-    result = subprocess.run([sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True)
-    if result.returncode:
-        raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr}")
-    return tuple(float(v) for v in result.stdout.split()[-3:])
 
 
 def quality(files, size, limit):
@@ -167,7 +153,7 @@ def main():
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, (cmd, out) in commands.items():
-            runs[name].append(timed(cmd, out))
+            runs[name].append(measure(cmd, [out]))
     med = {name: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs), max(r[2] for r in rs))
            for name, rs in runs.items()}
     n = len(files)

@@ -26,31 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_parser, fresh_memory_seconds, prepared_inputs  # noqa: E402
-
-PROBE = (
-    "import resource, subprocess, sys, time; t = time.perf_counter(); "
-    "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
-    "s = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
-    "sys.stderr.write(r.stderr.decode()[-2000:]); "
-    "print(s, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024); sys.exit(r.returncode)"
-)
-
-
-def timed(cmd, out, env=None):
-    """(wall s, CPU s of the process and all its workers, peak RSS MB of the largest) of one whole run.
-
-    Through a small probe process: a child forked from this (large) process would report this one's RSS.
-    """
-    import subprocess
-
-    shutil.rmtree(out, ignore_errors=True)
-    subprocess.run(["sync"], check=True)
-    result = subprocess.run([sys.executable, "-c", PROBE, *cmd], capture_output=True, text=True, env=env)
-    if result.returncode:
-        raise SystemExit(f"failed: {' '.join(cmd)}\n{result.stderr[-2000:]}")
-    wall, cpu, rss = map(float, result.stdout.split()[-3:])
-    return wall, cpu, rss
+from common import bench_parser, fresh_memory_seconds, measure, prepared_inputs  # noqa: E402
 
 
 def pack(inputs, data):
@@ -108,7 +84,7 @@ def cardinality(work, per_class=1281):
     out = work / "tiny-out"
     cmd = [sys.executable, "-m", "imagenet_build", "convert", "--from", str(data), "--train-shards", "1024",
            "--output-dir", str(out)]
-    wall, cpu, rss = timed(cmd, out, dict(os.environ, PYTHONPATH=str(HERE.parent)))
+    wall, cpu, rss = measure(cmd, [out], env=dict(os.environ, PYTHONPATH=str(HERE.parent)))
     shutil.rmtree(out, ignore_errors=True)
     print(f"1000 x {per_class} tiny images from 5 .tar.gz: {wall:.0f} s, CPU {cpu:.0f} s, peak RSS {rss:.0f} MB")
 
@@ -141,7 +117,7 @@ def main():
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
         for name, (cmd, env) in commands.items():
-            runs[name].append(timed(cmd, out, env))
+            runs[name].append(measure(cmd, [out], env=env))
     spools = [spool_pass(data) for _ in range(args.repeats)]
     images = sum(1 for _ in (inputs / "train").rglob("*.JPEG"))
     packed = sum(p.stat().st_size for p in data.iterdir())

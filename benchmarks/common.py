@@ -65,8 +65,10 @@ def remove(paths):
             path.unlink()
 
 
-def timed(cmd, clear=(), cold=False):
-    """(wall seconds, peak RSS in MB of the largest process) of `cmd` as a whole process.
+def measure(cmd, clear=(), cold=False, env=None):
+    """(wall seconds, CPU seconds of the process and all its workers, peak RSS in MB of the largest
+    process) of `cmd` as a whole process, run through a small probe (a child forked from a large
+    benchmark process would report that one's RSS).
 
     The paths in `clear` are removed first, then `sync` (so one run's writeback is not paid by the
     next); cold also drops the page cache (root only), so the inputs come from the disk.
@@ -78,14 +80,21 @@ def timed(cmd, clear=(), cold=False):
     probe = (
         "import resource, subprocess, sys, time; t = time.perf_counter(); "
         "r = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE); "
-        "s = time.perf_counter() - t; sys.stderr.write(r.stderr.decode()[-2000:]); "
-        "print(s, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024); sys.exit(r.returncode)"
+        "s = time.perf_counter() - t; u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "sys.stderr.write(r.stderr.decode()[-2000:]); "
+        "print(s, u.ru_utime + u.ru_stime, u.ru_maxrss / 1024); sys.exit(r.returncode)"
     )
-    result = subprocess.run([sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, "-c", probe, *map(str, cmd)], capture_output=True, text=True, env=env)
     if result.returncode:
         raise SystemExit(f"failed: {' '.join(map(str, cmd))}\n{result.stderr}")
-    seconds, rss = result.stdout.split()[-2:]
-    return float(seconds), float(rss)
+    wall, cpu, rss = map(float, result.stdout.split()[-3:])
+    return wall, cpu, rss
+
+
+def timed(cmd, clear=(), cold=False):
+    """(wall seconds, peak RSS in MB of the largest process) of `cmd`, as measure() runs it."""
+    wall, _, rss = measure(cmd, clear, cold)
+    return wall, rss
 
 
 def alternate(commands, repeats, clear):
