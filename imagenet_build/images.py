@@ -61,6 +61,8 @@ def _next_marker(data: bytes, pos: int) -> tuple[int, int]:
         raise ValueError(f"no marker at byte {pos}")
     while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
         pos += 1
+    if pos + 4 > size:  # fill bytes up to the end: no marker and length after them
+        raise ValueError("truncated in the header")
     return data[pos + 1], pos
 
 

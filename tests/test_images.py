@@ -101,6 +101,17 @@ def test_bad_files_raise_input_error_naming_the_file(data, message):
     assert info.value.path == "some/file.JPEG"
 
 
+def test_a_header_cut_anywhere_or_ending_in_fill_bytes_is_an_input_error():
+    """Every prefix of a JPEG's header, alone or followed by 0xFF fill bytes (which may precede any
+    marker), is refused as a broken or truncated JPEG: never an IndexError from walking past the end."""
+    data = jpeg(size=(40, 30))
+    _, scan = images.parse_jpeg_header(data)
+    for cut in range(2, scan):
+        for tail in (b"", b"\xff", b"\xff" * 4, b"\xff\xc0"):
+            with pytest.raises(InputError, match="broken JPEG|truncated"):
+                images.prepare(data[:cut] + tail, "cut.JPEG")
+
+
 def test_twelve_bit_and_lossless_frames_are_not_stored_as_is():
     data = bytearray(jpeg())
     sof_at = bytes(data).find(b"\xff\xc0")
