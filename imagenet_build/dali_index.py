@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Optional, Tuple
 
 from imagenet_build import storage
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.lock import FolderLock
 from imagenet_build.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
 from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
@@ -178,12 +178,26 @@ def find_tfrecords(inputs: Iterable[Any]) -> list[str]:
     return found
 
 
+def _tasks(shards: list[str], index_dir: str | None) -> list[IndexTask]:
+    """One task per file (a file named twice, once); two files whose indexes would share one path are
+    refused: one index would silently be the other file's."""
+    def key(path: str) -> str:
+        return path if storage.is_url(path) else os.path.realpath(path)
+
+    tasks: dict[str, IndexTask] = {}
+    for shard in shards:
+        task = IndexTask(shard, index_path(shard, index_dir or storage.join(storage.parent(shard), DEFAULT_INDEX_DIR)))
+        other = tasks.setdefault(key(task.index_path), task)
+        if key(other.shard_path) != key(shard):
+            raise UsageError(f"{other.shard_path} and {shard} would both be indexed as {task.index_path}; "
+                             "index them into separate --index-dir folders")
+    return list(tasks.values())
+
+
 def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: int = 0) -> dict[str, Any]:
     """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
     started = time.monotonic()
-    shards = find_tfrecords(inputs)
-    tasks = [IndexTask(p, index_path(p, index_dir or storage.join(storage.parent(p), DEFAULT_INDEX_DIR)))
-             for p in shards]
+    tasks = _tasks(find_tfrecords(inputs), index_dir)
     indexed: list[dict[str, Any]] = []
     refused: list[dict[str, Any]] = []
     bar = progress_bar(len(tasks), 0, "index", "file")

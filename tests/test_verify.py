@@ -296,3 +296,20 @@ def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, d
 def test_index_of_a_folder_without_tfrecords(tmp_path):
     result = run_cli("index", tmp_path)
     assert result.exit_code == 1 and "holds no TFRecord files" in result.stderr
+
+
+def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted):
+    """a/s.tfrecord and b/s.tfrecord into one --index-dir: one index would be the other file's (DALI then
+    fails or reads wrong records); a file named twice is indexed once."""
+    for folder, shard in (("a", SHARD), ("b", OTHER)):
+        (tmp_path / folder).mkdir()
+        shutil.copy(converted / shard, tmp_path / folder / "s.tfrecord")
+    clash = run_cli("index", tmp_path / "a" / "s.tfrecord", tmp_path / "b" / "s.tfrecord", "--index-dir",
+                    tmp_path / "same")
+    assert clash.exit_code == 2 and clash.stderr.count("\n") == 1 and "would both be indexed as" in clash.stderr
+    assert not (tmp_path / "same").exists()
+    twice = run_cli("index", tmp_path / "a" / "s.tfrecord", tmp_path / "a", "--index-dir", tmp_path / "same",
+                    "--json")
+    assert twice.exit_code == 0 and len(json.loads(twice.stdout)["indexed"]) == 1
+    assert (tmp_path / "same" / "s.tfrecord.idx").read_bytes() == (
+        converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
