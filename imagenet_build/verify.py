@@ -47,6 +47,7 @@ _SINGLE = {"image/height", "image/width", "image/colorspace", "image/channels", 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 _BOX_COORDS = [f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax")]
 Finding = Tuple[str, str]  # (check, message) about one record
+Place = Tuple[str, int, int]  # (shard name, record number, byte offset) of one record
 
 # The checks, in report order, with what each one covers.
 CHECKS = {
@@ -246,7 +247,7 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
     size = storage.size(shard_path)
     entries: list[tuple[int, int]] = []
     digest = None if quick else hashlib.sha256()
-    label_synsets: dict[int, set[str]] = {}
+    label_pairs: dict[tuple[int, str], list[int]] = {}  # (label, synset): [records, first record, its offset]
     label_counts: Counter[int] = Counter()
     # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
     with storage.open_read(shard_path, random_access=quick) as raw, \
@@ -267,7 +268,7 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
                     for check, message in found:
                         (warnings if check in WARNINGS else problems).add(check, name, number, offset, message)
                     if label is not None and synset is not None:  # the two come together
-                        label_synsets.setdefault(label, set()).add(synset)
+                        label_pairs.setdefault((label, synset), [0, number, offset])[0] += 1
                         label_counts[label] += 1
         except FramingError as e:
             problems.add("framing", name, len(entries), e.offset, e.message)
@@ -288,7 +289,7 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
         "sha256": digest.hexdigest() if digest is not None and "framing" not in problems.counts else None,
         "index_sha256": index_sha,
         "label_counts": dict(label_counts),
-        "label_synsets": {label: sorted(s) for label, s in label_synsets.items()},
+        "label_pairs": label_pairs,
         "problems": problems.shown,
         "counts": dict(problems.counts),
         "warnings": warnings.shown,
@@ -369,41 +370,44 @@ def _check_manifest(
 
 def _check_labels(
     manifest: Manifest | None,
-    seen: dict[int, set[str]],
+    seen: dict[tuple[int, str], tuple[int, Place]],
     split_counts: dict[str, Counter[int]],
     problems: Problems,
     expect_imagenet: bool,
     notes: list[str],
 ) -> None:
-    """`seen`: {label: synsets seen with it}; `split_counts`: {split: Counter of labels}."""
+    """`seen`: {(label, synset): (records, the first)}; `split_counts`: {split: Counter of labels}.
+
+    Each problem names a record that shows it: the first with the label, or where a label and synset
+    disagree, the first record of the rarest pair (most likely the wrong one)."""
     num_classes = (manifest or {}).get("num_classes") or (IMAGENET_CLASSES if expect_imagenet else None)
     synsets = (manifest or {}).get("synsets")
     if num_classes is None:
         notes.append("no manifest: labels checked to be >= 1 and consistent, not against a class count")
-    _check_label_synsets(seen, num_classes, synsets, problems)
-    by_synset: dict[str, set[int]] = {}
-    for label, names in seen.items():
-        for synset in names:
-            by_synset.setdefault(synset, set()).add(label)
+    by_label: dict[int, dict[str, tuple[int, Place]]] = {}
+    by_synset: dict[str, dict[int, tuple[int, Place]]] = {}
+    for (label, synset), seen_pair in seen.items():
+        by_label.setdefault(label, {})[synset] = seen_pair
+        by_synset.setdefault(synset, {})[label] = seen_pair
+    for label, pairs in sorted(by_label.items()):
+        if num_classes is not None and label > num_classes:
+            problems.add("labels", *min(place for _, place in pairs.values()),
+                         f"label {label} above the {num_classes} classes")
+        if len(pairs) > 1:
+            problems.add("labels", *_rarest(pairs), f"label {label} carries several synsets: {sorted(pairs)}")
+        elif synsets and 1 <= label <= len(synsets) and set(pairs) != {synsets[label - 1]}:
+            ((name, (_, place)),) = pairs.items()
+            problems.add("labels", *place, f"label {label} carries {name}, the labels file says {synsets[label - 1]}")
     for synset, labels in sorted(by_synset.items()):
         if len(labels) > 1:
-            problems.add("labels", None, None, None, f"synset {synset} under several labels: {sorted(labels)}")
+            problems.add("labels", *_rarest(labels), f"synset {synset} under several labels: {sorted(labels)}")
     if manifest:
         _check_label_counts(manifest, split_counts, problems)
 
 
-def _check_label_synsets(
-    seen: dict[int, set[str]], num_classes: int | None, synsets: list[str] | None, problems: Problems
-) -> None:
-    """Each label within the classes, with one synset: the labels file's when there is a manifest."""
-    for label, names in sorted(seen.items()):
-        if num_classes is not None and label > num_classes:
-            problems.add("labels", None, None, None, f"label {label} above the {num_classes} classes")
-        if len(names) > 1:
-            problems.add("labels", None, None, None, f"label {label} carries several synsets: {sorted(names)}")
-        elif synsets and 1 <= label <= len(synsets) and names != {synsets[label - 1]}:
-            problems.add("labels", None, None, None,
-                         f"label {label} carries {sorted(names)[0]}, the labels file says {synsets[label - 1]}")
+def _rarest(pairs: dict[Any, tuple[int, Place]]) -> Place:
+    """The first record of the pair with the fewest records (of two as common, the one met later)."""
+    return max(pairs.values(), key=lambda seen_pair: (-seen_pair[0], seen_pair[1]))[1]
 
 
 def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]], problems: Problems) -> None:
@@ -468,13 +472,15 @@ def verify(
     _orphan_indexes(index_dir, {storage.basename(p) for p in paths}, problems)
 
     results: dict[str, dict[str, Any]] = {}
-    seen: dict[int, set[str]] = {}
+    seen: dict[tuple[int, str], tuple[int, Place]] = {}
     split_counts: dict[str, Counter[int]] = {}
     bar = progress_bar(len(paths), 0, "verify", "shard")
 
     def done(task: ShardCheck, result: dict[str, Any]) -> None:
-        for label, names in result.pop("label_synsets").items():
-            seen.setdefault(label, set()).update(names)
+        for pair, (count, number, offset) in result.pop("label_pairs").items():
+            place = (result["name"], number, offset)
+            before, first = seen.get(pair, (0, place))
+            seen[pair] = (before + count, min(first, place))
         shard = parse_shard_name(result["name"])
         assert shard is not None  # _shard_set listed only the names it parsed
         split_counts.setdefault(shard.split, Counter()).update(result.pop("label_counts"))

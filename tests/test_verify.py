@@ -23,6 +23,7 @@ from helpers import (
     with_length,
     write_shard,
 )
+from imagenet_build.example import decode_example
 
 
 @pytest.fixture
@@ -216,6 +217,32 @@ def test_label_zero(build):
     assert code == 1 and "labels" in checks_failed(report)
     problem = next(p for p in report["problems"] if p["check"] == "labels")
     assert problem["record"] == 3 and "1-based" in problem["message"]
+
+
+def test_label_problems_name_the_record_that_shows_them(build):
+    """A label above the classes, or a label and synset that disagree: the shard, record and byte of the
+    record at fault (found over the whole folder, where the pairs are counted), as for label 0."""
+    classes = json.loads((build / "manifest.json").read_text())["synsets"]
+
+    def set_label(label, synset=None):
+        def change(example):
+            example.features.feature["image/class/label"].int64_list.value[:] = [label]
+            if synset:
+                example.features.feature["image/class/synset"].bytes_list.value[:] = [synset.encode()]
+        return change
+
+    synset_of_record_3 = decode_example(records_of(build / SHARD)[3])["image/class/synset"][0].decode()
+    edit_record(build, SHARD, 3, set_label(len(classes) + 1))
+    edit_record(build, OTHER, 5, set_label(1, classes[1]))  # label 1 with label 2's synset
+    code, report = verify_json(build)
+    located = {(p["file"], p["record"], p["message"].split(":")[0]) for p in report["problems"]
+               if p["check"] == "labels" and p["record"] is not None}
+    assert code == 1 and located == {
+        (SHARD, 3, f"label {len(classes) + 1} above the {len(classes)} classes"),
+        (SHARD, 3, f"synset {synset_of_record_3} under several labels"),  # its synset keeps its old label elsewhere
+        (OTHER, 5, "label 1 carries several synsets"),
+        (OTHER, 5, f"synset {classes[1]} under several labels"),
+    }, report["problems"]
 
 
 def test_record_missing_a_key(build):
