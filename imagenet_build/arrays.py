@@ -69,12 +69,12 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
         raise BuildError(f"{output_dir}: write_arrays writes local folders (copy the folder to the store after)")
     dest = destination(output_dir, index_dir)
     with locked(dest):
-        return _write_split(images, labels, Path(dest.output), Path(dest.index), split, num_shards, ranges, names,
-                            quality, lossless, layout_threads)
+        return _write_split(images, labels, Path(dest.output), Path(dest.index), dest.label_for_manifest(), split,
+                            num_shards, ranges, names, quality, lossless, layout_threads)
 
 
-def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, split: str, num_shards: int,
-                 ranges: list[tuple[int, int]], names: list[str], quality: int, lossless: bool,
+def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, index_label: str, split: str,
+                 num_shards: int, ranges: list[tuple[int, int]], names: list[str], quality: int, lossless: bool,
                  layout_threads: int) -> manifest_mod.Manifest:
     """write_arrays' work, with the folders held."""
     num_classes = len(names)
@@ -122,8 +122,7 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, sp
         "format": manifest_mod.FORMAT,
         "complete": True,
         "options": {"source": "arrays", "layout_threads": layout_threads,
-                    "index_dir": str(index_dir.relative_to(output_dir)) if index_dir.parent == output_dir
-                    else str(index_dir.resolve()),
+                    "index_dir": index_label,
                     "encoding": "PNG" if lossless else f"JPEG q{quality}"},
         "inputs": {"arrays": {s: v["records"] for s, v in splits.items()}},
         "num_classes": num_classes,

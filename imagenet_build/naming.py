@@ -97,4 +97,19 @@ def index_dir_of(output_dir: str, manifest: Mapping[str, Any] | None, override: 
     label = (manifest or {}).get("options", {}).get("index_dir")
     if label and (storage.is_url(label) or label.startswith("/")):
         return label
+    if label == ".":  # beside the shards
+        return output_dir
     return storage.join(output_dir, label or DEFAULT_INDEX_DIR)
+
+
+def index_placement(output_dir: str, index_dir: str) -> str:
+    """Where the index folder is: "inside" the output (a folder of it: dali_idx/ by default), "beside"
+    the shards (the output folder itself, each index next to its shard), or "elsewhere". Compared as
+    real paths: o/dali_idx, o/dali_idx/ and ./o/dali_idx are one folder."""
+    if storage.is_url(output_dir):
+        output, index = output_dir.rstrip("/"), index_dir.rstrip("/")
+    else:
+        output, index = os.path.realpath(output_dir), os.path.realpath(index_dir)
+    if index == output:
+        return "beside"
+    return "inside" if storage.parent(index) == output else "elsewhere"

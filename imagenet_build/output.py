@@ -23,6 +23,7 @@ from imagenet_build.naming import (
     LOCK_NAME,
     MANIFEST_NAME,
     SPOOL_PREFIX,
+    index_placement,
     is_build_shard,
     is_temp_name,
     shard_of_index,
@@ -61,8 +62,10 @@ class Destination:
 
 
 def destination(output_dir: PathLike, index_dir: PathLike | None) -> Destination:
-    output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else str(output_dir)
-    index_dir = str(index_dir).rstrip("/") if index_dir else storage.join(output_dir, DEFAULT_INDEX_DIR)
+    output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else os.path.normpath(output_dir)
+    if not index_dir:
+        index_dir = storage.join(output_dir, DEFAULT_INDEX_DIR)
+    index_dir = str(index_dir).rstrip("/") if storage.is_url(index_dir) else os.path.normpath(index_dir)
     if storage.is_url(output_dir) != storage.is_url(index_dir):
         raise UsageError("--output-dir and --index-dir must both be local or both be URLs")
     return Destination(output_dir, index_dir)
@@ -73,23 +76,26 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     """(paths of our own files, strangers in the output, strangers in a separate index folder)."""
     output = dest.output
     index_name = storage.basename(dest.index)
-    index_inside = storage.join(output, index_name) == dest.index
+    placement = index_placement(output, dest.index)
     ours: list[str] = []
     strangers: list[str] = []
+    index_strangers: list[str] = []
     for entry, is_dir in sorted(storage.listdir(output).items()):
-        if ignored_entry(entry, is_dir) or (index_inside and entry == index_name and is_dir):
+        if ignored_entry(entry, is_dir) or (placement == "inside" and entry == index_name and is_dir):
             continue
-        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry) or (is_build_shard(entry) and not is_dir):
+        shard = entry if placement != "beside" else shard_of_index(entry) or entry
+        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry) or (is_build_shard(shard) and not is_dir):
             ours.append(storage.join(output, entry))
         else:
             strangers.append(entry)
-    index_strangers: list[str] = []
+    if placement == "beside":  # listed above
+        return ours, strangers, index_strangers
     for entry in sorted(storage.listdir(dest.index)):
         if entry == LOCK_NAME:
             continue
         if is_temp_name(entry) or is_build_shard(shard_of_index(entry) or ""):
             ours.append(storage.join(dest.index, entry))
-        elif index_inside:
+        elif placement == "inside":
             strangers.append(f"{index_name}/{entry}")
         else:
             index_strangers.append(entry)
@@ -135,7 +141,7 @@ def locked(dest: Destination) -> contextlib.ExitStack:
     """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
     stack = contextlib.ExitStack()
     stack.enter_context(FolderLock(dest.output))
-    if storage.is_url(dest.index) or os.path.abspath(dest.index) != os.path.abspath(dest.output):
+    if index_placement(dest.output, dest.index) != "beside":
         stack.enter_context(FolderLock(dest.index))
     return stack
 

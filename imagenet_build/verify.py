@@ -34,6 +34,7 @@ from imagenet_build.naming import (
     index_dir_of,
     index_name,
     index_path,
+    index_placement,
     parse_shard_name,
     shard_name,
     shard_of_index,
@@ -303,13 +304,14 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
 def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:
     """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
     shards: dict[str, list[tuple[int, int, str]]] = {}
-    index_inside = storage.join(root, storage.basename(index_dir)) == index_dir
+    placement = index_placement(root, index_dir)
     for entry, is_dir in sorted(storage.listdir(root).items()):
         parsed = parse_shard_name(entry)
         if parsed and not is_dir:
             shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, storage.join(root, entry)))
         elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
-                is_dir and index_inside and entry == storage.basename(index_dir)):
+                is_dir and placement == "inside" and entry == storage.basename(index_dir)) or (
+                placement == "beside" and shard_of_index(entry)):  # an index beside the shards: _orphan_indexes
             continue
         else:
             problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")
@@ -329,16 +331,17 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
 
 
-def _orphan_indexes(index_dir: str, shard_names: set[str], problems: Problems) -> None:
-    folder = storage.basename(index_dir)
+def _orphan_indexes(root: str, index_dir: str, shard_names: set[str], problems: Problems) -> None:
+    beside = index_placement(root, index_dir) == "beside"  # then the shards and the rest are _shard_set's
+    prefix = "" if beside else storage.basename(index_dir) + "/"
     for entry in sorted(storage.listdir(index_dir)):
         if entry.startswith("."):
             continue
         shard = shard_of_index(entry)
-        if shard is None:
-            problems.add("shard-set", f"{folder}/{entry}", None, None, "stray file in the index folder")
-        elif shard not in shard_names:
-            problems.add("index", f"{folder}/{entry}", None, None, "index file with no shard")
+        if shard is None and not beside:
+            problems.add("shard-set", f"{prefix}{entry}", None, None, "stray file in the index folder")
+        elif shard is not None and shard not in shard_names:
+            problems.add("index", f"{prefix}{entry}", None, None, "index file with no shard")
 
 
 def _check_manifest(
@@ -469,7 +472,7 @@ def verify(
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:
         raise BuildError(f"{folder}: holds no shards named <split>-NNNNN-of-NNNNN")
-    _orphan_indexes(index_dir, {storage.basename(p) for p in paths}, problems)
+    _orphan_indexes(folder, index_dir, {storage.basename(p) for p in paths}, problems)
 
     results: dict[str, dict[str, Any]] = {}
     seen: dict[tuple[int, str], tuple[int, Place]] = {}

@@ -87,6 +87,32 @@ def test_rerun_keeps_what_the_manifest_vouches_for_and_redoes_the_rest(sample_di
     assert tree_digest(out) == tree_digest(converted)
 
 
+@pytest.mark.parametrize("where", ["beside", "inside-spelled-otherwise"])
+def test_indexes_beside_the_shards_or_a_folder_spelled_otherwise(sample_dir, converted, tmp_path, where, monkeypatch):
+    """--index-dir OUTPUT puts each index next to its shard (REFERENCE's other common layout); a relative
+    --index-dir with a trailing slash is the same folder as its absolute spelling. Either way the build
+    resumes, verifies sound and holds convert's shards and indexes."""
+    monkeypatch.chdir(tmp_path)
+    index = {"beside": "out", "inside-spelled-otherwise": "./out/idx/"}[where]
+    args = sample_args(sample_dir, "out", "--workers", 1, "--json", "--index-dir", index)
+    first = run_cli(*args)
+    assert first.exit_code == 0, first.output
+    again = run_cli(*args)
+    assert again.exit_code == 0 and json.loads(again.stdout)["shards_kept"] == 6, again.output
+    for spelled in (index, str(tmp_path / index), None):
+        verify = run_cli("verify", "out", *(["--index-dir", spelled] if spelled else []))
+        assert verify.exit_code == 0, verify.output
+    folder = tmp_path / "out" / ("" if where == "beside" else "idx")
+    for shard in converted.glob("*-of-*"):
+        assert (tmp_path / "out" / shard.name).read_bytes() == shard.read_bytes()
+        index = f"{shard.name}.idx"
+        assert (folder / index).read_bytes() == (converted / "dali_idx" / index).read_bytes()
+    (folder / "train-00007-of-00008.idx").write_text("0 16\n")  # an index with no shard is still found
+    orphan = run_cli("verify", "out", "--json")
+    assert orphan.exit_code == 1 and any(p["message"] == "index file with no shard"
+                                         for p in json.loads(orphan.stdout)["problems"])
+
+
 def test_overwrite_starts_over(sample_dir, converted, tmp_path):
     out = tmp_path / "out"
     shutil.copytree(converted, out)
