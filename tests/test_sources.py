@@ -49,14 +49,22 @@ def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-def test_subset_keeps_the_listed_images_with_their_labels(ilsvrc, reference, tmp_path):
+@pytest.mark.parametrize("source", ["tarballs", "folders"])
+def test_subset_keeps_the_listed_images_with_their_labels(ilsvrc, reference, tmp_path, source):
     names = sorted(p.name for p in (ilsvrc / "train").glob("*/*.JPEG"))[::3]
     listing = tmp_path / "subset.txt"
     listing.write_text("\ufeff" + "\n".join(names) + "\n")
     out = tmp_path / "out"
-    result = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", out, *layout_args(ilsvrc),
+    given = {"tarballs": ["--from", ilsvrc],
+             "folders": ["--train-dir", ilsvrc / "train", "--validation-dir", ilsvrc / "validation",
+                         "--bounding-box-file", ilsvrc / "bboxes.csv"]}[source]
+    result = run_cli("convert", *given, "--subset", listing, "--output-dir", out, *layout_args(ilsvrc),
                      "--train-shards", 2, "--json")
     assert result.exit_code == 0, result.output
+    if source == "folders":  # the same images, the same bytes, whichever way they are read
+        tarballs = run_cli("convert", "--from", ilsvrc, "--subset", listing, "--output-dir", tmp_path / "tarballs",
+                           *layout_args(ilsvrc), "--train-shards", 2)
+        assert tarballs.exit_code == 0 and shard_files(out) == shard_files(tmp_path / "tarballs"), tarballs.output
     summary = json.loads(result.stdout)
     assert summary["splits"]["train"]["records"] == len(names) and summary["splits"]["validation"]["records"] == 16
     labels = {}

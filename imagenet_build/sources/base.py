@@ -144,8 +144,8 @@ class SplitInput:
         archive = self.archive
         for i, relpath in enumerate(self.relpaths):
             if basename(relpath) in names:
-                where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ())
-                kept.add(relpath, self.labels[i], where if archive else None)
+                where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ()) if archive else None
+                kept.add(relpath, self.labels[i], where)
         return kept
 
     def add(self, relpath: str, label: int, where: Where = None) -> None:
