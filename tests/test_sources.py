@@ -46,6 +46,9 @@ def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
                                 "nowhere", "not found")
     expect_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
                                  "--output-dir", tmp_path / "o"], 2, "--from", "not both")
+    for archive, folder in (("ILSVRC2012_img_train.tar", "train"), ("ILSVRC2012_img_val.tar", "validation")):
+        expect_error(["convert", "--from", ilsvrc / archive, "--from", ilsvrc / folder, "--output-dir",
+                      tmp_path / "o"], 2, "split twice", archive, folder)  # not one of them silently dropped
     assert not (tmp_path / "o").exists()
 
 

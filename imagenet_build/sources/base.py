@@ -144,7 +144,9 @@ class SplitInput:
         archive = self.archive
         for i, relpath in enumerate(self.relpaths):
             if basename(relpath) in names:
-                where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ()) if archive else None
+                where: Where = None  # a folder's image: no byte range
+                if archive:
+                    where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ())
                 kept.add(relpath, self.labels[i], where)
         return kept
 

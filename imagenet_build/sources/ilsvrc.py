@@ -13,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from imagenet_build import storage
-from imagenet_build.errors import PathLike
+from imagenet_build.errors import PathLike, UsageError
 from imagenet_build.sources.base import VALIDATION_NAME
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
@@ -67,6 +67,9 @@ def assemble(pieces: list) -> Copy:
     copy = Copy(NAME, "")
     train_tar, train_dir = roles.get("train-tar"), roles.get("train-dir")
     val_tar, val_dir = roles.get("validation-tar"), roles.get("validation-dir")
+    for split, tar, folder in (("train", train_tar, train_dir), ("validation", val_tar, val_dir)):
+        if tar and folder:  # which one to convert, only the user knows
+            raise UsageError(f"--from was given the {split} split twice: {tar} and {folder}; give one of them")
     if train_tar:
         copy.scan_train = lambda catalog, on_error, pool: scan_train_tar(train_tar, catalog, on_error, pool)
     elif train_dir:
