@@ -20,7 +20,7 @@ from imagenet_build import storage
 from imagenet_build.atomic import write_atomic
 from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.example import encode_example_parts
-from imagenet_build.naming import LABELS_NAME, is_temp_name, parse_shard_name, shard_name, shard_of_index
+from imagenet_build.naming import LABELS_NAME, SPLIT_NAME, is_temp_name, parse_shard_name, shard_name, shard_of_index
 from imagenet_build.optional import require
 from imagenet_build.output import destination, locked
 from imagenet_build.plan import shard_ranges, shuffled_order
@@ -45,8 +45,9 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     """Write uint8 images [N, H, W, 3] with integer labels [N] (0-based) as `<split>-NNNNN-of-SSSSS` shards.
 
     Each image is JPEG-encoded at `quality`, or PNG with lossless=True (image/format then says PNG).
-    class_names[k] is the synset and text of class k (default: the number). Returns the manifest.
-    Writing another split into the same folder adds it to the manifest.
+    class_names[k] is the synset and text of class k (default: the folder's classes, else the
+    number). Returns the manifest. Writing another split into the same folder adds it to the
+    manifest (with the same encoding, layout threads and index folder: the manifest records one).
     """
     np = require("numpy", "write_arrays")
 
@@ -56,12 +57,17 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
         raise BuildError(f"images must be uint8 [N, H, W, 3], got {images.dtype} {list(images.shape)}")
     if len(labels) != len(images):
         raise BuildError(f"{len(images)} images but {len(labels)} labels")
-    if not np.issubdtype(labels.dtype, np.integer) or (len(labels) and labels.min() < 0):
+    if not len(images):
+        raise BuildError("no images to write")
+    if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
         raise BuildError("labels must be integers from 0 (class ids)")
-    num_classes = len(class_names) if class_names is not None else int(labels.max()) + 1
-    if len(labels) and labels.max() >= num_classes:
-        raise BuildError(f"label {int(labels.max())} but only {num_classes} class names")
-    names = [str(n) for n in class_names] if class_names is not None else [str(k) for k in range(num_classes)]
+    if not SPLIT_NAME.fullmatch(str(split)):
+        raise BuildError(f"split {split!r}: a split is named with letters, digits, '_', '.' and '-' (train, test, ...)")
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise BuildError(f"quality must be 1..100, not {quality!r}")
+    names = _class_names(class_names) if class_names is not None else None
+    if names is not None and labels.max() >= len(names):
+        raise BuildError(f"label {int(labels.max())} but only {len(names)} class names")
     ranges = shard_ranges(len(images), num_shards, layout_threads)
     if any(begin == end for begin, end in ranges):
         raise BuildError(f"{len(images)} images cannot fill {num_shards} shards")
@@ -73,17 +79,38 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
                             num_shards, ranges, names, quality, lossless, layout_threads)
 
 
+def _class_names(given: Sequence[Any]) -> list[str]:
+    """Each class's synset and text: one line of labels.txt each, so non-empty, one line, each once."""
+    names = [str(n) for n in given]
+    for name in names:
+        if not name.strip() or "\n" in name or "\r" in name:
+            raise BuildError(f"class name {name!r}: class names are non-empty, on one line")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise BuildError(f"class name {repeated[0]!r} given more than once: each class needs its own name")
+    return names
+
+
 def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, index_label: str, split: str,
-                 num_shards: int, ranges: list[tuple[int, int]], names: list[str], quality: int, lossless: bool,
-                 layout_threads: int) -> manifest_mod.Manifest:
+                 num_shards: int, ranges: list[tuple[int, int]], given_names: list[str] | None, quality: int,
+                 lossless: bool, layout_threads: int) -> manifest_mod.Manifest:
     """write_arrays' work, with the folders held."""
-    num_classes = len(names)
     try:  # before anything is written: an unreadable manifest is refused here as convert refuses it
         previous = manifest_mod.read_manifest(output_dir) or {}
     except ValueError as e:
         raise BuildError(f"{e}; remove it, or write the arrays to another folder") from None
+    options = {"source": "arrays", "index_dir": index_label}  # each split's encoding and layout: its own entry
+    if previous and previous.get("options", {}).get("source") != "arrays":
+        raise BuildError(f"{output_dir}: holds a build of convert; write the arrays to another folder")
+    if previous and previous["options"].get("index_dir") != index_label:
+        raise BuildError(f"{output_dir}: its splits' indexes are in {previous['options'].get('index_dir')}, not "
+                         f"{index_label}; write this split's there too (the manifest records one index folder)")
+    names = given_names or previous.get("synsets") or [str(k) for k in range(int(labels.max()) + 1)]
+    if labels.max() >= len(names):
+        raise BuildError(f"label {int(labels.max())} but the folder's build has {len(names)} classes")
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
+    num_classes = len(names)
     index_dir.mkdir(parents=True, exist_ok=True)
     _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
@@ -117,13 +144,12 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
         "shards": num_shards, "shards_done": num_shards, "records": len(images),
         "bytes": sum(s["bytes"] for s in shards), "left_out": [],
         "label_counts": {str(k + 1): n for k, n in enumerate(counts) if n},
+        "encoding": "PNG" if lossless else f"JPEG q{quality}", "layout_threads": layout_threads,
     }
     manifest: manifest_mod.Manifest = {
         "format": manifest_mod.FORMAT,
         "complete": True,
-        "options": {"source": "arrays", "layout_threads": layout_threads,
-                    "index_dir": index_label,
-                    "encoding": "PNG" if lossless else f"JPEG q{quality}"},
+        "options": options,
         "inputs": {"arrays": {s: v["records"] for s, v in splits.items()}},
         "num_classes": num_classes,
         "synsets": names,

@@ -89,6 +89,8 @@ class FolderLock:
         import fcntl
 
         folder = os.path.abspath(self.folder)
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{self.folder}: exists and is not a folder")
         while not os.path.isdir(folder) and folder != os.path.dirname(folder):
             self._made.append(folder)
             folder = os.path.dirname(folder)

@@ -24,6 +24,7 @@ DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
 BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
 SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
 
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 _TEMP = re.compile(r"^\..+\.\d+\.tmp$")
 # What `index` takes from a folder: shard-named files and the usual TFRecord suffixes.

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from conftest import run_cli
+from conftest import run_cli, tree_digest
 from imagenet_build import write_arrays
 
 
@@ -207,3 +207,45 @@ def test_arrays_rewriting_a_split_replaces_its_shards_and_holds_the_folder(np, t
         with pytest.raises(BuildError, match="in use by another imagenet-build"):
             write_arrays(images, labels, tmp_path, "train", 3)
     assert sorted((p.name, p.stat().st_mtime_ns) for p in tmp_path.iterdir()) == before
+
+
+def test_arrays_refuse_what_would_make_a_build_verify_rejects(np, tmp_path, converted):
+    """Each mistake one BuildError before anything is written: a split name that is a path or empty, a
+    quality outside 1..100, class names that repeat or break labels.txt, no images, a file for a folder,
+    and a convert build's folder (writing there would take its manifest over)."""
+    from imagenet_build.errors import BuildError
+
+    images, labels = np.zeros((4, 8, 8, 3), np.uint8), np.array([0, 1, 0, 1])
+    out = tmp_path / "out"
+    for kwargs, message in (
+            ({"split": "../escape"}, "a split is named with"), ({"split": ""}, "a split is named with"),
+            ({"split": "a/b"}, "a split is named with"), ({"quality": 0}, "quality must be 1..100"),
+            ({"quality": 101}, "quality must be 1..100"), ({"quality": "high"}, "quality must be 1..100"),
+            ({"class_names": ["a", "a"]}, "given more than once"), ({"class_names": ["a", ""]}, "non-empty"),
+            ({"class_names": ["a", "b\nc"]}, "on one line")):
+        with pytest.raises(BuildError, match=message):
+            write_arrays(images, labels, out, **kwargs)
+    with pytest.raises(BuildError, match="no images"):
+        write_arrays(images[:0], labels[:0], out, "train")
+    assert not out.exists() and not (tmp_path / "escape-00000-of-00001").exists()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(BuildError, match="exists and is not a folder"):
+        write_arrays(images, labels, tmp_path / "a-file", "train")
+    before = tree_digest(converted)
+    with pytest.raises(BuildError, match="holds a build of convert"):
+        write_arrays(images, labels, converted, "test")
+    assert tree_digest(converted) == before
+
+
+def test_arrays_splits_keep_their_own_encoding_and_the_folders_classes(np, tmp_path):
+    """A second split takes the folder's classes when given none (a test split may lack the last class),
+    and records its own encoding and layout: the manifest says what each split's shards hold."""
+    images = np.zeros((12, 8, 8, 3), np.uint8)
+    write_arrays(images, np.arange(12) % 4, tmp_path, "train", 4, class_names=["a", "b", "c", "d"],
+                 layout_threads=2)
+    manifest = write_arrays(images[:4], np.array([0, 1, 2, 0]), tmp_path, "test", 2, lossless=True)
+    assert manifest["synsets"] == ["a", "b", "c", "d"]
+    assert {s: (v["encoding"], v["layout_threads"]) for s, v in manifest["splits"].items()} == {
+        "train": ("JPEG q95", 2), "test": ("PNG", 1)}
+    verify = run_cli("verify", tmp_path, "--deep", "--workers", 1)
+    assert verify.exit_code == 0, verify.output
