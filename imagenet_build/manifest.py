@@ -45,6 +45,8 @@ class SplitFigures(TypedDict, total=False):
     bytes: int
     left_out: List[dict]
     label_counts: Dict[str, int]  # "<label>": records, once every shard is done
+    encoding: str  # write_arrays: how its images are stored ("JPEG q95", "PNG")
+    layout_threads: int  # write_arrays: the split's layout (convert's is in options, for both splits)
 
 
 class Manifest(TypedDict, total=False):

@@ -14,7 +14,7 @@ import io
 import os
 import time
 from collections import Counter
-from typing import IO, Any, Callable, NamedTuple, Tuple
+from typing import IO, Any, Callable, Mapping, NamedTuple, Tuple
 
 from imagenet_build import storage
 from imagenet_build.catalog import (
@@ -26,7 +26,7 @@ from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
 from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
-from imagenet_build.manifest import Manifest, read_manifest
+from imagenet_build.manifest import Manifest, ShardEntry, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
     LOCK_NAME,
@@ -56,7 +56,7 @@ CHECKS = {
     "crc": "payload CRC32C of every record",
     "index": "DALI index: present, numeric, contiguous from 0 to the file size, one line per record",
     "shard-set": "shard names consecutive from 00000, one -of-N per split, no strays, no orphan indexes",
-    "manifest": "record counts, sizes and sha256 of shards and indexes against manifest.json",
+    "manifest": "record counts, sizes and sha256 of shards and indexes against manifest.json, and its own sums",
     "example": "every record a slim Example: 15 keys, their types, sane values",
     "labels": "labels in 1..K, one synset per label, counts against the manifest",
     "decode": "every image decodes to its recorded height and width (--deep)",
@@ -367,8 +367,41 @@ def _check_manifest(
     for name in listed:
         if name not in results:
             problems.add("manifest", name, None, None, "listed in manifest.json but missing")
+    _check_manifest_figures(manifest, problems)
     if quick:
         notes.append("--quick: sha256 and label counts against the manifest not checked")
+
+
+def _check_manifest_figures(manifest: Manifest, problems: Problems) -> None:
+    """The manifest against itself: each shard listed once under its own split, and each split's and the
+    totals' figures the sum of its shard entries (trainer-check and readers take a split's records from
+    there: a wrong figure fails them, or sizes an epoch wrong)."""
+    entries = manifest.get("shards", [])
+    for name, times in sorted(Counter(entry["name"] for entry in entries).items()):
+        if times > 1:
+            problems.add("manifest", name, None, None, f"listed {times} times in manifest.json")
+    by_split: dict[str, list[ShardEntry]] = {}
+    for entry in entries:
+        parsed = parse_shard_name(entry["name"])
+        if parsed is None or parsed.split != entry["split"]:
+            problems.add("manifest", entry["name"], None, None, f"listed under split {entry['split']!r}")
+        by_split.setdefault(entry["split"], []).append(entry)
+    if not manifest.get("complete"):
+        return  # the figures of an interrupted build are those of the shards done so far
+    splits: Mapping[str, Mapping[str, Any]] = manifest.get("splits", {})
+    totals: Mapping[str, Any] = manifest.get("totals", {})
+    sums = [(f"splits.{split}", splits.get(split), by_split.get(split, []))
+            for split in sorted(set(by_split) | set(splits))] + [("totals", totals, entries)]
+    for where, figures, listed in sums:
+        if figures is None:
+            problems.add("manifest", MANIFEST_NAME, None, None, f"{where}: missing, yet shards of it are listed")
+            continue
+        for key, actual in (("shards", len(listed)), ("records", sum(e["records"] for e in listed)),
+                            ("bytes", sum(e["bytes"] for e in listed))):
+            if where != "totals" or key != "shards":
+                if key in figures and figures[key] != actual:
+                    problems.add("manifest", MANIFEST_NAME, None, None,
+                                 f"{where}.{key} is {figures[key]}, its shard entries add up to {actual}")
 
 
 def _check_labels(

@@ -219,6 +219,24 @@ def test_label_zero(build):
     assert problem["record"] == 3 and "1-based" in problem["message"]
 
 
+@pytest.mark.parametrize("edit,expected", [
+    (lambda m: m["splits"]["train"].update(records=999), ("manifest.json", "splits.train.records is 999")),
+    (lambda m: m["splits"].pop("validation"), ("manifest.json", "splits.validation: missing")),
+    (lambda m: m["totals"].update(bytes=1), ("manifest.json", "totals.bytes is 1")),
+    (lambda m: m["shards"].append(dict(m["shards"][0])), ("train-00000-of-00004", "listed 2 times")),
+    (lambda m: m["shards"][0].update(split="validation"), ("train-00000-of-00004", "listed under split")),
+], ids=["split-records", "split-missing", "totals-bytes", "listed-twice", "wrong-split"])
+def test_manifest_figures_that_disagree_with_its_own_shard_entries(build, edit, expected):
+    """trainer-check and the readers take a split's records from the manifest: a figure that is not the sum
+    of its shard entries is a problem, though every shard matches its own entry."""
+    manifest = json.loads((build / "manifest.json").read_text())
+    edit(manifest)
+    (build / "manifest.json").write_text(json.dumps(manifest))
+    code, report = verify_json(build)
+    found = [(p["file"], p["message"]) for p in report["problems"]]
+    assert code == 1 and any(f == expected[0] and m.startswith(expected[1]) for f, m in found), found
+
+
 def test_label_problems_name_the_record_that_shows_them(build):
     """A label above the classes, or a label and synset that disagree: the shard, record and byte of the
     record at fault (found over the whole folder, where the pairs are counted), as for label 0."""
