@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 import time
 from collections import Counter
 from typing import IO, Any, Callable, Mapping, NamedTuple, Tuple
@@ -275,11 +276,10 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
             problems.add("framing", name, len(entries), e.offset, e.message)
     if not entries and "framing" not in problems.counts:
         problems.add("framing", name, None, 0, "shard holds no records")
-    try:
-        index_bytes = storage.read_bytes(index_path)
-    except FileNotFoundError:
-        index_bytes = None
-    if "framing" not in problems.counts:  # an index can only be judged against sound framing
+    index_bytes, unreadable = _read_index(index_path)
+    if unreadable:
+        problems.add("index", storage.basename(index_path), None, None, unreadable)
+    elif "framing" not in problems.counts:  # an index can only be judged against sound framing
         for line, at, message in check_index(index_bytes, entries, size):
             problems.add("index", storage.basename(index_path), line, at, message)
     index_sha = hashlib.sha256(index_bytes).hexdigest() if index_bytes is not None and not quick else None
@@ -298,6 +298,26 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
     }
 
 
+def _read_index(index_path: str) -> tuple[bytes | None, str]:
+    """(the index's bytes, or None where there is none; why it cannot be read, or "")."""
+    if not storage.is_url(index_path) and os.path.lexists(index_path) and not os.path.isfile(index_path):
+        return None, f"not a regular file ({_file_kind(index_path)}): DALI cannot read it"
+    try:
+        return storage.read_bytes(index_path), ""
+    except FileNotFoundError:
+        return None, ""
+    except OSError as e:
+        return None, f"cannot be read: {e.strerror or e}"
+
+
+def _file_kind(path: str) -> str:
+    """What a path that is no regular file is, in words."""
+    if not os.path.exists(path):
+        return "a link to nothing"
+    mode = os.stat(path).st_mode
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
+
+
 # ------------------------------------------------------------------ the folder
 
 
@@ -307,8 +327,11 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
     placement = index_placement(root, index_dir)
     for entry, is_dir in sorted(storage.listdir(root).items()):
         parsed = parse_shard_name(entry)
-        if parsed and not is_dir:
-            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, storage.join(root, entry)))
+        path = storage.join(root, entry)
+        if parsed and not is_dir and not storage.is_url(root) and not os.path.isfile(path):  # reading would block
+            problems.add("shard-set", entry, None, None, f"not a regular file ({_file_kind(path)})")
+        elif parsed and not is_dir:
+            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, path))
         elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
                 is_dir and placement == "inside" and entry == storage.basename(index_dir)) or (
                 placement == "beside" and shard_of_index(entry)):  # an index beside the shards: _orphan_indexes

@@ -358,3 +358,24 @@ def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted)
     assert twice.exit_code == 0 and len(json.loads(twice.stdout)["indexed"]) == 1
     assert (tmp_path / "same" / "s.tfrecord.idx").read_bytes() == (
         converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
+
+
+def test_files_that_are_not_regular_files_are_problems_not_hangs_or_tracebacks(build):
+    """A FIFO named like a shard (reading it would wait forever), a link to nothing, an index that is a
+    folder: each one problem naming it, and the rest of the folder still checked."""
+    import os
+    import subprocess
+    import sys
+
+    os.mkfifo(build / "train-00004-of-00005")
+    os.symlink(build / "nowhere", build / "validation-00002-of-00003")
+    index = build / "dali_idx" / f"{OTHER}.idx"
+    index.unlink()
+    index.mkdir()
+    result = subprocess.run([sys.executable, "-m", "imagenet_build", "verify", str(build), "--json", "--workers", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    found = {(p["file"], p["message"]) for p in json.loads(result.stdout)["problems"]}
+    assert ("train-00004-of-00005", "not a regular file (a FIFO)") in found
+    assert ("validation-00002-of-00003", "not a regular file (a link to nothing)") in found
+    assert (f"{OTHER}.idx", "not a regular file (a folder): DALI cannot read it") in found
