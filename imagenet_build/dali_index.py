@@ -24,6 +24,7 @@ from imagenet_build.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.workers import Workers, progress_bar
 
 _LINE = re.compile(r"^(\d+) (\d+)$")
+_NUMBER = re.compile(r"^[+-]?\d+$")
 Problem = Tuple[Optional[int], Optional[int], str]  # (line number, byte offset, message); None where none applies
 
 
@@ -90,6 +91,13 @@ def parse_index(raw: bytes) -> tuple[list[tuple[int, int, int]], list[Problem]]:
     parsed = []
     for number, line in enumerate(lines, start=1):
         match = _LINE.match(line)
+        tokens = line.split()
+        if not match and all(_NUMBER.match(token) for token in tokens):
+            # DALI reads the index as numbers in pairs, whatever the whitespace and lines between them
+            dali = ("DALI reads its numbers; stricter readers, such as the PyTorch reader, refuse it"
+                    if len(tokens) % 2 == 0 else "DALI, which reads numbers in pairs, pairs the wrong ones from here")
+            problems.append((number, None, f"not tfrecord2idx's '<offset> <size>' line: {line[:60]!r} ({dali})"))
+            continue
         if not match:
             kind = "a header line" if number == 1 and not line[:1].isdigit() else "not '<offset> <size>'"
             problems.append((number, None, f"{kind}: {line[:60]!r}; DALI stops parsing this file here"))

@@ -147,6 +147,8 @@ INDEX_DEFECTS = {
     "non-numeric line": (lambda f: set_index(f, index_lines(f)[:2] + ["12x 40\n"] + index_lines(f)[3:]), "silent"),
     "only an offset": (only_offset, "silent"),
     "swapped between shards": (swap_indexes, "fails"),
+    # not tfrecord2idx's form, though DALI reads its numbers (the PyTorch reader refuses it): reported as such
+    "CRLF line endings": (lambda f: set_index(f, [line.replace("\n", "\r\n") for line in index_lines(f)]), "reads"),
 }
 
 
@@ -158,6 +160,7 @@ def test_index_defects_are_reported(build, defect):
     assert code == 1 and "index" in checks_failed(report), report["summary"]
     problem = next(p for p in report["problems"] if p["check"] == "index")
     assert problem["file"].startswith(SHARD)
+    assert ("DALI reads its numbers" in problem["message"]) == (INDEX_DEFECTS[defect][1] == "reads")
 
 
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
@@ -167,6 +170,8 @@ def test_why_index_checks_exist_dali_on_the_same_defects(build, defect, dali):
     if behaviour == "silent":  # DALI gives a wrong epoch and says nothing
         size, distinct = dali_epoch(build)
         assert (size, distinct) != (TRAIN_RECORDS, TRAIN_RECORDS)
+    elif behaviour == "reads":  # DALI's own parser takes it: what verify's message says
+        assert dali_epoch(build) == (TRAIN_RECORDS, TRAIN_RECORDS)
     else:  # DALI notices these itself, at start or mid-epoch (its own error); verify finds them before training
         assert dali_epoch(build) is None
 
