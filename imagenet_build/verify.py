@@ -395,6 +395,20 @@ def _check_manifest(
         notes.append("--quick: sha256 and label counts against the manifest not checked")
 
 
+def _same_bytes(results: dict[str, dict[str, Any]], problems: Problems) -> None:
+    """Two shards with the same bytes (a copy under another number): every record of one is in the other,
+    and a reader takes them twice an epoch. Without a manifest, nothing else would notice."""
+    first: dict[str, str] = {}
+    for name in sorted(results):
+        digest = results[name]["sha256"]
+        if digest is None:  # --quick, or broken framing
+            continue
+        if digest in first:
+            problems.add("shard-set", name, None, None,
+                         f"the same bytes as {first[digest]}: its records would be read twice an epoch")
+        first.setdefault(digest, name)
+
+
 def _check_manifest_figures(manifest: Manifest, problems: Problems) -> None:
     """The manifest against itself: each shard listed once under its own split, and each split's and the
     totals' figures the sum of its shard entries (trainer-check and readers take a split's records from
@@ -557,6 +571,7 @@ def verify(
 
     if manifest:
         _check_manifest(manifest, results, quick, problems, notes)
+    _same_bytes(results, problems)
     if not quick:
         _check_labels(manifest, seen, split_counts, problems, expect_imagenet, notes)
     split_records = {split: sum(results[storage.basename(p)]["records"] for _, p in shards)

@@ -384,3 +384,12 @@ def test_files_that_are_not_regular_files_are_problems_not_hangs_or_tracebacks(b
     assert ("train-00004-of-00005", "not a regular file (a FIFO)") in found
     assert ("validation-00002-of-00003", "not a regular file (a link to nothing)") in found
     assert (f"{OTHER}.idx", "not a regular file (a folder): DALI cannot read it") in found
+
+
+def test_a_shard_copied_over_another_is_found_without_a_manifest(build):
+    shutil.copy(build / SHARD, build / OTHER)
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / f"{OTHER}.idx")
+    (build / "manifest.json").unlink()
+    code, report = verify_json(build)
+    assert code == 1 and [(p["file"], p["message"]) for p in report["problems"]] == [
+        (OTHER, f"the same bytes as {SHARD}: its records would be read twice an epoch")]
