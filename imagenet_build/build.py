@@ -140,7 +140,7 @@ def _found(copy: sources.Copy, split_inputs: list[sources.SplitInput], boxes: di
 
 
 def _apply_subset(
-    opts: ConvertOptions, split_inputs: list[sources.SplitInput]
+    opts: ConvertOptions, listed: tuple[str, frozenset[str]], split_inputs: list[sources.SplitInput]
 ) -> tuple[str, list[sources.SplitInput]]:
     """Keep only the images --subset names (original file names); labels keep their values.
 
@@ -148,8 +148,7 @@ def _apply_subset(
     train; a split the list names no image of is kept whole. A listed name the source lacks
     is an error (listed as left out with --on-error skip).
     """
-    assert opts.subset is not None
-    label, names = catalog_mod.read_subset(opts.subset)
+    label, names = listed
     wanted: dict[str, frozenset[str] | set[str]] = {
         "validation": {n for n in names if sources.VALIDATION_NAME.match(n)}
     }
@@ -306,12 +305,13 @@ def _convert(
 def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, started: float,
                   resize: ResizeOptions | None, copy: sources.Copy | None) -> dict[str, Any]:
     cat = _load_catalog(opts)
+    listed = catalog_mod.read_subset(opts.subset) if opts.subset else None  # a bad list: before the long scan
     boxes = _read_boxes(opts, cat, copy)
     val_labels_file = opts.validation_labels_file or str(catalog_mod.DEFAULT_VALIDATION_LABELS_FILE)
     split_inputs = _scan_inputs(opts, cat, val_labels_file, pool, copy)
     subset = None
-    if opts.subset:
-        subset, split_inputs = _apply_subset(opts, split_inputs)
+    if listed:
+        subset, split_inputs = _apply_subset(opts, listed, split_inputs)
     found = _found(copy, split_inputs, boxes) if copy is not None else None
     shard_counts = {"train": opts.train_shards, "validation": opts.validation_shards}
     plans = [

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from imagenet_build.errors import InputError, PathLike, input_errors
+from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_LABELS_FILE = DATA_DIR / "imagenet_lsvrc_2015_synsets.txt"
@@ -141,6 +141,9 @@ def catalog_from_folders(root: PathLike, metadata_file: PathLike | None = None) 
 def read_subset(name_or_path: PathLike) -> tuple[str, frozenset[str]]:
     """(what to call it, the image file names it lists) for --subset: a shipped list's name, or a file."""
     path = SUBSETS.get(str(name_or_path), name_or_path)
+    if not os.path.exists(path) and os.sep not in str(path) and "." not in str(path):  # a list's name, misspelt
+        raise UsageError(f"--subset {name_or_path}: no such file, and not a shipped list "
+                         f"({', '.join(sorted(SUBSETS))})")
     names = []
     for number, line in enumerate(_read_lines(path), start=1):
         name = line.strip()

@@ -96,6 +96,13 @@ def test_subset_naming_an_image_the_source_lacks_is_an_error(ilsvrc, tmp_path):
             "split": "train"} in json.loads(skipped.stdout)["skipped"]
 
 
+def test_a_misspelt_shipped_subset_is_a_usage_error_naming_the_lists(ilsvrc, tmp_path):
+    expect_error(["convert", "--from", ilsvrc, "--subset", "imagenet-5pct", "--output-dir", tmp_path / "o"], 2,
+                 "imagenet-5pct", "imagenet-10pct, imagenet-1pct")
+    expect_error(["convert", "--from", ilsvrc, "--subset", tmp_path / "list.txt", "--output-dir", tmp_path / "o"], 1,
+                 "list.txt", "not found")  # a path: the file is missing
+
+
 def test_the_shipped_subsets_are_simclrs_lists():
     from imagenet_build.catalog import SUBSET_TRAIN_IMAGES, read_subset
 
