@@ -290,6 +290,7 @@ def _convert(
     """With every build's folders held from the start: a second run is refused before it scans or
     decompresses anything (a .tar.gz copy's spool is ~140 GB), not after."""
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
+    _check_layout(opts, copy)
     with contextlib.ExitStack() as held:
         for build_dest in _destinations(dest, resize, opts.index_dir):
             held.enter_context(locked(build_dest))
@@ -325,6 +326,17 @@ def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, starte
     if found:
         summary["found"] = found
     return summary
+
+
+def _check_layout(opts: ConvertOptions, copy: sources.Copy | None) -> None:
+    """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
+    if copy is not None:
+        splits = [split for split, scan in (("train", copy.scan_train), ("validation", copy.scan_validation)) if scan]
+    else:
+        splits = [split for split in ("train", "validation")
+                  if getattr(opts, f"{split}_dir") or getattr(opts, f"{split}_tar")]
+    for split in splits:
+        plan_mod.shard_ranges(0, getattr(opts, f"{split}_shards"), opts.layout_threads)
 
 
 def _write(

@@ -41,7 +41,7 @@ class _Commands(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from imagenet_build.errors import BuildError
+        from imagenet_build.errors import BuildError, UsageError
 
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
@@ -57,6 +57,9 @@ class _Commands(click.Group):
             _error_line(e.format_message(), as_json, e.exit_code)
         except click.Abort:
             _error_line("interrupted", as_json, 1)
+        except UsageError as e:  # the tool's own: options that do not go together
+            verb = f" {argv[0]}" if argv and argv[0] in getattr(self, "commands", {}) else ""
+            _error_line(f"{e} (see: imagenet-build{verb} --help)", as_json, e.exit_code)
         except BuildError as e:
             _error_line(str(e), as_json, e.exit_code)
         except OSError as e:

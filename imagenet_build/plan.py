@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from imagenet_build.boxes import unpack_boxes
-from imagenet_build.errors import BuildError
+from imagenet_build.errors import BuildError, UsageError
 from imagenet_build.naming import shard_name
 
 if TYPE_CHECKING:
@@ -52,9 +52,9 @@ def linspace_int(start: int, stop: int, num: int) -> list[int]:
 def shard_ranges(num_items: int, num_shards: int, layout_threads: int) -> list[tuple[int, int]]:
     """[(begin, end)] positions in the shuffled list for shard 0..num_shards-1."""
     if num_shards < 1 or layout_threads < 1:
-        raise BuildError("shard and layout-thread counts must be at least 1")
+        raise UsageError("shard and layout-thread counts must be at least 1")
     if num_shards % layout_threads:
-        raise BuildError(
+        raise UsageError(
             f"{num_shards} shards cannot be split over {layout_threads} layout threads: "
             "the shard count must be a multiple of --layout-threads (slim's rule)"
         )

@@ -224,7 +224,20 @@ def test_empty_train_dir(sample_dir, tmp_path):
 
 
 def test_nothing_to_convert(tmp_path):
-    expect_error(["convert", "--output-dir", tmp_path / "out"], "--train-dir", code=2)
+    expect_error(["convert", "--output-dir", tmp_path / "out"], "--train-dir", "(see: imagenet-build convert --help)",
+                 code=2)
+
+
+def test_a_layout_slim_cannot_take_is_a_usage_error_before_any_scan(sample_dir, tmp_path):
+    """The tool's own usage errors say which --help to read, as click's do; shard counts are checked for
+    the splits being built only, before anything is read or made."""
+    args = sample_args(sample_dir, tmp_path / "out", "--workers", 1, validation=False)
+    args[args.index("--layout-threads") + 1] = "3"
+    expect_error(args, "4 shards cannot be split over 3 layout threads", "(see: imagenet-build convert --help)",
+                 code=2)
+    assert not (tmp_path / "out").exists()
+    args[args.index("--train-shards") + 1] = "3"  # validation's 2 shards do not matter: no validation input
+    assert run_cli(*args).exit_code == 0
 
 
 def test_class_folder_not_in_labels_file(sample_copy, tmp_path):
