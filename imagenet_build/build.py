@@ -38,6 +38,7 @@ from imagenet_build.output import (
 )
 from imagenet_build.resize import DEFAULT_QUALITY, RESIZED_FOLDER, ResizeOptions, parse_targets
 from imagenet_build.resume import SHARD_INPUTS, read_previous, shards_to_keep
+from imagenet_build.sources import spool
 from imagenet_build.workers import Workers, progress_bar
 from imagenet_build.writer import INPUT_STATE, ResizedShardTask, ShardTask, write_resized_shard, write_shard
 
@@ -220,8 +221,7 @@ def convert(opts: ConvertOptions) -> dict[str, Any]:
     refuse_output_among_inputs(opts, dest)  # before the scan, which would take the output for an input
     if resize is not None:
         _check_resize_root(dest, opts.index_dir)
-    with Workers(workers) as pool:
-        return _convert(opts, pool, dest, started, resize)
+    return _convert(opts, workers, dest, started, resize)
 
 
 def _resize_options(opts: ConvertOptions) -> ResizeOptions | None:
@@ -285,22 +285,23 @@ def _check_resize_root(dest: Destination, index_dir: str | None) -> None:
 
 
 def _convert(
-    opts: ConvertOptions, pool: Workers, dest: Destination, started: float, resize: ResizeOptions | None
+    opts: ConvertOptions, workers: int, dest: Destination, started: float, resize: ResizeOptions | None
 ) -> dict[str, Any]:
     """With every build's folders held from the start: a second run is refused before it scans or
-    decompresses anything (a .tar.gz copy's spool is ~140 GB), not after."""
+    decompresses anything (a .tar.gz copy's spool is ~140 GB), not after. The workers end before a
+    copy's spool is removed (one still writing into it would leave part of it behind)."""
     copy = sources.find_copy(opts.from_paths) if opts.from_paths else None
     _check_layout(opts, copy)
     with contextlib.ExitStack() as held:
         for build_dest in _destinations(dest, resize, opts.index_dir):
             held.enter_context(locked(build_dest))
-        if copy is None:
-            return _convert_copy(opts, pool, dest, started, resize, None)
-        copy.work_dir = "" if dest.remote else dest.output
-        try:
+        if not dest.remote:
+            spool.remove_stale(dest.output)  # a killed run's, whatever this run reads
+        if copy is not None:
+            copy.work_dir = "" if dest.remote else dest.output
+            held.callback(copy.close)  # the spool goes before the locks, which then remove a folder they made
+        with Workers(workers) as pool:
             return _convert_copy(opts, pool, dest, started, resize, copy)
-        finally:
-            copy.close()  # the spool goes before the locks, which then remove a folder they made and left empty
 
 
 def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, started: float,

@@ -159,8 +159,8 @@ def test_kill_9_at_any_moment_then_rerun_gives_the_same_bytes(larger_sample, tmp
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if out.is_dir() and len(list(out.glob("train-*"))) >= kill_after_shards:
-            break
+        if out.is_dir() and len(list(out.glob("train-*"))) >= kill_after_shards and children_of(proc.pid):
+            break  # (the output folder is made, and locked, before the workers start)
         time.sleep(0.002)
     assert proc.poll() is None, "the build ended before it could be killed: make the sample larger"
     workers = children_of(proc.pid)

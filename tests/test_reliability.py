@@ -195,6 +195,27 @@ def test_lock_file_left_by_a_killed_run_does_not_block_or_fail_verify(sample_dir
     assert not (out / LOCK_NAME).exists()
 
 
+def test_a_killed_runs_spool_is_removed_by_any_rerun(sample_dir, converted, tmp_path):
+    """A .tar.gz run killed with kill -9 leaves its spool; the next run into that folder removes it even
+    when it reads another copy (only a run that spooled again used to), so verify finds the folder clean.
+    A live run's spool is left alone."""
+    from imagenet_build.naming import SPOOL_PREFIX
+
+    out = tmp_path / "out"
+    shutil.copytree(converted, out)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = out / f"{SPOOL_PREFIX}{dead.pid}-train-abc"
+    live = out / f"{SPOOL_PREFIX}{os.getpid()}-train-def"
+    for spool in (stale, live):
+        spool.mkdir()
+        (spool / "0000-train_images_0.tar").write_bytes(b"x" * 1000)
+    assert run_cli(*sample_args(sample_dir, out, "--workers", 1)).exit_code == 0
+    assert not stale.exists() and live.exists()
+    shutil.rmtree(live)
+    assert run_cli("verify", out).exit_code == 0
+
+
 def test_lock_is_released_and_leaves_no_folder_it_made(tmp_path):
     folder = tmp_path / "new"
     with FolderLock(folder):
