@@ -240,6 +240,18 @@ def test_a_layout_slim_cannot_take_is_a_usage_error_before_any_scan(sample_dir, 
     assert run_cli(*args).exit_code == 0
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device-link", "dangling-link"])
+def test_an_input_that_is_no_regular_file_is_refused_before_any_read(sample_copy, tmp_path, kind):
+    """A FIFO named like an image blocked a worker forever, a link to /dev/zero grew one to 10 GB."""
+    synset = sorted(p.name for p in (sample_copy / "train").iterdir())[1]
+    path = sample_copy / "train" / synset / f"{synset}_99.JPEG"
+    {"fifo": lambda: os.mkfifo(path), "device-link": lambda: path.symlink_to("/dev/zero"),
+     "dangling-link": lambda: path.symlink_to(tmp_path / "nowhere")}[kind]()
+    result = run_process(*sample_args(sample_copy, tmp_path / "out", "--workers", 1), timeout=120)
+    assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert f"{synset}_99.JPEG: not a regular file" in result.stderr
+
+
 def test_class_folder_not_in_labels_file(sample_copy, tmp_path):
     (sample_copy / "train" / "n09999999").mkdir()
     expect_error(sample_args(sample_copy, tmp_path / "out", "--workers", 1), "n09999999", "not in the labels file")

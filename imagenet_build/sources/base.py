@@ -166,7 +166,13 @@ def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
     files: list[str] = []
     with input_errors(root, expected="a folder", missing="folder not found"), os.scandir(root) as it:
         for entry in it:
-            (folders if entry.is_dir() else files).append(entry.name)
+            if entry.is_dir():
+                folders.append(entry.name)
+            elif entry.is_file():
+                files.append(entry.name)
+            else:  # reading a FIFO waits forever, /dev/zero never ends: refused before any read
+                raise InputError(os.path.join(root, entry.name),
+                                 "not a regular file (a FIFO, socket, device or link to nothing)")
     return sorted(folders), sorted(files)
 
 
