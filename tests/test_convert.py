@@ -252,6 +252,17 @@ def test_an_input_that_is_no_regular_file_is_refused_before_any_read(sample_copy
     assert f"{synset}_99.JPEG: not a regular file" in result.stderr
 
 
+def test_a_file_name_that_is_not_utf8_is_one_line(sample_copy, tmp_path):
+    """A name the file system gives as bytes that are not UTF-8 (latin-1 é): one line naming it escaped."""
+    synset = sorted(p.name for p in (sample_copy / "train").iterdir())[0]
+    folder = os.fsencode(sample_copy / "train" / synset)
+    first = sorted(os.listdir(folder))[0]
+    os.rename(os.path.join(folder, first), os.path.join(folder, f"{synset}_\xe9.JPEG".encode("latin-1")))
+    result = run_process(*sample_args(sample_copy, tmp_path / "out", "--workers", 1))
+    assert result.returncode == 1 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert f"{synset}/{synset}_\\udce9.JPEG: file name is not UTF-8" in result.stderr, result.stderr
+
+
 def test_class_folder_not_in_labels_file(sample_copy, tmp_path):
     (sample_copy / "train" / "n09999999").mkdir()
     expect_error(sample_args(sample_copy, tmp_path / "out", "--workers", 1), "n09999999", "not in the labels file")

@@ -82,7 +82,12 @@ class StringColumn:
             self.append(item)
 
     def append(self, item: str) -> None:
-        self._data += item.encode()
+        try:
+            self._data += item.encode()
+        except UnicodeEncodeError:  # a name the file system or an archive gave as bytes that are not UTF-8
+            shown = item.encode("utf-8", "backslashreplace").decode()
+            raise InputError(shown, "file name is not UTF-8 (slim's image/filename is UTF-8 text): "
+                                    "rename it") from None
         self._ends.append(len(self._data))
 
     def __len__(self) -> int:
