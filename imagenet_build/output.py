@@ -155,6 +155,7 @@ def refuse_output_among_inputs(opts: ConvertOptions, dest: Destination) -> None:
             raise BuildError(f"{folder}: exists and is not a folder; choose another {option}")
     inputs = [(f"--{name.replace('_', '-')}", getattr(opts, name))
               for name in ("train_dir", "validation_dir") if getattr(opts, name)]
+    inputs += [("--from", path) for path in opts.from_paths if not storage.is_url(path) and os.path.isdir(path)]
     for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
         if option == "--index-dir" and not opts.index_dir:
             continue

@@ -419,6 +419,8 @@ def verb_cases(sample, converted, tmp):
          "--output-dir", [inside], [inside / "train" / "out"]),
         ("convert-index-dir-inside-train-dir", index_args, 2, "--index-dir", [sample],
          [tmp / "o3", sample / "train" / "idx"]),
+        ("convert-output-inside-from", ["convert", "--from", inside, "--output-dir", inside / "out", "--labels-file",
+                                        sample / "labels.txt"], 2, "inside --from", [inside], [inside / "out"]),
         ("verify-missing-folder", ["verify", tmp / "nowhere"], 1, "not a folder", [], []),
         ("verify-quick-and-deep", ["verify", converted, "--quick", "--deep"], 2, "exclude each other", [converted], []),
         ("index-empty-file", ["index", empty], 1, "empty file (0 bytes)", [empty], [tmp / "dali_idx"]),
@@ -429,7 +431,8 @@ def verb_cases(sample, converted, tmp):
 
 
 VERB_CASES = ["convert-both-sources", "convert-bad-choice", "convert-output-inside-train-dir",
-              "convert-index-dir-inside-train-dir", "verify-missing-folder", "verify-quick-and-deep",
+              "convert-index-dir-inside-train-dir", "convert-output-inside-from", "verify-missing-folder",
+              "verify-quick-and-deep",
               "index-empty-file", "index-nothing", "bboxes-json-without-output", "trainer-check-no-shards"]
 
 
