@@ -175,6 +175,14 @@ def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_
     pq.write_table(texts, data / "validation-00000-of-00001.parquet")
     expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
                  "validation-00000-of-00001.parquet", "label column is string", out=out)
+    image = original.column("image").combine_chunks()
+    for field, column in (("bytes", pyarrow.array([b.decode("latin-1") for b in image.field("bytes").to_pylist()])),
+                          ("path", pyarrow.array(range(len(image)), pyarrow.int64()))):
+        others = {"bytes": image.field("bytes"), "path": image.field("path"), field: column}
+        struct = pyarrow.StructArray.from_arrays([others["bytes"], others["path"]], ["bytes", "path"])
+        pq.write_table(original.set_column(0, "image", struct), data / "validation-00000-of-00001.parquet")
+        expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
+                     "validation-00000-of-00001.parquet", "not a struct of bytes (binary) and path (string)", out=out)
 
     (data / "train-00002-of-00003.parquet").unlink()
     expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)],
