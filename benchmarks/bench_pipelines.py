@@ -23,7 +23,8 @@ from common import images_per_second, make_inputs  # noqa: E402
 
 
 def dali_rate(paths, indexes, batch_size, batches):
-    from imagenet_build.trainer import DLE_MEAN, DLE_STD, training_pipeline
+    from imagenet_build.trainer import training_pipeline
+    from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD
 
     pipe = training_pipeline(paths, indexes, "cpu", batch_size, DLE_MEAN, DLE_STD)
     pipe.build()

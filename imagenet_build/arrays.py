@@ -20,7 +20,15 @@ from imagenet_build import storage
 from imagenet_build.atomic import write_atomic
 from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.example import encode_example_parts
-from imagenet_build.naming import LABELS_NAME, SPLIT_NAME, is_temp_name, parse_shard_name, shard_name, shard_of_index
+from imagenet_build.naming import (
+    LABELS_NAME,
+    SPLIT_NAME,
+    index_placement,
+    is_temp_name,
+    parse_shard_name,
+    shard_name,
+    shard_of_index,
+)
 from imagenet_build.optional import require
 from imagenet_build.output import destination, locked
 from imagenet_build.plan import shard_ranges, shuffled_order
@@ -47,7 +55,8 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     Each image is JPEG-encoded at `quality`, or PNG with lossless=True (image/format then says PNG).
     class_names[k] is the synset and text of class k (default: the folder's classes, else the
     number). Returns the manifest. Writing another split into the same folder adds it to the
-    manifest (with the same encoding, layout threads and index folder: the manifest records one).
+    manifest, each split with its own encoding and layout (the index folder must be the same: the
+    manifest records one); writing a split again replaces it.
     """
     np = require("numpy", "write_arrays")
 
@@ -170,6 +179,7 @@ def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str
         parsed = parse_shard_name(shard)
         return parsed is not None and parsed.split == split and shard not in planned
 
-    for path in [*output_dir.iterdir(), *(index_dir.iterdir() if index_dir != output_dir else [])]:
+    beside = index_placement(str(output_dir), str(index_dir)) == "beside"
+    for path in [*output_dir.iterdir(), *(index_dir.iterdir() if not beside else [])]:
         if path.is_file() and (stale(shard_of_index(path.name) or path.name) or is_temp_name(path.name)):
             path.unlink()

@@ -91,19 +91,23 @@ def parse_index(raw: bytes) -> tuple[list[tuple[int, int, int]], list[Problem]]:
     parsed = []
     for number, line in enumerate(lines, start=1):
         match = _LINE.match(line)
-        tokens = line.split()
-        if not match and all(_NUMBER.match(token) for token in tokens):
-            # DALI reads the index as numbers in pairs, whatever the whitespace and lines between them
-            dali = ("DALI reads its numbers; stricter readers, such as the PyTorch reader, refuse it"
-                    if len(tokens) % 2 == 0 else "DALI, which reads numbers in pairs, pairs the wrong ones from here")
-            problems.append((number, None, f"not tfrecord2idx's '<offset> <size>' line: {line[:60]!r} ({dali})"))
-            continue
-        if not match:
-            kind = "a header line" if number == 1 and not line[:1].isdigit() else "not '<offset> <size>'"
-            problems.append((number, None, f"{kind}: {line[:60]!r}; DALI stops parsing this file here"))
-            continue
-        parsed.append((number, int(match.group(1)), int(match.group(2))))
+        if match:
+            parsed.append((number, int(match.group(1)), int(match.group(2))))
+        else:
+            problems.append((number, None, _line_problem(number, line)))
     return parsed, problems
+
+
+def _line_problem(number: int, line: str) -> str:
+    """Why a line is not tfrecord2idx's, and what DALI makes of it."""
+    tokens = line.split()
+    if all(_NUMBER.match(token) for token in tokens):
+        # DALI reads the index as numbers in pairs, whatever the whitespace and lines between them
+        dali = ("DALI reads its numbers; stricter readers, such as the PyTorch reader, refuse it"
+                if len(tokens) % 2 == 0 else "DALI, which reads numbers in pairs, pairs the wrong ones from here")
+        return f"not tfrecord2idx's '<offset> <size>' line: {line[:60]!r} ({dali})"
+    kind = "a header line" if number == 1 and not line[:1].isdigit() else "not '<offset> <size>'"
+    return f"{kind}: {line[:60]!r}; DALI stops parsing this file here"
 
 
 def _follow_entries(

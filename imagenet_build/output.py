@@ -71,7 +71,6 @@ def destination(output_dir: PathLike, index_dir: PathLike | None) -> Destination
     return Destination(output_dir, index_dir)
 
 
-
 def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     """(paths of our own files, strangers in the output, strangers in a separate index folder)."""
     output = dest.output

@@ -28,7 +28,7 @@ from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.manifest import Manifest, read_manifest
 from imagenet_build.naming import index_dir_of, index_name, shard_glob
 from imagenet_build.optional import require
-from imagenet_build.trainer_checks import (  # noqa: F401 (DLE_MEAN, DLE_STD: kept importable from here)
+from imagenet_build.trainer_checks import (
     DLE_MEAN,
     DLE_STD,
     Report,

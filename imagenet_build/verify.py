@@ -250,7 +250,6 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
     entries: list[tuple[int, int]] = []
     digest = None if quick else hashlib.sha256()
     label_pairs: dict[tuple[int, str], list[int]] = {}  # (label, synset): [records, first record, its offset]
-    label_counts: Counter[int] = Counter()
     # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
     with storage.open_read(shard_path, random_access=quick) as raw, \
             io.BufferedReader(raw, 1 << 20) as f:  # type: ignore[type-var]
@@ -271,7 +270,6 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
                         (warnings if check in WARNINGS else problems).add(check, name, number, offset, message)
                     if label is not None and synset is not None:  # the two come together
                         label_pairs.setdefault((label, synset), [0, number, offset])[0] += 1
-                        label_counts[label] += 1
         except FramingError as e:
             problems.add("framing", name, len(entries), e.offset, e.message)
     if not entries and "framing" not in problems.counts:
@@ -289,7 +287,6 @@ def check_shard(shard_path: str, index_path: str, quick: bool, deep: bool) -> di
         "bytes": size,
         "sha256": digest.hexdigest() if digest is not None and "framing" not in problems.counts else None,
         "index_sha256": index_sha,
-        "label_counts": dict(label_counts),
         "label_pairs": label_pairs,
         "problems": problems.shown,
         "counts": dict(problems.counts),
@@ -427,18 +424,18 @@ def _check_manifest_figures(manifest: Manifest, problems: Problems) -> None:
         return  # the figures of an interrupted build are those of the shards done so far
     splits: Mapping[str, Mapping[str, Any]] = manifest.get("splits", {})
     totals: Mapping[str, Any] = manifest.get("totals", {})
-    sums = [(f"splits.{split}", splits.get(split), by_split.get(split, []))
-            for split in sorted(set(by_split) | set(splits))] + [("totals", totals, entries)]
-    for where, figures, listed in sums:
+    sums = [(f"splits.{split}", splits.get(split), by_split.get(split, []), ("shards", "records", "bytes"))
+            for split in sorted(set(by_split) | set(splits))] + [("totals", totals, entries, ("records", "bytes"))]
+    for where, figures, listed, keys in sums:
         if figures is None:
             problems.add("manifest", MANIFEST_NAME, None, None, f"{where}: missing, yet shards of it are listed")
             continue
-        for key, actual in (("shards", len(listed)), ("records", sum(e["records"] for e in listed)),
-                            ("bytes", sum(e["bytes"] for e in listed))):
-            if where != "totals" or key != "shards":
-                if key in figures and figures[key] != actual:
-                    problems.add("manifest", MANIFEST_NAME, None, None,
-                                 f"{where}.{key} is {figures[key]}, its shard entries add up to {actual}")
+        actual = {"shards": len(listed), "records": sum(e["records"] for e in listed),
+                  "bytes": sum(e["bytes"] for e in listed)}
+        for key in keys:
+            if key in figures and figures[key] != actual[key]:
+                problems.add("manifest", MANIFEST_NAME, None, None,
+                             f"{where}.{key} is {figures[key]}, its shard entries add up to {actual[key]}")
 
 
 def _check_labels(
@@ -550,13 +547,14 @@ def verify(
     bar = progress_bar(len(paths), 0, "verify", "shard")
 
     def done(task: ShardCheck, result: dict[str, Any]) -> None:
-        for pair, (count, number, offset) in result.pop("label_pairs").items():
-            place = (result["name"], number, offset)
-            before, first = seen.get(pair, (0, place))
-            seen[pair] = (before + count, min(first, place))
         shard = parse_shard_name(result["name"])
         assert shard is not None  # _shard_set listed only the names it parsed
-        split_counts.setdefault(shard.split, Counter()).update(result.pop("label_counts"))
+        counts = split_counts.setdefault(shard.split, Counter())
+        for (label, synset), (count, number, offset) in result.pop("label_pairs").items():
+            place = (result["name"], number, offset)
+            before, first = seen.get((label, synset), (0, place))
+            seen[(label, synset)] = (before + count, min(first, place))
+            counts[label] += count
         problems.merge(result.pop("problems"), result.pop("counts"))
         warnings.merge(result.pop("warnings"), result.pop("warning_counts"))
         results[result["name"]] = result

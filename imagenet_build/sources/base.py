@@ -313,8 +313,6 @@ def flat_validation(
     return result
 
 
-
-
 # ------------------------------------------------------------------ reading in a worker
 
 

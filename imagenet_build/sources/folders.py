@@ -30,7 +30,6 @@ if TYPE_CHECKING:
     from imagenet_build.plan import ImageEntry, ShardSpec
 
 
-
 def scan_class_folders(
     split: str, root: PathLike, catalog: Catalog, on_error: str, any_image: bool = False
 ) -> SplitInput:
@@ -72,7 +71,6 @@ def scan_validation(
     from imagenet_build.errors import InputError
 
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
-
 
 
 def stat_identity(st: os.stat_result) -> str:

@@ -53,15 +53,15 @@ def _check_schema(schema: Any, path: str) -> None:
     if not {"image", "label"} <= set(names):
         raise InputError(path, f"has columns {', '.join(names)}, not image and label: not a Hugging Face "
                                "imagenet-1k file")
-    image, label = schema.field("image").type, schema.field("label").type
-    fields = {image.field(i).name: image.field(i).type for i in range(image.num_fields)} \
-        if pyarrow.types.is_struct(image) else {}
     types = pyarrow.types
-    if not (set(fields) >= {"bytes", "path"} and (types.is_binary(fields["bytes"]) or types.is_large_binary(
-            fields["bytes"])) and (types.is_string(fields["path"]) or types.is_large_string(fields["path"]))):
+    image, label = schema.field("image").type, schema.field("label").type
+    fields = {field.name: field.type for field in image} if types.is_struct(image) else {}
+    binary, string = fields.get("bytes"), fields.get("path")
+    if not (binary is not None and (types.is_binary(binary) or types.is_large_binary(binary))
+            and string is not None and (types.is_string(string) or types.is_large_string(string))):
         raise InputError(path, f"its image column is {image}, not a struct of bytes (binary) and path (string): "
                                "not a Hugging Face imagenet-1k file")
-    if not pyarrow.types.is_integer(label):
+    if not types.is_integer(label):
         raise InputError(path, f"its label column is {label}, not an integer: not a Hugging Face imagenet-1k file")
 
 

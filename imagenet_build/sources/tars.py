@@ -289,13 +289,11 @@ def scan_validation_tar(
     return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
 
 
-
 class ArchiveReader(Reader):
     """A shard's images by byte range from their archive: one pread each (a ranged read in an object store).
 
     Announces the next READ_AHEAD ranges to the kernel, as the folder reader does.
     """
-
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)

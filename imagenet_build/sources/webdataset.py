@@ -390,7 +390,6 @@ def _add_by_name(result: SplitInput, root: str, images: _Images, catalog: Catalo
 # ------------------------------------------------------------------ reading in a worker
 
 
-
 class ShardReader(Reader):
     """A shard's images by byte range from the WebDataset shard files: one pread each.
 
