@@ -301,6 +301,44 @@ def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json:
     sys.exit(0 if result["ok"] else 1)
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _ChannelOptions(click.Command):
+    """trainer-check's --mean and --std as the README writes them, `--mean 0 0 0`, besides one value
+    (`--mean '0 0 0'`, `--mean 0,0,0`): up to three numbers after the option become its one value."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        joined: list[str] = []
+        rest = list(args)
+        while rest:
+            arg = rest.pop(0)
+            joined.append(arg)
+            if arg == "--":
+                joined += rest
+                break
+            if arg in ("--mean", "--std"):
+                numbers: list[str] = []
+                while rest and len(numbers) < 3 and _is_number(rest[0]):
+                    numbers.append(rest.pop(0))
+                if numbers:
+                    joined.append(" ".join(numbers))
+        return super().parse_args(ctx, joined)
+
+
+def _split_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from imagenet_build.naming import SPLIT_NAME
+
+    if not SPLIT_NAME.fullmatch(value):
+        raise click.BadParameter("a split is named with letters, digits, '_', '.' and '-' (train, validation, test)")
+    return value
+
+
 def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
     if value is None:
         return None
@@ -313,9 +351,10 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
     return numbers
 
 
-@cli.command("trainer-check")
-@click.argument("folder", type=click.Path(file_okay=False, exists=True))
-@click.option("--split", type=click.Choice(["train", "validation"]), default="train", show_default=True)
+@cli.command("trainer-check", cls=_ChannelOptions)
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--split", default="train", show_default=True, callback=_split_name,
+              help="The split whose shards to read: train, validation, or any other the folder holds (test, ...).")
 @click.option("--framework", type=click.Choice(["dali", "torch"]), default="dali", show_default=True,
               help="dali: DALI into Keras (extras tf, dali); torch: the PyTorch reader into torchvision (extra torch).")
 @click.option("--device", type=click.Choice(["auto", "gpu", "cuda", "cpu"]), default="auto", show_default=True,
@@ -330,8 +369,10 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
               help="Simulated ranks: each reads its share; together they must read every record once.")
 @click.option("--workers", type=click.IntRange(min=0),
               help="--framework torch: DataLoader worker processes per rank [default: 2 on the CPU, 8 on a GPU].")
-@click.option("--mean", callback=_floats3, help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
-@click.option("--std", callback=_floats3, help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
+@click.option("--mean", callback=_floats3, metavar="R G B",
+              help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
+@click.option("--std", callback=_floats3, metavar="R G B",
+              help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 def trainer_check(folder: str, split: str, framework: str, device: str, steps: int | None, batch_size: int | None,
@@ -339,9 +380,11 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
                   std: tuple[float, ...] | None, compare_tf: bool, as_json: bool) -> None:
     """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
-    Every record read exactly once per epoch across --num-shards ranks (a short or
-    empty index fails here although DALI says nothing), labels 0-based after the
-    shift and matching the manifest's histogram, no batch of one repeated image,
+    Every index must cover its shard exactly (entries contiguous from 0 to the
+    file's size, as verify checks them; DALI checks nothing): otherwise one error
+    line names the index, its line and the shard. Then every record read exactly
+    once per epoch across --num-shards ranks, labels 0-based after the shift and
+    matching the manifest's histogram, no batch of one repeated image,
     pixels normalised once, a finite loss, and a small fixed subset that is
     learned. --framework dali needs the `tf` and `dali` extras, --framework torch
     the `torch` extra; both run on the CPU without a GPU.

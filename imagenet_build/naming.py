@@ -56,9 +56,36 @@ def is_build_shard(name: str) -> bool:
     return parsed is not None and parsed.split in SPLITS
 
 
-def shard_glob(split: str) -> str:
-    """The glob a training script uses for a split's shards."""
-    return f"{split}-*-of-*"
+def is_shard_of(name: str, split: str) -> bool:
+    """`name` is a shard of `split`: exactly `<split>-NNNNN-of-NNNNN` (not its index, not another split's
+    shard whose name starts alike, such as train-small-00000-of-00001 for train)."""
+    parsed = parse_shard_name(name)
+    return parsed is not None and parsed.split == split
+
+
+def is_shard_index(name: str) -> bool:
+    """`name` is the DALI index of a shard-named file (`train-00000-of-00004.idx`)."""
+    shard = shard_of_index(name)
+    return shard is not None and parse_shard_name(shard) is not None
+
+
+def split_shards(folder: str, split: str) -> list[str]:
+    """The paths of a split's shards in a folder or URL prefix, in name order: the one rule by which
+    every reader finds them (is_shard_of; folders named like shards are left out)."""
+    listed = storage.listdir(folder)
+    names = sorted(name for name, is_dir in listed.items() if not is_dir and is_shard_of(name, split))
+    return [storage.join(folder, name) for name in names]
+
+
+def no_shards_message(folder: str, what: str) -> str:
+    """`<folder>: holds no <what>`, naming the builds in its sub-folders (a --resize build's top folder
+    holds one per size: shorter-224/, ...), so the user sees which folder to name instead."""
+    below = sorted(name for name, is_dir in storage.listdir(folder).items()
+                   if is_dir and storage.exists(storage.join(folder, name, MANIFEST_NAME)))
+    message = f"{folder}: holds no {what}"
+    if below:
+        message += f"; its sub-folders {', '.join(n + '/' for n in below)} hold builds: name one of them"
+    return message
 
 
 def is_tfrecord_name(name: str) -> bool:

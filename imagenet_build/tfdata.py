@@ -26,7 +26,8 @@ import os
 from collections.abc import Sequence
 from typing import Any, Union
 
-from imagenet_build.naming import shard_glob
+from imagenet_build import storage
+from imagenet_build.naming import is_shard_index, no_shards_message, split_shards
 from imagenet_build.optional import require
 from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD
 
@@ -35,16 +36,23 @@ ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pat
 
 
 def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
-    """Sorted shard paths: a list as given, a glob pattern, or a folder (its train- or validation- shards)."""
+    """Sorted shard paths: a list as given, a glob pattern (the DALI indexes it matches left out), or a
+    folder (its train or validation shards, found by the rule every reader finds them by)."""
     if isinstance(pattern_or_dir, (list, tuple)):
-        files = [str(p) for p in pattern_or_dir]
-    elif os.path.isdir(pattern_or_dir):
+        return sorted(str(p) for p in pattern_or_dir)
+    where = os.fspath(pattern_or_dir)
+    if storage.is_url(where):
+        raise ValueError(f"{where}: make_dataset lists local folders and glob patterns; "
+                         "give it the list of the shards' URLs for TensorFlow to open")
+    if os.path.isdir(where):
         split = "train" if training else "validation"
-        files = glob.glob(os.path.join(pattern_or_dir, shard_glob(split)))
-    else:
-        files = glob.glob(str(pattern_or_dir))
+        files = split_shards(where, split)
+        if not files:
+            raise ValueError(no_shards_message(where, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
+        return files
+    files = [f for f in glob.glob(where) if not is_shard_index(os.path.basename(f))]
     if not files:
-        raise ValueError(f"no TFRecord files match {pattern_or_dir}")
+        raise ValueError(f"no TFRecord files match {where}")
     return sorted(files)
 
 

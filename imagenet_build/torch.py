@@ -29,14 +29,14 @@ import math
 import os
 import random
 from array import array
-from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from imagenet_build.dali_index import parse_index
+from imagenet_build import storage
+from imagenet_build.dali_index import index_entries
 from imagenet_build.errors import BuildError
 from imagenet_build.example import decode_example
 from imagenet_build.manifest import read_manifest
-from imagenet_build.naming import index_dir_of, index_path, shard_glob
+from imagenet_build.naming import index_dir_of, index_path, no_shards_message, split_shards
 from imagenet_build.optional import require
 from imagenet_build.tfrecord import FramingError, unframe
 from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
@@ -55,25 +55,29 @@ class Records:
 
     Held in arrays (24 bytes a record: ~30 MB for ImageNet's train split), so
     DataLoader workers forked from the process share them without copying.
+    Each index must cover its shard exactly (dali_index.index_entries, the rule
+    verify holds indexes to), or the dataset is refused before anything is read.
+    A folder is a local path or an fsspec URL (s3://, gs://: the `s3`, `gcs` extras).
     """
 
     def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None) -> None:
-        folder = Path(folder)
+        folder = os.fspath(folder)  # str: a URL stays one (pathlib folds s3:// into s3:/)
+        if not storage.is_url(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{folder}: not a folder")
         try:
-            manifest = read_manifest(str(folder))
+            manifest = read_manifest(folder)
         except ValueError as e:
             raise BuildError(str(e)) from None
         self.manifest = manifest
-        index_dir = index_dir_of(str(folder), manifest, index_dir)
-        self.paths = [str(p) for p in sorted(folder.glob(shard_glob(split))) if p.is_file()]
+        index_dir = index_dir_of(folder, manifest, index_dir)
+        self.paths = split_shards(folder, split)
         if not self.paths:
-            raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
+            raise BuildError(no_shards_message(folder, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
         self.shard, self.offset, self.size = array("i"), array("q"), array("q")
         self.starts = []  # first record number of each shard
         for number, path in enumerate(self.paths):
             self.starts.append(len(self.offset))
-            index = index_path(path, index_dir)
-            for offset, size in _read_index(index):
+            for offset, size in index_entries(path, index_path(path, index_dir)):
                 self.shard.append(number)
                 self.offset.append(offset)
                 self.size.append(size)
@@ -87,21 +91,6 @@ class Records:
             return torch.arange(len(self), dtype=torch.int64)
         generator = torch.Generator().manual_seed(seed + epoch)  # as DistributedSampler seeds
         return torch.randperm(len(self), generator=generator)
-
-
-def _read_index(path: str) -> list[tuple[int, int]]:
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise BuildError(f"{path}: DALI index missing; run imagenet-build index") from None
-    if raw and not raw.endswith(b"\n"):
-        raw += b"\n"  # DALI reads a last line without its newline; verify reports it
-    entries, problems = parse_index(raw)
-    if problems:
-        line, _, message = problems[0]
-        raise BuildError(f"{path}: line {line}: {message}; run imagenet-build verify")
-    return [(offset, size) for _, offset, size in entries]
 
 
 def share(total: int, part: int, parts: int, what: str = "rank") -> tuple[int, int]:
@@ -125,24 +114,31 @@ class _Reader:
         self.boxes = boxes
         self.check_crc = check_crc
         self.transform = transform
-        self._fds: dict[int, int] = {}
+        self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file
         self._pid = -1
 
     def __getstate__(self) -> dict:  # a spawned worker opens its own files
-        return {**self.__dict__, "_fds": {}, "_pid": -1}
+        return {**self.__dict__, "_files": {}, "_pid": -1}
 
-    def fd(self, shard: int) -> int:
+    def pread(self, shard: int, size: int, offset: int) -> bytes:
+        """`size` bytes at `offset` of a shard: one pread of a file, one ranged read of an object."""
         if self._pid != os.getpid():
-            self._fds, self._pid = {}, os.getpid()
-        if shard not in self._fds:
-            self._fds[shard] = os.open(self.records.paths[shard], os.O_RDONLY)
-        return self._fds[shard]
+            self._files, self._pid = {}, os.getpid()
+        path = self.records.paths[shard]
+        if shard not in self._files:
+            self._files[shard] = (storage.open_read(path, random_access=True) if storage.is_url(path)
+                                  else os.open(path, os.O_RDONLY))
+        f = self._files[shard]
+        if isinstance(f, int):
+            return os.pread(f, size, offset)
+        f.seek(offset)
+        return f.read(size)
 
     def read(self, number: int) -> dict:
         """Record `number` by one pread at its index offset."""
         r = self.records
         shard, offset, size = r.shard[number], r.offset[number], r.size[number]
-        return self.parse(shard, offset, size, os.pread(self.fd(shard), size, offset))
+        return self.parse(shard, offset, size, self.pread(shard, size, offset))
 
     def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
         """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
@@ -176,15 +172,30 @@ class _Reader:
 # ------------------------------------------------------------------ the datasets
 
 
+class _SharedEpoch:
+    """The epoch set_epoch sets, held in shared memory: DataLoader workers read it when they use it,
+    so persistent workers (persistent_workers=True), started once, follow every set_epoch too."""
+
+    def _share_epoch(self) -> None:
+        self._epoch = torch.zeros((), dtype=torch.int64).share_memory_()
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch)
+
+    def set_epoch(self, epoch: int) -> None:
+        self._epoch.fill_(int(epoch))
+
+
 # torch comes from require() at run time, so mypy sees a value, not a module whose classes are types
-class RecordDataset(torch.utils.data.Dataset):  # type: ignore[name-defined]
+class RecordDataset(_SharedEpoch, torch.utils.data.Dataset):  # type: ignore[name-defined]
     """Map-style: this rank's records of one epoch, each read by one pread at its index offset.
 
     Call set_epoch(e) before each epoch (as with DistributedSampler); with
     shuffle (default for train) the order is a permutation by (seed, epoch),
     the same on every rank, so ranks stay disjoint. Use it with a plain
     DataLoader (no sampler needed): the DataLoader shares the indices among
-    its workers.
+    its workers, persistent or not (each finds the epoch's order when it reads).
     """
 
     def __init__(self, folder: str | os.PathLike, split: str = "train", *, rank: int = 0, world_size: int = 1,
@@ -196,27 +207,38 @@ class RecordDataset(torch.utils.data.Dataset):  # type: ignore[name-defined]
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.shuffle = split == "train" if shuffle is None else shuffle
         self._reader = _Reader(self.records, decode, boxes, check_crc, transform)
+        self._range = share(len(self.records), self.rank, self.world_size)
+        self._share_epoch()
+        self._order_epoch = -1
         self.set_epoch(0)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-        start, end = share(len(self.records), self.rank, self.world_size)
-        self._order = self.records.epoch_order(self.shuffle, self.seed, epoch)[start:end]
+        super().set_epoch(epoch)
+        self._current_order()  # here, so that workers forked after it inherit the order
+
+    def _current_order(self) -> Any:
+        """This rank's record numbers in the epoch's order, recomputed where the epoch changed."""
+        epoch = self.epoch
+        if epoch != self._order_epoch:
+            start, end = self._range
+            self._order = self.records.epoch_order(self.shuffle, self.seed, epoch)[start:end]
+            self._order_epoch = epoch
+        return self._order
 
     def __len__(self) -> int:
-        return len(self._order)
+        return self._range[1] - self._range[0]
 
     def __getitem__(self, i: int) -> dict:
-        return self._reader.read(int(self._order[i]))
+        return self._reader.read(int(self._current_order()[i]))
 
 
-class IterableRecordDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]  # as above
+class IterableRecordDataset(_SharedEpoch, torch.utils.data.IterableDataset):  # type: ignore[name-defined]
     """Streaming: this rank's and this DataLoader worker's contiguous run of records, read sequentially.
 
     With shuffle (default for train) the shards' order is permuted by (seed,
     epoch) before the runs are cut, and records pass through a shuffle buffer
     of `shuffle_buffer` seeded by (seed, epoch, rank, worker). Call
-    set_epoch(e) before each epoch (workers that are not persistent see it).
+    set_epoch(e) before each epoch (persistent workers see it too).
     """
 
     def __init__(self, folder: str | os.PathLike, split: str = "train", *, rank: int = 0, world_size: int = 1,
@@ -230,25 +252,23 @@ class IterableRecordDataset(torch.utils.data.IterableDataset):  # type: ignore[n
         self.shuffle = split == "train" if shuffle is None else shuffle
         self.shuffle_buffer = shuffle_buffer
         self._reader = _Reader(self.records, decode, boxes, check_crc, transform)
-        self.epoch = 0
+        self._share_epoch()
 
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = epoch
-
-    def _stream(self) -> list[int]:
+    def _stream(self, epoch: int) -> list[int]:
         """The shards in this epoch's order."""
         order = list(range(len(self.records.paths)))
         if self.shuffle:
-            random.Random(self.seed * 1_000_003 + self.epoch).shuffle(order)
+            random.Random(self.seed * 1_000_003 + epoch).shuffle(order)
         return order
 
-    def runs(self, worker: int = 0, workers: int = 1) -> list[tuple[int, int, int]]:
-        """(shard, first record, end record) runs of this rank's and worker's part of the epoch's stream."""
+    def runs(self, worker: int = 0, workers: int = 1, epoch: int | None = None) -> list[tuple[int, int, int]]:
+        """(shard, first record, end record) runs of this rank's and worker's part of an epoch's stream
+        (by default the epoch set_epoch set)."""
         r = self.records
         part, parts = self.rank * workers + worker, self.world_size * workers
         start, end = share(len(r), part, parts, "rank x worker")
         runs, position = [], 0
-        for shard in self._stream():
+        for shard in self._stream(self.epoch if epoch is None else epoch):
             first = r.starts[shard]
             count = (r.starts[shard + 1] if shard + 1 < len(r.starts) else len(r)) - first
             lo, hi = max(start, position), min(end, position + count)
@@ -260,16 +280,18 @@ class IterableRecordDataset(torch.utils.data.IterableDataset):  # type: ignore[n
     def __iter__(self) -> Iterator[dict]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
-        samples = self._read_runs(self.runs(worker, workers))
+        epoch = self.epoch  # read once: the stream and the buffer's seed of one epoch
+        samples = self._read_runs(self.runs(worker, workers, epoch))
         if not self.shuffle or self.shuffle_buffer <= 1:
             return samples
-        rng = random.Random((self.seed * 1_000_003 + self.epoch) * 65_537 + self.rank * 257 + worker)
+        rng = random.Random((self.seed * 1_000_003 + epoch) * 65_537 + self.rank * 257 + worker)
         return _shuffled(samples, self.shuffle_buffer, rng)
 
     def _read_runs(self, runs: list[tuple[int, int, int]]) -> Iterator[dict]:
         r = self.records
         for shard, first, end in runs:
-            with open(r.paths[shard], "rb", buffering=1 << 20) as f:
+            path = r.paths[shard]
+            with (storage.open_read(path) if storage.is_url(path) else open(path, "rb", buffering=1 << 20)) as f:
                 f.seek(r.offset[first])
                 for number in range(first, end):
                     size = r.size[number]

@@ -20,14 +20,13 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Callable
 
-from imagenet_build import storage
+from imagenet_build.dali_index import index_entries
 from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.manifest import Manifest, read_manifest
-from imagenet_build.naming import index_dir_of, index_name, shard_glob
-from imagenet_build.optional import require
+from imagenet_build.naming import index_dir_of, index_path, no_shards_message, split_shards
+from imagenet_build.optional import PLUGIN, require, require_all
 from imagenet_build.trainer_checks import (
     DLE_MEAN,
     DLE_STD,
@@ -36,6 +35,7 @@ from imagenet_build.trainer_checks import (
     check_epoch,
     check_loss,
     check_overfit,
+    per_second,
     result_of,
 )
 from imagenet_build.workers import progress_bar
@@ -48,17 +48,23 @@ _SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
 
 
 def split_files(folder: PathLike, split: str) -> tuple[Manifest | None, list[str], list[str]]:
-    """Every `<split>-*-of-*` file in the folder (as a training script's glob finds them) and its index."""
-    folder = Path(folder)
+    """Every `<split>-NNNNN-of-NNNNN` shard in the folder and its index (the manifest's index folder),
+    each index checked to cover its shard exactly before DALI, which checks nothing, reads it."""
+    folder = str(folder)
+    if not os.path.isdir(folder):
+        raise BuildError(f"{folder}: not a folder")
     try:
         manifest = read_manifest(folder)
     except ValueError as e:
         raise BuildError(str(e)) from None
-    index_dir = index_dir_of(str(folder), manifest)
-    paths = sorted(p for p in folder.glob(shard_glob(split)) if p.is_file())
+    index_dir = index_dir_of(folder, manifest)
+    paths = split_shards(folder, split)
     if not paths:
-        raise BuildError(f"{folder}: no {split} shards ({split}-NNNNN-of-NNNNN)")
-    return manifest, [str(p) for p in paths], [storage.join(index_dir, index_name(p.name)) for p in paths]
+        raise BuildError(no_shards_message(folder, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
+    indexes = [index_path(p, index_dir) for p in paths]
+    for path, index in zip(paths, indexes):
+        index_entries(path, index)
+    return manifest, paths, indexes
 
 
 def resolve_device(device: str) -> str:
@@ -246,17 +252,22 @@ def _dali_dataset(pipe: Any, device: str, batch_size: int) -> Any:
 
 
 def _require_dali_and_tf() -> None:
-    """DALI, TensorFlow and DALI's TF plugin, or one BuildError saying which to install."""
+    """DALI, TensorFlow and DALI's TF plugin, or one BuildError naming every one missing and how to
+    install them all."""
+    try:
+        require_all(["nvidia.dali", "tensorflow", PLUGIN], "trainer-check")
+    except BuildError as e:
+        raise BuildError(f"{e} (or: trainer-check --framework torch, which needs the torch extra only)") from None
     require("nvidia.dali", "trainer-check")
     require("tensorflow", "trainer-check", quiet=True)
     try:
-        require("nvidia.dali.plugin.tf", "trainer-check", quiet=True)
+        require(PLUGIN, "trainer-check", quiet=True)
     except BuildError:
         raise
     except Exception as e:  # the plugin is built against one TensorFlow: another one fails to load it
         first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
         raise BuildError(f"trainer-check: DALI's TensorFlow plugin does not load ({first}); reinstall it: "
-                         "pip install --no-build-isolation --force-reinstall "
+                         "pip install -c constraints.txt --no-build-isolation --force-reinstall "
                          "'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5'") from None
 
 
@@ -275,9 +286,6 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
     """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     inputs = split_files(folder, split)  # the data's own problems first: they need no DALI to be named
-    missing = [i for i in inputs[2] if not os.path.exists(i)]
-    if missing:
-        raise BuildError(f"{missing[0]}: DALI index missing ({len(missing)} missing); run imagenet-build index")
     _require_dali_and_tf()
     try:
         return _trainer_check(folder, split, device, inputs, **options)
@@ -367,6 +375,6 @@ def compare_with_tf_data(
         batches.append(images.numpy())
     rate = num_batches * batch_size / (time.perf_counter() - t0)
     pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
-    return {"images_per_second": round(rate, 1),
+    return {"images_per_second": per_second(rate),
             "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
             "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}

@@ -39,14 +39,21 @@ class Report:
 def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any] | None, split: str,
                 paths: Sequence[str],
                 num_shards: int, classes: int, reader: str = "DALI") -> None:
-    """epoch, ranks and labels: every record once across the ranks, ranks disjoint, labels and histogram."""
+    """epoch, ranks and labels: every record once across the ranks, ranks disjoint, labels and histogram.
+
+    A record is its place, (shard, byte offset): class folders each holding img000.jpg are many
+    records. A record whose file name, label and size all equal another's is that record again
+    (a shard under two names).
+    """
     expected = (manifest or {}).get("splits", {}).get(split, {}).get("records")
     total = len(seen)
     sources = Counter((file, offset) for _, file, offset, _, _ in seen)
-    names = Counter(name for _, _, _, name, _ in seen)
     twice = [s for s, n in sources.items() if n > 1]
-    same_image = [n for n, c in names.items() if c > 1]
-    real = record_count(paths)
+    sizes = record_sizes(paths)
+    real = len(sizes)
+    records = {(file, offset): (name, label, sizes.get((file, offset))) for _, file, offset, name, label in seen}
+    copies = Counter(records.values())
+    same_image = [name for (name, _, _), n in copies.items() if n > 1]
     problems = []
     if expected is not None and total != expected:
         problems.append(f"epoch has {total} records, manifest.json says {expected}")
@@ -55,15 +62,14 @@ def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any
     if twice:
         problems.append(f"{len(twice)} record(s) read more than once, e.g. {twice[0][0]} at byte {twice[0][1]}")
     if same_image:
-        problems.append(f"{len(same_image)} image(s) present more than once (a shard under two names?), "
-                        f"e.g. {same_image[0]}")
+        problems.append(f"{len(same_image)} image(s) present more than once: the same file name, label and size "
+                        f"at two places (a shard under two names?), e.g. {same_image[0]}")
     detail = f"{total} records over {num_shards} rank(s)" + (f"; manifest: {expected}" if expected is not None else "")
     report.add("epoch", not problems, "; ".join(problems) or detail)
 
     by_rank: dict[Any, set] = {}
-    for rank, file, offset, name, _ in seen:
+    for rank, file, offset, _, _ in seen:
         by_rank.setdefault((file, offset), set()).add(rank)
-        by_rank.setdefault(name, set()).add(rank)
     shared = [k for k, ranks in by_rank.items() if len(ranks) > 1]
     report.add("ranks", not shared, f"{len(shared)} record(s) reach more than one rank" if shared
                else f"{num_shards} rank(s), disjoint")
@@ -81,18 +87,18 @@ def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any
     report.add("labels", not problems, "; ".join(problems) or detail)
 
 
-def record_count(paths: Sequence[str]) -> int:
-    """Records in the shards by their own framing (not by their indexes)."""
+def record_sizes(paths: Sequence[str]) -> dict[tuple[str, int], int]:
+    """{(shard, offset): size} of every record in the shards by their own framing (not by their indexes)."""
     from imagenet_build.dali_index import record_entries
     from imagenet_build.tfrecord import FramingError
 
-    total = 0
+    sizes: dict[tuple[str, int], int] = {}
     for path in paths:
         try:
-            total += len(record_entries(path))
+            sizes.update(((path, offset), size) for offset, size in record_entries(path))
         except FramingError as e:
             raise BuildError(f"{path}: {e}; run imagenet-build verify") from None
-    return total
+    return sizes
 
 
 def check_batches(report: Report, batches: Sequence[Any], mean_tolerance: float = 1.0,
@@ -145,8 +151,8 @@ def result_of(report: Report, *, split: str, device: str, model: str, batch_size
         "steps": steps,
         "ranks": ranks,
         "records": records,
-        "images_per_second": round(pipeline_rate, 1),
-        "training_images_per_second": round(train_rate, 1),
+        "images_per_second": per_second(pipeline_rate),
+        "training_images_per_second": per_second(train_rate),
         "loss": {"first": losses[0] if losses else None, "last": losses[-1] if losses else None},
         "overfit_loss": {"first": fixed[0] if fixed else None, "last": fixed[-1] if fixed else None},
         "channel_mean": channel_mean,
@@ -155,17 +161,28 @@ def result_of(report: Report, *, split: str, device: str, model: str, batch_size
     }
 
 
+def per_second(value: float) -> float:
+    """A rate for the JSON report: one decimal, or three significant digits below 10 (ResNet-50 trains
+    at 0.0412 images/s on a CPU: that, not 0.0)."""
+    return round(value, 1) if value >= 10 else float(f"{value:.3g}")
+
+
+def rate(value: float) -> str:
+    """A rate for the readable report: whole numbers from 100 up, else three significant digits."""
+    return f"{value:.0f}" if value >= 100 else f"{float(f'{value:.3g}'):g}"
+
+
 def format_report(result: dict) -> list[str]:
     """The readable report of a trainer-check result, whichever reader made it."""
     lines = [f"trainer-check {result['split']} on {result['device']} ({result['model']}, batch {result['batch_size']}, "
              f"{result['steps']} steps, {result['ranks']} rank(s)): {result['records']} records"]
     for check in result["checks"]:
         lines.append(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:14s} {check['detail']}")
-    lines.append(f"  {result.get('reader', 'DALI')} read+decode+augment: {result['images_per_second']:.0f} images/s; "
-                 f"training: {result['training_images_per_second']:.0f} images/s")
+    lines.append(f"  {result.get('reader', 'DALI')} read+decode+augment: {rate(result['images_per_second'])} images/s; "
+                 f"training: {rate(result['training_images_per_second'])} images/s")
     if "tf_data" in result:
         t = result["tf_data"]
-        lines.append(f"  tf.data same augmentation: {t['images_per_second']:.0f} images/s; "
+        lines.append(f"  tf.data same augmentation: {rate(t['images_per_second'])} images/s; "
                      f"channel mean {t['channel_mean']} std {t['channel_std']} "
                      f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(

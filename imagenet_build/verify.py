@@ -36,6 +36,7 @@ from imagenet_build.naming import (
     index_name,
     index_path,
     index_placement,
+    no_shards_message,
     parse_shard_name,
     shard_name,
     shard_of_index,
@@ -538,7 +539,7 @@ def verify(
     by_split = _shard_set(folder, index_dir, problems)
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:
-        raise BuildError(f"{folder}: holds no shards named <split>-NNNNN-of-NNNNN")
+        raise BuildError(no_shards_message(folder, "shards named <split>-NNNNN-of-NNNNN"))
     _orphan_indexes(folder, index_dir, {storage.basename(p) for p in paths}, problems)
 
     results: dict[str, dict[str, Any]] = {}

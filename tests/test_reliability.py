@@ -427,13 +427,18 @@ def verb_cases(sample, converted, tmp):
         ("index-nothing", ["index", tmp / "nowhere"], 1, "no such file", [], []),
         ("bboxes-json-without-output", ["bboxes", sample, "--json"], 2, "--json needs -o", [sample], []),
         ("trainer-check-no-shards", ["trainer-check", sample, "--device", "cpu"], 1, "no train shards", [sample], []),
+        ("trainer-check-missing-folder", ["trainer-check", tmp / "nowhere", "--device", "cpu"], 1, "not a folder",
+         [], []),
+        ("trainer-check-torch-missing-folder", ["trainer-check", tmp / "nowhere", "--framework", "torch"], 1,
+         "not a folder", [], []),
     ]
 
 
 VERB_CASES = ["convert-both-sources", "convert-bad-choice", "convert-output-inside-train-dir",
               "convert-index-dir-inside-train-dir", "convert-output-inside-from", "verify-missing-folder",
               "verify-quick-and-deep",
-              "index-empty-file", "index-nothing", "bboxes-json-without-output", "trainer-check-no-shards"]
+              "index-empty-file", "index-nothing", "bboxes-json-without-output", "trainer-check-no-shards",
+              "trainer-check-missing-folder", "trainer-check-torch-missing-folder"]
 
 
 def test_the_verb_cases_are_all_run(sample_dir, converted, tmp_path):
@@ -468,12 +473,12 @@ def run_without(module, *args):
 
 
 @pytest.mark.parametrize("module,args,fragment", [
-    ("fsspec", ["verify", "s3://bucket/shards", "--json"], "pip install 'imagenet-build[s3]'"),
-    ("fsspec", ["index", "s3://bucket/shards/train-00000-of-00001"], "pip install 'imagenet-build[s3]'"),
+    ("fsspec", ["verify", "s3://bucket/shards", "--json"], "pip install -c constraints.txt '.[s3]'"),
+    ("fsspec", ["index", "s3://bucket/shards/train-00000-of-00001"], "pip install -c constraints.txt '.[s3]'"),
     ("s3fs", ["verify", "s3://bucket/shards"], "s3fs, which is not installed"),
     ("nvidia.dali_tf_plugin", ["trainer-check", "{converted}", "--device", "cpu", "--json"],
      "DALI's TensorFlow plugin"),
-    ("tensorflow", ["trainer-check", "{converted}", "--device", "cpu"], "pip install 'imagenet-build[tf]'"),
+    ("tensorflow", ["trainer-check", "{converted}", "--device", "cpu"], "pip install -c constraints.txt '.[tf]'"),
 ], ids=["verify-s3-no-fsspec", "index-s3-no-fsspec", "verify-s3-no-s3fs", "trainer-no-plugin", "trainer-no-tf"])
 def test_a_missing_extra_is_one_line_naming_it(converted, module, args, fragment):
     result = run_without(module, *[str(a).format(converted=converted) for a in args])
@@ -484,19 +489,28 @@ def test_a_missing_extra_is_one_line_naming_it(converted, module, args, fragment
         assert json.loads(result.stdout)["ok"] is False
 
 
-def test_trainer_check_on_an_index_off_by_one_is_one_line(converted, tmp_path):
+@pytest.mark.parametrize("cut", ["off by one", "cut at the wrong place"])
+def test_trainer_check_on_an_index_off_by_one_is_one_line(converted, tmp_path, cut):
+    """An entry off by a byte is refused before DALI starts (the index no longer covers the shard);
+    entries that cover it but are cut at the wrong place reach DALI, whose failure is one line too."""
     pytest.importorskip("nvidia.dali.plugin.tf")
     out = tmp_path / "build"
     shutil.copytree(converted, out)
     index = out / "dali_idx" / "train-00001-of-00004.idx"
     lines = index.read_text().splitlines()
     offset, size = map(int, lines[2].split())
-    lines[2] = f"{offset + 1} {size}"
+    if cut == "off by one":
+        lines[2] = f"{offset + 1} {size}"
+    else:
+        following, rest = map(int, lines[3].split())
+        lines[2], lines[3] = f"{offset} {size + 1}", f"{following + 1} {rest - 1}"
     index.write_text("\n".join(lines) + "\n")
     result = run_process("trainer-check", out, "--device", "cpu", "--steps", 2)
     assert result.returncode == 1, result.stdout + result.stderr
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "DALI failed reading the train shards" in errors[0]
+    expected = ("train-00001-of-00004.idx: line 3: starts at byte" if cut == "off by one"
+                else "DALI failed reading the train shards")
+    assert len(errors) == 1 and expected in errors[0], errors
     assert "Traceback" not in result.stdout + result.stderr
 
 

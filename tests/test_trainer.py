@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from conftest import run_cli
-from helpers import SHARD, edit_record, index_lines, records_of, set_index, trainer_report
+from helpers import SHARD, edit_record, expect_error, index_lines, records_of, set_index, trainer_report
 
 
 @pytest.fixture(autouse=True)
@@ -38,13 +38,13 @@ def test_validation_split_and_report_text(converted):
 
 
 @pytest.mark.parametrize("fault", ["short index", "empty index"])
-@pytest.mark.slow
-def test_index_that_drops_records_fails_the_epoch_check(build, fault):
-    set_index(build, index_lines(build)[:-2] if fault == "short index" else [])
-    code, report, failed = check(build)
-    assert code == 1 and "epoch" in failed
-    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
-    assert "manifest.json says 48" in detail
+def test_index_that_drops_records_is_refused_before_dali_reads(build, fault):
+    """DALI reads a short or empty index without a word: trainer-check refuses it first, naming it."""
+    lines = index_lines(build)
+    set_index(build, lines[:-2] if fault == "short index" else [])
+    where = f"line {len(lines) - 2}: the last entry ends" if fault == "short index" else "index file is empty"
+    expect_error(["trainer-check", build, "--device", "cpu", "--steps", 2], 1, f"{SHARD}.idx: {where}",
+                 f"(the index of {build / SHARD})")
 
 
 @pytest.mark.slow
@@ -76,8 +76,45 @@ def test_shard_duplicated_under_two_names_fails(build):
 
 @pytest.mark.slow
 def test_normalised_twice_fails(converted):
-    code, report, failed = check(converted, "--mean", "0 0 0", "--std", "5000 5000 5000")
+    code, report, failed = check(converted, "--mean", "0", "0", "0", "--std", "5000", "5000", "5000")
     assert code == 1 and "normalisation" in failed
+
+
+@pytest.mark.needs_no_extra
+@pytest.mark.parametrize("args,mean,std", [
+    (["x", "--mean", "0", "0", "0", "--std", "1", "1", "1"], (0, 0, 0), (1, 1, 1)),  # as the README writes it
+    (["--mean", "1 2 3", "--std=4,5,6", "x"], (1, 2, 3), (4, 5, 6)),
+    (["--std", "-1", "2.5", "1e2", "--mean", "0", "0", "0", "--", "x"], (0, 0, 0), (-1, 2.5, 100)),
+])
+def test_mean_and_std_take_three_numbers_as_written(args, mean, std):
+    from imagenet_build.cli import cli
+
+    with cli.commands["trainer-check"].make_context("trainer-check", args) as ctx:
+        assert (ctx.params["mean"], ctx.params["std"], ctx.params["folder"]) == (mean, std, "x")
+
+
+@pytest.mark.needs_no_extra
+def test_mean_with_two_numbers_is_a_usage_error(converted):
+    result = run_cli("trainer-check", converted, "--mean", "0", "0", "--std", "1", "1", "1")
+    assert result.exit_code == 2 and "three numbers" in result.stderr, result.output
+
+
+@pytest.mark.needs_no_extra
+def test_a_core_install_names_every_missing_part(converted):
+    """Without DALI and TensorFlow, trainer-check names both and DALI's TF plugin, and how to install them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['nvidia.dali'] = sys.modules['tensorflow'] = None\n"
+            "from imagenet_build.cli import main; sys.argv = ['imagenet-build'] + sys.argv[1:]; main()")
+    result = subprocess.run([sys.executable, "-c", code, "trainer-check", str(converted), "--device", "cpu"],
+                            capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: trainer-check needs NVIDIA DALI, TensorFlow and DALI's TensorFlow plugin, which are not installed: "
+        "in a clone of imagenet-build, pip install -c constraints.txt '.[dali,tf]'; then pip install -c "
+        "constraints.txt --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' (after TensorFlow and "
+        "DALI) (or: trainer-check --framework torch, which needs the torch extra only)"]
 
 
 @pytest.mark.needs_no_extra

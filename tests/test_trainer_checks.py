@@ -6,6 +6,7 @@ and a case that must fail, without a pipeline.
 """
 
 import math
+from collections import Counter
 
 import pytest
 
@@ -68,10 +69,21 @@ def test_a_record_read_twice_or_on_two_ranks_fails(shards):
 
 def test_the_same_image_under_two_shards_fails(shards):
     seen = epoch(shards)
-    seen[4] = seen[4][:3] + ("img0.JPEG", seen[4][4])  # the same file name in another shard
+    seen[4] = seen[4][:3] + ("img0.JPEG", seen[0][4])  # record 0 again in another shard: name, label, size
     report = Report()
     check_epoch(report, seen, None, "train", shards, 1, classes=2)
     assert "present more than once" in results(report)["epoch"]["detail"]
+
+
+def test_one_file_name_in_every_class_is_many_records(shards):
+    """Class folders each holding img000.jpg: a record is its place (shard, offset), not its file name."""
+    seen, per_class = [], Counter()
+    for rank, file, offset, _, label in epoch(shards, ranks=2):
+        seen.append((rank, file, offset, f"img{per_class[label]:03d}.jpg", label))  # img000.jpg in each class
+        per_class[label] += 1
+    report = Report()
+    check_epoch(report, seen, MANIFEST, "train", shards, 2, classes=2)
+    assert report.ok, report.checks
 
 
 def test_zero_based_labels_and_a_wrong_histogram_fail(shards):
@@ -130,3 +142,14 @@ def test_overfit_needs_the_loss_to_halve(fixed, ok):
     report = Report()
     check_overfit(report, fixed, "", 16)
     assert report.ok is ok
+
+
+def test_slow_training_rates_are_reported_not_rounded_to_zero():
+    """ResNet-50 on a CPU trains at well under one image a second: the report shows the figure."""
+    from imagenet_build.trainer_checks import format_report, result_of
+
+    result = result_of(Report(), split="train", device="cpu", model="resnet50", batch_size=16, steps=2, ranks=1,
+                       records=48, pipeline_rate=412.34, train_rate=0.04123, losses=[2.0, 1.9], fixed=[2.0, 0.5],
+                       channel_mean=[0, 0, 0], channel_std=[1, 1, 1], started=0.0)
+    assert (result["images_per_second"], result["training_images_per_second"]) == (412.3, 0.0412)
+    assert "read+decode+augment: 412 images/s; training: 0.0412 images/s" in "\n".join(format_report(result))
