@@ -226,7 +226,7 @@ def convert(opts: ConvertOptions) -> dict[str, Any]:
 
 def _resize_options(opts: ConvertOptions) -> ResizeOptions | None:
     """The resize options, or None for a full-size build; UsageError for options without --resize."""
-    if not opts.resize:
+    if opts.resize is None:  # --resize "" is a mistake, not a full-size build
         given = [name for name, value in (("--quality", opts.quality is not None),
                                           ("--resize-all", not opts.resize_larger_only),
                                           ("--exif-transpose", opts.exif_transpose)) if value]
