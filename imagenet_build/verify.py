@@ -30,6 +30,7 @@ from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
 from imagenet_build.manifest import Manifest, ShardEntry, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
+    LISTINGS_NAME,
     LOCK_NAME,
     MANIFEST_NAME,
     index_dir_of,
@@ -329,7 +330,7 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
             problems.add("shard-set", entry, None, None, f"not a regular file ({_file_kind(path)})")
         elif parsed and not is_dir:
             shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, path))
-        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
+        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (is_dir and entry == LISTINGS_NAME) or (
                 is_dir and placement == "inside" and entry == storage.basename(index_dir)) or (
                 placement == "beside" and shard_of_index(entry)):  # an index beside the shards: _orphan_indexes
             continue
