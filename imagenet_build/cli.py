@@ -126,7 +126,8 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
 @click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
 @click.option("--bbox-tar", type=click.Path(),
-              help="ILSVRC2012_bbox_train_v2.tar.gz (or its folder), read as `bboxes` reads it.")
+              help="ILSVRC2012_bbox_train_v2.tar.gz, the folder holding it, or the <synset>/*.xml folder "
+              "extracted from it; read as `bboxes` reads it (finding no XML file is an error).")
 @click.option("--train-shards", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--validation-shards", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -380,11 +381,12 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
 def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, as_json: bool) -> None:
     """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
 
-    SOURCE is the extracted <synset>/*.xml folder or ILSVRC2012_bbox_train_v2.tar.gz
-    itself. Each box is scaled by the annotated size, ordered min/max, clamped to
-    [0, 1] and dropped if empty; lines `<image>.JPEG,xmin,ymin,xmax,ymax` with 4
-    decimals, sorted. Counts go to stderr. A malformed XML file, one without a
-    size or with a zero side is named and skipped (--strict: fails).
+    SOURCE is the extracted <synset>/*.xml folder, ILSVRC2012_bbox_train_v2.tar.gz
+    itself, or the folder holding it (finding no XML file is an error). Each box
+    is scaled by the annotated size, ordered min/max, clamped to [0, 1] and
+    dropped if empty; lines `<image>.JPEG,xmin,ymin,xmax,ymax` with 4 decimals,
+    sorted. Counts go to stderr. A malformed XML file, one without a size or
+    with a zero side is named and skipped (--strict: fails).
     """
     from imagenet_build.atomic import write_atomic
     from imagenet_build.boxes import boxes_to_csv_lines
