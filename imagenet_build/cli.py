@@ -142,7 +142,7 @@ existing_file = click.Path(dir_okay=False)
     "--workers",
     default=0,
     type=click.IntRange(min=0),
-    help="Processes that write shards [default: one per core]. The output is the same for any value.",
+    help="Processes that write shards; 0 (the default): one per core. The output is the same for any value.",
 )
 @click.option("--labels-file", type=existing_file,
               help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
@@ -178,7 +178,7 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
               "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; "
               "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "
-              "size.")
+              "size. N is 1 to 13,377 (an N x N image within Pillow's decompression-bomb limit).")
 @click.option("--quality", type=click.IntRange(1, 100), help="JPEG quality of resized images. [default: 90]")
 @click.option("--resize-larger-only/--resize-all", default=True,
               help="Store images already within the size untouched (default), or resize and re-encode every image.")
@@ -208,7 +208,9 @@ def convert(as_json: bool, **options: Any) -> None:
         for folder, build in summary["builds"].items():
             click.echo(f"{folder}:")
             _print_build(build, "  ")
-        click.echo(f"one pass: {summary['shards_read']} shards read once for {len(summary['builds'])} builds in "
+        builds = len(summary["builds"])
+        click.echo(f"one pass: {summary['shards_read']} shards read once for {builds} "
+                   f"build{'s' if builds > 1 else ''} in "
                    f"{summary['seconds']:.1f} s" + (f" ({summary['images_per_second']:.0f} images/s)"
                                                    if summary["images_per_second"] else ""))
     if "boxes" in summary:
@@ -253,8 +255,9 @@ def _print_build(summary: dict[str, Any], indent: str = "") -> None:
 @click.option("--deep", is_flag=True, help="Also decode every image with Pillow and check its size.")
 @click.option("--expect-imagenet", is_flag=True,
               help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
-@click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
-@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "warnings", "summary"} as JSON.')
 def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_imagenet: bool, workers: int,
            as_json: bool) -> None:
     """Prove the shards in FOLDER and their DALI indexes sound.
@@ -277,7 +280,8 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
 @click.option("--index-dir", type=existing_dir,
               help="Where to write the indexes. [default: dali_idx/ beside each file]")
-@click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json: bool) -> None:
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).

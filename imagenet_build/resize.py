@@ -278,7 +278,8 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         image = image.transpose(_TRANSPOSE[source.orientation])
     kind = source.kind or ""
-    return images.StoredImage(_encode(image, options.quality, source.path), image.height, image.width, kind, resized=True)
+    data = _encode(image, options.quality, source.path)
+    return images.StoredImage(data, image.height, image.width, kind, resized=True)
 
 
 def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:

@@ -174,6 +174,22 @@ def test_prepare_val_dry_run_partial_set_conflicts_and_move(flat_val):
     assert "moved: 14" in result.stdout
 
 
+def test_prepare_val_with_another_labels_file_is_refused_before_anything_moves(flat_val, tmp_path):
+    val, labels = flat_val
+    assert run_cli("prepare-val", val, "--labels", labels).exit_code == 0
+    synsets = labels.read_text().split()
+    other = tmp_path / "other_labels.txt"
+    other.write_text("\n".join(synsets[1:] + synsets[:1]) + "\n")  # image 1 (and most others) under another synset
+    before = tree_digest(val)
+    name = "ILSVRC2012_val_00000001.JPEG"
+    expect_error(["prepare-val", val, "--labels", other], 1,
+                 f"{val / synsets[0] / name}: in folder {synsets[0]}, but {other} gives {synsets[1]} (",
+                 "such image(s)): placed by a run with another labels file")
+    expect_error(["prepare-val", val, "--labels", other, "--dry-run"], 1, "placed by a run with another labels file")
+    assert tree_digest(val) == before
+    assert run_cli("prepare-val", val, "--labels", labels).exit_code == 0  # the first labels file: all in place
+
+
 # ------------------------------------------------------------------ convert from the archives
 
 

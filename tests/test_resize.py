@@ -351,6 +351,16 @@ def test_an_unbounded_size_is_refused_before_any_input_is_read(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_the_one_pass_line_counts_its_builds(sample_dir, resized, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(resized / "shorter-96", out / "shorter-96")
+    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
+    assert result.exit_code == 0 and "one pass: 0 shards read once for 1 build in " in result.stdout, result.stdout
+    shutil.copytree(resized / "shorter-48", out / "shorter-48")
+    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:48,96", "--workers", 1))
+    assert "one pass: 0 shards read once for 2 builds in " in result.stdout, result.stdout
+
+
 def jpeg_bytes(size):
     out = io.BytesIO()
     Image.new("RGB", size, (90, 30, 150)).save(out, "JPEG")
