@@ -125,6 +125,24 @@ def xml_boxes(data: bytes) -> list[tuple[str | None, float, float, float, float]
     return boxes
 
 
+BBOX_ARCHIVE = "ILSVRC2012_bbox_train_v2.tar.gz"  # image-net.org's train boxes
+
+
+def box_source(source: PathLike) -> str:
+    """What to read the XML from: `source` itself (an archive, or a folder of `<synset>/*.xml`), or the
+    ILSVRC2012 box archive in the folder `source` when the folder holds no XML folders of its own."""
+    from pathlib import Path
+
+    from imagenet_build import storage
+
+    if storage.is_url(source):
+        return storage.join(source, BBOX_ARCHIVE) if BBOX_ARCHIVE in storage.listdir(source) else str(source)
+    folder = Path(source)
+    if folder.is_dir() and (folder / BBOX_ARCHIVE).is_file() and next(folder.glob("*/*.xml"), None) is None:
+        return str(folder / BBOX_ARCHIVE)
+    return str(source)
+
+
 def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
     """Yield (synset folder, xml stem, bytes) from `<synset>/<stem>.xml` in a folder or a .tar.gz (file or URL)."""
     import tarfile
@@ -151,6 +169,14 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
         raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
 
 
+def _is_folder(source: PathLike) -> bool:
+    import os
+
+    from imagenet_build import storage
+
+    return bool(storage.listdir(source)) if storage.is_url(source) else os.path.isdir(source)
+
+
 def boxes_to_csv_lines(
     source: PathLike,
     synsets: Iterable[str] | None,
@@ -162,6 +188,8 @@ def boxes_to_csv_lines(
     files: (synset folder, xml stem, bytes) read elsewhere (e.g. from a zip), `source` then only names them.
     """
     keep = set(synsets) if synsets is not None else None
+    if files is None:
+        source = box_source(source)
     lines: list[str] = []
     problems: list[dict[str, str]] = []
     counts = {"xml_files": 0, "saved_files": 0, "skipped_files": 0, "saved_boxes": 0,
@@ -192,5 +220,8 @@ def boxes_to_csv_lines(
             counts["saved_boxes"] += 1
             found = True
         counts["saved_files" if found else "skipped_files"] += 1
+    if files is None and not counts["xml_files"]:  # boxes were asked for: finding none is no build without them
+        looked = f"<synset>/*.xml files and {BBOX_ARCHIVE}" if _is_folder(source) else "<synset>/*.xml members"
+        raise InputError(source, f"no bounding-box XML found: looked for {looked} in it")
     lines.sort()
     return lines, counts, problems

@@ -226,7 +226,7 @@ def convert(opts: ConvertOptions) -> dict[str, Any]:
 
 def _resize_options(opts: ConvertOptions) -> ResizeOptions | None:
     """The resize options, or None for a full-size build; UsageError for options without --resize."""
-    if not opts.resize:
+    if opts.resize is None:  # --resize "" is a mistake, not a full-size build
         given = [name for name, value in (("--quality", opts.quality is not None),
                                           ("--resize-all", not opts.resize_larger_only),
                                           ("--exif-transpose", opts.exif_transpose)) if value]
@@ -354,7 +354,7 @@ def _write(
     copy: sources.Copy | None,
 ) -> dict[str, Any]:
     """Everything that writes, under the outputs' locks: each image read once, written to every build."""
-    _prepare(opts, pool, builds, cat, plans, _describe_inputs(opts, split_inputs, val_labels_file, copy))
+    _prepare(opts, pool, builds, cat, plans, _describe_inputs(opts, split_inputs, val_labels_file, copy), copy)
     last_write = [time.monotonic()]
 
     def save(complete: bool) -> None:
@@ -382,6 +382,8 @@ def _write(
             save(False)
 
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
+    if copy is not None:  # a .tar.gz copy planned from kept listings: decompressed only where a shard is written
+        spool.decompress_deferred(copy, pool, {p.split for p, _ in todo})
     tasks = (_shard_task(opts, builds, resize, p, k) for p, k in todo)
     try:
         _run_tasks(opts, pool, builds, resize, tasks, finished)
@@ -450,6 +452,7 @@ def _prepare(
     cat: catalog_mod.Catalog,
     plans: list[plan_mod.SplitPlan],
     inputs: dict[str, Any],
+    copy: sources.Copy | None,
 ) -> None:
     """Each build's output checked, what a previous run left read, the shards it may keep, its manifest header."""
     names = {n for p in plans for n in p.names}
@@ -459,6 +462,10 @@ def _prepare(
         if opts.classes_from_folders:
             labels = "".join(f"{name}\n" for name in cat.synsets).encode()
             storage.write_bytes(storage.join(build.dest.output, LABELS_NAME), labels)
+    if copy is not None:
+        spool.keep_listings(copy)  # the output is checked: a rerun may plan from them
+        if opts.verify_inputs:  # every kept shard's inputs are read again
+            spool.decompress_deferred(copy, pool, [p.split for p in plans])
     for build in builds:
         build.done = shards_to_keep(build.previous, plans, build.dest, opts.on_error, pool, opts.verify_inputs,
                                     build.resize)

@@ -7,6 +7,7 @@ labels file holding a subset of the 1000 synsets gives a smaller, consistent bui
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,11 +90,22 @@ class Catalog:
     def num_classes(self) -> int:
         return len(self.synsets)
 
+    @property
+    def is_imagenet(self) -> bool:
+        """ILSVRC2012's 1000 classes in their order (the shipped labels file, or a copy of it): where slim's
+        lists of ImageNet's files to re-encode mean something."""
+        return self.synsets == _shipped_synsets()
+
     def synset(self, label: int) -> str:
         return self.synsets[label - 1]
 
     def text(self, label: int) -> str:
         return self.texts[self.synsets[label - 1]]
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_synsets() -> tuple[str, ...]:
+    return tuple(read_labels_file(DEFAULT_LABELS_FILE))
 
 
 def load_catalog(labels_file: PathLike | None = None, metadata_file: PathLike | None = None) -> Catalog:

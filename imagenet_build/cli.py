@@ -126,7 +126,8 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
 @click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
 @click.option("--bbox-tar", type=click.Path(),
-              help="ILSVRC2012_bbox_train_v2.tar.gz (or its folder), read as `bboxes` reads it.")
+              help="ILSVRC2012_bbox_train_v2.tar.gz, the folder holding it, or the <synset>/*.xml folder "
+              "extracted from it; read as `bboxes` reads it (finding no XML file is an error).")
 @click.option("--train-shards", default=1024, show_default=True, type=click.IntRange(min=1))
 @click.option("--validation-shards", default=128, show_default=True, type=click.IntRange(min=1))
 @click.option(
@@ -141,7 +142,7 @@ existing_file = click.Path(dir_okay=False)
     "--workers",
     default=0,
     type=click.IntRange(min=0),
-    help="Processes that write shards [default: one per core]. The output is the same for any value.",
+    help="Processes that write shards; 0 (the default): one per core. The output is the same for any value.",
 )
 @click.option("--labels-file", type=existing_file,
               help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
@@ -177,7 +178,7 @@ existing_file = click.Path(dir_okay=False)
 @click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
               "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; "
               "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "
-              "size.")
+              "size. N is 1 to 13,377 (an N x N image within Pillow's decompression-bomb limit).")
 @click.option("--quality", type=click.IntRange(1, 100), help="JPEG quality of resized images. [default: 90]")
 @click.option("--resize-larger-only/--resize-all", default=True,
               help="Store images already within the size untouched (default), or resize and re-encode every image.")
@@ -207,7 +208,9 @@ def convert(as_json: bool, **options: Any) -> None:
         for folder, build in summary["builds"].items():
             click.echo(f"{folder}:")
             _print_build(build, "  ")
-        click.echo(f"one pass: {summary['shards_read']} shards read once for {len(summary['builds'])} builds in "
+        builds = len(summary["builds"])
+        click.echo(f"one pass: {summary['shards_read']} shards read once for {builds} "
+                   f"build{'s' if builds > 1 else ''} in "
                    f"{summary['seconds']:.1f} s" + (f" ({summary['images_per_second']:.0f} images/s)"
                                                    if summary["images_per_second"] else ""))
     if "boxes" in summary:
@@ -252,8 +255,9 @@ def _print_build(summary: dict[str, Any], indent: str = "") -> None:
 @click.option("--deep", is_flag=True, help="Also decode every image with Pillow and check its size.")
 @click.option("--expect-imagenet", is_flag=True,
               help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
-@click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
-@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "summary"} as JSON.')
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "warnings", "summary"} as JSON.')
 def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_imagenet: bool, workers: int,
            as_json: bool) -> None:
     """Prove the shards in FOLDER and their DALI indexes sound.
@@ -276,7 +280,8 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
 @click.argument("inputs", nargs=-1, required=True, type=click.Path())
 @click.option("--index-dir", type=existing_dir,
               help="Where to write the indexes. [default: dali_idx/ beside each file]")
-@click.option("--workers", default=0, type=click.IntRange(min=0), help="Processes [default: one per core].")
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json: bool) -> None:
     """Write a DALI index for each TFRecord file in INPUTS (files or folders).
@@ -423,11 +428,12 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
 def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, as_json: bool) -> None:
     """Turn ImageNet's bounding-box XML into slim's CSV, like slim's process_bounding_boxes.
 
-    SOURCE is the extracted <synset>/*.xml folder or ILSVRC2012_bbox_train_v2.tar.gz
-    itself. Each box is scaled by the annotated size, ordered min/max, clamped to
-    [0, 1] and dropped if empty; lines `<image>.JPEG,xmin,ymin,xmax,ymax` with 4
-    decimals, sorted. Counts go to stderr. A malformed XML file, one without a
-    size or with a zero side is named and skipped (--strict: fails).
+    SOURCE is the extracted <synset>/*.xml folder, ILSVRC2012_bbox_train_v2.tar.gz
+    itself, or the folder holding it (finding no XML file is an error). Each box
+    is scaled by the annotated size, ordered min/max, clamped to [0, 1] and
+    dropped if empty; lines `<image>.JPEG,xmin,ymin,xmax,ymax` with 4 decimals,
+    sorted. Counts go to stderr. A malformed XML file, one without a size or
+    with a zero side is named and skipped (--strict: fails).
     """
     from imagenet_build.atomic import write_atomic
     from imagenet_build.boxes import boxes_to_csv_lines

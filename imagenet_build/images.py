@@ -30,6 +30,7 @@ SLIM_CMYK_NAMES = frozenset(
 )
 
 REENCODE_QUALITY = 100
+JPEG_MAX_SIDE = 65500  # libjpeg's JPEG_MAX_DIMENSION: the largest side it writes
 _STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
 _SOF_MARKERS = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 _STANDALONE = set(range(0xD0, 0xD8)) | {0x01, 0xD8}
@@ -211,9 +212,27 @@ def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:
         raise InputError(path, "not an image (neither JPEG nor any format Pillow reads)") from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise InputError(path, f"cannot decode {kind or 'image'}: {e}") from None
+    return StoredImage(encode_jpeg(rgb, path, quality=REENCODE_QUALITY), rgb.height, rgb.width, kind)
+
+
+def jpeg_size_problem(width: int, height: int) -> str:
+    """Why a JPEG cannot hold an image of this size, or ""."""
+    return f"a JPEG holds at most {JPEG_MAX_SIDE:,} pixels a side" if max(width, height) > JPEG_MAX_SIDE else ""
+
+
+def encode_jpeg(image: Any, path: str, **options: Any) -> bytes:
+    """`image` saved as JPEG with Pillow's `options`; an image JPEG cannot hold, or any failure of the
+    encoder, is an InputError naming `path` (the per-image error path: named, skippable)."""
+    problem = jpeg_size_problem(image.width, image.height)
+    if problem:  # libjpeg would fail with "broken data stream", after a line of its own on stderr
+        raise InputError(path, f"{image.width:,}x{image.height:,} pixels: {problem}, so it cannot be stored as "
+                               "slim's JPEG")
     out = io.BytesIO()
-    rgb.save(out, format="JPEG", quality=REENCODE_QUALITY)
-    return StoredImage(out.getvalue(), rgb.height, rgb.width, kind)
+    try:
+        image.save(out, format="JPEG", **options)
+    except (OSError, ValueError) as e:
+        raise InputError(path, f"cannot encode as JPEG: {e}") from None
+    return out.getvalue()
 
 
 def exif_orientation(data: bytes) -> int:

@@ -23,6 +23,7 @@ INDEX_SUFFIX = ".idx"
 DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
 BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
 SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
+LISTINGS_NAME = ".imagenet-build-listings"  # each .tar.gz input's listing, kept for a rerun (sources/spool.py)
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")

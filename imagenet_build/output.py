@@ -20,6 +20,7 @@ from imagenet_build.naming import (
     BEAM_RESULTS,
     DEFAULT_INDEX_DIR,
     LABELS_NAME,
+    LISTINGS_NAME,
     LOCK_NAME,
     MANIFEST_NAME,
     SPOOL_PREFIX,
@@ -103,8 +104,9 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
 
 def ignored_entry(entry: str, is_dir: bool) -> bool:
     """What a build folder may hold besides its files: this run's lock, an interrupted Beam run's figures
-    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends)."""
-    return entry == LOCK_NAME or (is_dir and (entry == BEAM_RESULTS or entry.startswith(SPOOL_PREFIX)))
+    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends), and their
+    listings, kept for a rerun."""
+    return entry == LOCK_NAME or (is_dir and (entry in (BEAM_RESULTS, LISTINGS_NAME) or entry.startswith(SPOOL_PREFIX)))
 
 
 def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool) -> None:

@@ -106,6 +106,7 @@ class ShardSpec:
     entries: tuple[ImageEntry, ...]  # in record order
     classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
+    imagenet: bool = True  # ILSVRC2012's classes: a re-encode is compared with slim's name lists
 
     @property
     def name(self) -> str:
@@ -189,6 +190,7 @@ class SplitPlan:
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,
+            imagenet=cat.is_imagenet,
         )
 
     def __iter__(self) -> Iterator[ShardSpec]:

@@ -35,9 +35,28 @@ def prepare_validation(
     labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
     labels = read_validation_labels(labels_file)
     if dry_run:
+        _refuse_other_labels(val_dir, labels, labels_file)
         return _place(val_dir, labels, method, dry_run)
     with FolderLock(val_dir):
+        _refuse_other_labels(val_dir, labels, labels_file)
         return _place(val_dir, labels, method, dry_run)
+
+
+def _refuse_other_labels(val_dir: Path, labels: list[str], labels_file: PathLike) -> None:
+    """Images already in a synset folder that this labels file does not give them: placed by a run with
+    another labels file. Going on would leave such an image in two folders (under two labels), so refuse."""
+    misplaced = []
+    for folder in sorted(entry for entry in os.listdir(val_dir) if (val_dir / entry).is_dir()):
+        for name in sorted(os.listdir(val_dir / folder)):
+            match = VALIDATION_NAME.match(name)
+            if match and int(match.group(1)) <= len(labels) and labels[int(match.group(1)) - 1] != folder:
+                misplaced.append((folder, name, labels[int(match.group(1)) - 1]))
+    if misplaced:
+        folder, name, synset = misplaced[0]
+        raise InputError(val_dir / folder / name,
+                         f"in folder {folder}, but {labels_file} gives {synset} ({len(misplaced)} such image(s)): "
+                         "placed by a run with another labels file; remove the synset folders it made (with --link "
+                         "or --copy the flat files are still there) or give that run's labels file")
 
 
 def _place(val_dir: Path, labels: list[str], method: str, dry_run: bool) -> dict[str, Any]:

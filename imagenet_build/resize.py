@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import io
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,8 +44,9 @@ from imagenet_build.errors import InputError, UsageError
 DCT_GAP = 1.6
 DCT_SCALES = (1, 2, 4)  # of 8: the reduced IDCTs Pillow's draft asks libjpeg for
 DEFAULT_QUALITY = 90
-_SPEC = re.compile(r"^(shorter|longer):(\d+(?:,\d+)*)$")
-_MAX_SIDE = 65500  # the largest side a JPEG can hold
+_SPEC = re.compile(r"^(shorter|longer):([0-9]+(?:,[0-9]+)*)$")  # ASCII digits only: int() takes '٢٢٤' too
+# Pillow's default decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS): the cap when a program has lifted it
+DEFAULT_PIXEL_CAP = 2 * 89_478_485
 # EXIF orientation -> the transposition that shows the image upright (Pillow's Image.Transpose values)
 _TRANSPOSE = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
 
@@ -82,17 +84,45 @@ class Target(NamedTuple):
         return (self.size, scaled(height)) if side == width else (scaled(width), self.size)
 
 
+def pixel_cap() -> int:
+    """The most pixels a resized image may have: Pillow's decompression-bomb limit, what inputs are held to
+    (images.bomb_pixels), so no output is one a reader refuses, and no worker allocates gigabytes for one image."""
+    return images.bomb_pixels() or DEFAULT_PIXEL_CAP
+
+
+def max_size() -> int:
+    """The largest N of shorter:N or longer:N: an N x N image must stay within pixel_cap()."""
+    return min(math.isqrt(pixel_cap()), images.JPEG_MAX_SIDE)
+
+
 def parse_targets(text: str) -> tuple[Target, ...]:
-    """`shorter:256`, `longer:500`, `shorter:160,224,288` -> Targets (UsageError otherwise)."""
+    """`shorter:256`, `longer:500`, `shorter:160,224,288` -> Targets (UsageError otherwise).
+
+    Sizes are bounded before any work: shorter:N makes every resized image at least N x N (and
+    --resize-all resizes every image), longer:N at most that; an N x N beyond Pillow's limit is refused.
+    """
     match = _SPEC.match(text.replace(" ", ""))
     if not match:
         raise UsageError(f"--resize {text!r}: expected shorter:N or longer:N, or several sizes as shorter:160,224,288")
     sizes = [int(v) for v in match.group(2).split(",")]
-    if any(not 1 <= s <= _MAX_SIDE for s in sizes):
-        raise UsageError(f"--resize {text!r}: sizes must be between 1 and {_MAX_SIDE}")
+    largest = max_size()
+    if any(not 1 <= s <= largest for s in sizes):
+        raise UsageError(f"--resize {text!r}: sizes must be between 1 and {largest:,} (an image of "
+                         f"{largest + 1:,}x{largest + 1:,} pixels would pass Pillow's decompression-bomb limit of "
+                         f"{pixel_cap():,} pixels)")
     if len(set(sizes)) != len(sizes):
         raise UsageError(f"--resize {text!r}: a size is repeated")
     return tuple(Target(match.group(1), s) for s in sizes)
+
+
+def output_problem(width: int, height: int) -> str:
+    """Why a resized image of width x height cannot be made, or "": checked before any pixel is decoded."""
+    problem = images.jpeg_size_problem(width, height)
+    if problem:
+        return problem
+    if width * height > pixel_cap():
+        return f"{width * height:,} pixels, beyond Pillow's decompression-bomb limit of {pixel_cap():,}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -226,11 +256,9 @@ class _Source:
         raise InputError(self.path, f"decoded to {image.size[0]}x{image.size[1]}, not a scale of {width}x{height}")
 
 
-def _encode(image: Any, quality: int) -> bytes:
+def _encode(image: Any, quality: int, path: str) -> bytes:
     """Baseline RGB JPEG, 4:2:0, no EXIF, no ICC, no optimisation pass: the same bytes for the same pixels."""
-    out = io.BytesIO()
-    image.save(out, format="JPEG", quality=quality, subsampling=2, optimize=False, progressive=False)
-    return out.getvalue()
+    return images.encode_jpeg(image, path, quality=quality, subsampling=2, optimize=False, progressive=False)
 
 
 def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
@@ -239,6 +267,9 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     shown = (height, width) if swap else (width, height)
     keep = options.larger_only and target.fits(*shown)  # only here to be turned upright: no upscaling
     out_w, out_h = shown if keep else target.size_for(*shown)
+    problem = output_problem(out_w, out_h)
+    if problem:  # shorter:N of a 1 x 10,000 image: 100 x 1,000,000 for shorter:100; said before decoding
+        raise InputError(source.path, f"resized to {target.label} it would be {out_w:,}x{out_h:,}: {problem}")
     stored_out = (out_h, out_w) if swap else (out_w, out_h)  # the output size before transposing
     image, factor = source.decoded(stored_out)
     box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
@@ -247,7 +278,8 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         image = image.transpose(_TRANSPOSE[source.orientation])
     kind = source.kind or ""
-    return images.StoredImage(_encode(image, options.quality), image.height, image.width, kind, resized=True)
+    data = _encode(image, options.quality, source.path)
+    return images.StoredImage(data, image.height, image.width, kind, resized=True)
 
 
 def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
@@ -271,4 +303,6 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
             results.append(_resized(source, target, options))
         except InputError as e:
             results.append(e)
+        except (OSError, ValueError) as e:  # the resampler's own: still this image's failure, named and skippable
+            results.append(InputError(path, f"cannot resize to {target.label}: {e}"))
     return results

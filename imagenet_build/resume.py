@@ -46,11 +46,50 @@ def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> mani
     except ValueError as e:
         raise BuildError(f"{e}; use --overwrite to start over") from None
     if previous and previous.get("options") != options:
-        raise BuildError(
-            f"{output}: holds a build made with other options ({previous.get('options')}); "
-            "use --overwrite to replace it, or another --output-dir"
-        )
+        changes = "; ".join(option_changes(previous.get("options") or {}, options))
+        raise BuildError(f"{output}: holds a build made with other options ({changes}); "
+                         "use --overwrite to replace it, or another --output-dir")
     return previous
+
+
+# how a manifest's options.<key> (or options.resize.<key>) is given on the command line; a flag's value is
+# shown as given / not given (larger_only the other way round: --resize-all)
+_OPTION_NAMES = {
+    "splits": "splits built", "train_shards": "--train-shards", "validation_shards": "--validation-shards",
+    "layout_threads": "--layout-threads", "index_dir": "--index-dir", "classes_from_folders": "--classes-from-folders",
+    "subset": "--subset", "resize": "--resize", "resize.target": "--resize", "resize.quality": "--quality",
+    "resize.larger_only": "--resize-all", "resize.exif_transpose": "--exif-transpose",
+}
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "resize.larger_only" and isinstance(value, bool):
+        value = not value
+    if isinstance(value, bool):
+        return "given" if value else "not given"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def option_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Each option a rerun changed, as `--train-shards 4 before, 8 now`: what the user typed, not a dict."""
+    def flat(options: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in options.items() if not (k == "resize" and isinstance(v, dict))}
+        if isinstance(options.get("resize"), dict):
+            out.update({f"resize.{k}": v for k, v in options["resize"].items()})
+        return out
+
+    before, now = flat(old), flat(new)
+    changes = []
+    for key in sorted(set(before) | set(now), key=lambda k: (list(_OPTION_NAMES).index(k) if k in _OPTION_NAMES
+                                                              else len(_OPTION_NAMES), k)):
+        if before.get(key) != now.get(key):
+            changes.append(f"{_OPTION_NAMES.get(key, key)}: {_shown(key, before.get(key))} before, "
+                           f"{_shown(key, now.get(key))} now")
+    return changes
 
 
 def shards_to_keep(

@@ -30,6 +30,7 @@ from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
 from imagenet_build.manifest import Manifest, ShardEntry, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
+    LISTINGS_NAME,
     LOCK_NAME,
     MANIFEST_NAME,
     index_dir_of,
@@ -330,7 +331,7 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
             problems.add("shard-set", entry, None, None, f"not a regular file ({_file_kind(path)})")
         elif parsed and not is_dir:
             shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, path))
-        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (
+        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (is_dir and entry == LISTINGS_NAME) or (
                 is_dir and placement == "inside" and entry == storage.basename(index_dir)) or (
                 placement == "beside" and shard_of_index(entry)):  # an index beside the shards: _orphan_indexes
             continue
@@ -576,7 +577,8 @@ def verify(
     split_records = {split: sum(results[storage.basename(p)]["records"] for _, p in shards)
                      for split, shards in by_split.items()}
     if expect_imagenet:
-        _check_imagenet_totals(manifest, split_records, problems)
+        seen_labels = None if quick else {label for label, _ in seen}
+        _check_imagenet_totals(manifest, split_records, seen_labels, problems, notes)
     seconds = time.monotonic() - started
     total_bytes = sum(r["bytes"] for r in results.values())
     summary = {
@@ -600,11 +602,19 @@ def verify(
     return {"ok": not problems.counts, "problems": problems.shown, "warnings": warnings.shown, "summary": summary}
 
 
-def _check_imagenet_totals(manifest: Manifest | None, split_records: dict[str, int], problems: Problems) -> None:
+def _check_imagenet_totals(manifest: Manifest | None, split_records: dict[str, int], seen_labels: set[int] | None,
+                           problems: Problems, notes: list[str]) -> None:
+    """Each split's records and the classes against ImageNet's (the labels the records hold, or with --quick
+    the manifest's class count)."""
     expected, what = expected_totals(manifest)
     for split, total in expected.items():
         if split_records.get(split) != total:
             problems.add("imagenet", split, None, None, f"{split_records.get(split, 0)} records, {what} has {total:,}")
+    classes = len(seen_labels) if seen_labels is not None else (manifest or {}).get("num_classes")
+    if classes is None:
+        notes.append("--expect-imagenet: classes not counted (--quick reads no labels, and there is no manifest)")
+    elif classes != IMAGENET_CLASSES:
+        problems.add("imagenet", "classes", None, None, f"{classes:,} classes, {what} has {IMAGENET_CLASSES:,}")
 
 
 def _checks_run(manifest: bool, quick: bool, deep: bool, expect_imagenet: bool) -> list[str]:

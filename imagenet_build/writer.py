@@ -231,7 +231,7 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: str, outputs: list[_Out
                 output.skipped.append({"file": entry.relpath, "label": entry.label, "reason": stored.problem})
                 payloads.append(None)
                 continue
-            note = images.name_disagreement(entry.filename, stored)
+            note = images.name_disagreement(entry.filename, stored) if spec.imagenet else ""  # slim's lists: ImageNet's
             if stored.reencoded or note:
                 output.reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
             output.resized[0] += stored.resized

@@ -21,7 +21,8 @@ set -euo pipefail
 
 die() { echo "error: $*" >&2; exit 1; }
 
-[ $# -ge 2 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+# without its two arguments: the comment block above, which ends before the first line of code
+[ $# -ge 2 ] || { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 2; }
 ARCHIVES="$1"
 OUT="$2"
 shift 2
@@ -87,11 +88,17 @@ SHARDS="$OUT/tfrecord"
 need=$source_bytes
 have_done=$(du -sb "$SHARDS" 2>/dev/null | cut -f1 || echo 0)
 need=$(( (need - ${have_done:-0}) * 105 / 100 ))
+[ "$need" -ge 0 ] || need=0
 free=$(df -P -B1 "$OUT" | awk 'NR == 2 {print $4}')
+human() {  # a byte count at a glance, as convert says it: 50 MB, 63 MB, 1.4 GB, 140 GB
+  awk -v b="$1" 'BEGIN { split("TB GB MB kB", unit, " "); split("1e12 1e9 1e6 1e3", size, " ")
+    for (i = 1; i <= 4; i++) if (b >= size[i] + 0) { v = b / size[i]; printf(v < 10 ? "%.1f %s\n" : "%.0f %s\n", v, unit[i]); exit }
+    printf("%d bytes\n", b) }'
+}
 if [ "$need" -gt "$free" ]; then
-  die "$OUT: about $(( need / 1000000000 + 1 )) GB more are needed, $(( free / 1000000000 )) GB are free. Free some space or choose another OUTPUT_DIR."
+  die "$OUT: about $(human "$need") more are needed, $(human "$free") are free. Free some space or choose another OUTPUT_DIR."
 fi
-echo "ok: free space: $(( free / 1000000000 )) GB, about $(( need / 1000000000 + 1 )) GB needed"
+echo "ok: free space: $(human "$free"), about $(human "$need") more needed"
 
 echo "== convert"
 "$IB" convert "${SOURCE_ARGS[@]}" --output-dir "$SHARDS" "$@"

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, tree_digest
+from helpers import expect_error
 from imagenet_build.sample import make_sample
 
 SYNSETS = ["n01440764", "n01443537", "n01484850"]
@@ -92,6 +93,34 @@ def test_bboxes_gives_slims_lines_from_folder_and_tar_gz(xml_sources, tmp_path):
             "n01484850/n01484850_2.xml", "n01484850/n01484850_3.xml", "n01484850/n01484850_4.xml"]
 
 
+def test_bboxes_reads_a_folder_holding_the_archive_as_the_archive(xml_sources, tmp_path):
+    _, archive, synsets = xml_sources
+    holding = tmp_path / "downloads"
+    holding.mkdir()
+    shutil.copy(archive, holding / archive.name)
+    result = run_cli("bboxes", holding, "--synsets", synsets)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines() == EXPECTED_LINES
+
+
+@pytest.mark.parametrize("where", ["empty folder", "images folder", "archive of no XML"])
+def test_bboxes_finding_no_xml_is_an_error_saying_what_was_looked_for(tmp_path, sample_dir, where):
+    source = {"empty folder": tmp_path / "empty", "images folder": sample_dir / "train",
+              "archive of no XML": tmp_path / "boxes.tar.gz"}[where]
+    if where == "empty folder":
+        source.mkdir()
+    if where == "archive of no XML":
+        with tarfile.open(source, "w:gz") as tar:
+            tar.add(sample_dir / "labels.txt", arcname="labels.txt")
+    looked = ("<synset>/*.xml members" if where == "archive of no XML"
+              else "<synset>/*.xml files and ILSVRC2012_bbox_train_v2.tar.gz")
+    expect_error(["bboxes", source], 1, f"{source}: no bounding-box XML found: looked for {looked} in it")
+    expect_error(["convert", "--train-dir", sample_dir / "train", "--labels-file", sample_dir / "labels.txt",
+                  "--bbox-tar", source, "--output-dir", tmp_path / "out", "--train-shards", 2, "--layout-threads", 1,
+                  "--workers", 1], 1, f"{source}: no bounding-box XML found")
+    assert not (tmp_path / "out").exists()
+
+
 def test_bboxes_strict_fails_on_a_bad_file(xml_sources):
     folder, _, synsets = xml_sources
     result = run_cli("bboxes", folder, "--synsets", synsets, "--strict")
@@ -145,6 +174,22 @@ def test_prepare_val_dry_run_partial_set_conflicts_and_move(flat_val):
     assert "moved: 14" in result.stdout
 
 
+def test_prepare_val_with_another_labels_file_is_refused_before_anything_moves(flat_val, tmp_path):
+    val, labels = flat_val
+    assert run_cli("prepare-val", val, "--labels", labels).exit_code == 0
+    synsets = labels.read_text().split()
+    other = tmp_path / "other_labels.txt"
+    other.write_text("\n".join(synsets[1:] + synsets[:1]) + "\n")  # image 1 (and most others) under another synset
+    before = tree_digest(val)
+    name = "ILSVRC2012_val_00000001.JPEG"
+    expect_error(["prepare-val", val, "--labels", other], 1,
+                 f"{val / synsets[0] / name}: in folder {synsets[0]}, but {other} gives {synsets[1]} (",
+                 "such image(s)): placed by a run with another labels file")
+    expect_error(["prepare-val", val, "--labels", other, "--dry-run"], 1, "placed by a run with another labels file")
+    assert tree_digest(val) == before
+    assert run_cli("prepare-val", val, "--labels", labels).exit_code == 0  # the first labels file: all in place
+
+
 # ------------------------------------------------------------------ convert from the archives
 
 
@@ -185,6 +230,19 @@ def test_convert_from_archives_is_byte_identical_to_folders(archives, tmp_path):
                     "--output-dir", tmp_path / "mixed", *common(archives))
     assert mixed.exit_code == 0, mixed.output
     assert shards_and_indexes(tmp_path / "mixed") == shards_and_indexes(tmp_path / "folders")
+
+
+def test_bbox_tar_given_the_folder_holding_the_archive_reads_the_archive(archives, tmp_path):
+    summaries = []
+    for given in (archives / "ILSVRC2012_bbox_train_v2.tar.gz", archives):
+        out = tmp_path / given.name
+        result = run_cli("convert", "--train-dir", archives / "train", "--bbox-tar", given, "--output-dir", out,
+                         *common(archives)[:2], "--train-shards", 4, "--layout-threads", 2, "--workers", 1, "--json")
+        assert result.exit_code == 0, result.output
+        summaries.append(json.loads(result.stdout)["boxes"])
+    assert summaries[0] == summaries[1] and summaries[0]["images_with_boxes"] > 0
+    assert shards_and_indexes(tmp_path / archives.name) == shards_and_indexes(
+        tmp_path / "ILSVRC2012_bbox_train_v2.tar.gz")
 
 
 def test_convert_from_archives_with_two_workers(archives, tmp_path):

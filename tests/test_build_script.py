@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def test_any_copy_that_convert_from_knows_is_built_too(archives, tmp_path):
     result = build(tree, out, archives)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "convert --from will tell" in result.stdout and "verify: sound" in result.stdout
+    assert re.search(r"^ok: free space: [0-9.]+ [kMGT]?B, about [0-9.]+ (kB|MB) more needed$", result.stdout, re.M), \
+        result.stdout  # a small copy's need in kB or MB, not rounded up to 1 GB
     assert "found: ILSVRC2012 (image-net.org) folders: 48 train, 16 validation" in result.stdout
     unknown = tmp_path / "unknown"
     unknown.mkdir()
@@ -112,6 +115,14 @@ def test_missing_archive(archive_dir, archives, tmp_path):
     result = build(partial, tmp_path / "out", archives)
     assert result.returncode == 1
     assert "ILSVRC2012_img_val.tar: missing" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_without_arguments_it_prints_its_usage_and_nothing_else():
+    result = subprocess.run(["bash", str(ROOT / "scripts" / "build_imagenet.sh")], capture_output=True, text=True)
+    assert result.returncode == 2
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("One shot from ImageNet") and lines[2].startswith("Usage: scripts/build_imagenet.sh")
+    assert "set -euo pipefail" not in result.stdout and lines[-1].startswith("  (default: DALI")
 
 
 def test_without_the_tool_on_path_it_says_how_to_install(archive_dir, tmp_path):

@@ -126,8 +126,16 @@ def test_other_options_on_an_existing_build_are_refused(sample_dir, converted, t
     shutil.copytree(converted, out)
     args = sample_args(sample_dir, out, "--workers", 1)
     args[args.index("--train-shards") + 1] = "2"
+    args[args.index("--layout-threads") + 1] = "1"
     result = run_cli(*args)
-    assert result.exit_code == 1 and "other options" in result.output and "--overwrite" in result.output
+    assert result.exit_code == 1 and "--overwrite" in result.output
+    assert result.stderr.strip().splitlines() == [  # the options that changed, as typed: not the manifest's dict
+        f"error: {out}: holds a build made with other options (--train-shards: 4 before, 2 now; "
+        "--layout-threads: 2 before, 1 now); use --overwrite to replace it, or another --output-dir"]
+    validation_only = sample_args(sample_dir, out, "--workers", 1, train=False)
+    result = run_cli(*validation_only)
+    assert "(splits built: train, validation before, validation now; --train-shards: 4 before, none now)" \
+        in result.stderr, result.stderr
 
 
 @pytest.fixture(scope="module")
@@ -363,3 +371,28 @@ def test_whole_process_error_is_one_line_and_exit_code(sample_dir, tmp_path):
     result = run_process("convert", "--train-dir", tmp_path / "missing", "--output-dir", tmp_path / "out")
     assert result.returncode == 1
     assert result.stderr.strip().count("\n") == 0 and result.stderr.startswith("error: ")
+
+
+def test_slims_lists_of_files_to_re_encode_are_spoken_of_only_in_an_imagenet_build(sample_dir, tmp_path):
+    """The sample's CMYK and PNG files are re-encoded in every build; whether slim's list of ImageNet's 23
+    such files names them means something only where the classes are ImageNet's 1000."""
+    sample = run_cli(*sample_args(sample_dir, tmp_path / "sample", "--workers", 1, "--json"))
+    reencoded = json.loads(sample.stdout)["reencoded"]
+    assert {r["reencoded"] for r in reencoded} == {"CMYK JPEG", "PNG"} and all(r["note"] == "" for r in reencoded)
+    assert "slim's list" not in run_cli(*sample_args(sample_dir, tmp_path / "sample", "--workers", 1)).stdout
+    imagenet = run_cli("convert", "--train-dir", sample_dir / "train", "--output-dir", tmp_path / "imagenet",
+                       "--on-error", "skip", "--train-shards", 2, "--layout-threads", 1, "--workers", 1, "--json")
+    assert imagenet.exit_code == 0, imagenet.output  # the shipped 1000 synsets, 996 of them without images
+    notes = [r["note"] for r in json.loads(imagenet.stdout)["reencoded"]]
+    assert notes and all("but not in slim's list of files to re-encode" in note for note in notes)
+
+
+@pytest.mark.parametrize("verb,fragment", [
+    ("convert", "Processes that write shards; 0 (the default): one per core."),
+    ("verify", "Processes; 0 (the default): one per core."),
+    ("index", "Processes; 0 (the default): one per core."),
+    ("verify", 'Print {"ok", "problems", "warnings", "summary"} as JSON.'),
+])
+def test_help_says_what_it_should(verb, fragment):
+    result = run_cli(verb, "--help")
+    assert result.exit_code == 0 and fragment in " ".join(result.stdout.split()), result.stdout

@@ -286,6 +286,33 @@ def test_a_jpeg_header_that_lies_is_refused_by_convert(sample_copy, tmp_path):
     assert not list((tmp_path / "out").rglob(".*.tmp"))
 
 
+def wide_png(path, width=70_000):
+    """A PNG one pixel high and wider than a JPEG can be: a few hundred bytes."""
+    Image.new("RGB", (width, 1), (10, 200, 30)).save(path, "PNG")
+
+
+@pytest.mark.parametrize("resize", [[], ["--resize", "shorter:48,400"]], ids=["full-size", "resized"])
+def test_an_image_no_jpeg_can_hold_is_named_and_skippable(sample_copy, tmp_path, resize):
+    image = a_train_image(sample_copy)
+    wide_png(image)  # re-encoded (a PNG): a JPEG side stops at 65,500
+    out = tmp_path / "out"
+    failed = run_process(*sample_args(sample_copy, out, "--workers", 2, *resize))
+    assert failed.returncode == 1
+    lines = failed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {image}: 70,000x1 pixels: a JPEG holds at most 65,500 "
+                                                   "pixels a side"), failed.stderr
+    assert not list(out.rglob(".*.tmp"))
+    skipped = run_process(*sample_args(sample_copy, out, "--workers", 2, "--on-error", "skip", "--json", *resize))
+    assert skipped.returncode == 0, skipped.stderr
+    summary = json.loads(skipped.stdout)
+    builds = list(summary["builds"].values()) if resize else [summary]
+    relpath = f"{image.parent.name}/{image.name}"
+    for build in builds:
+        assert [s["file"] for s in build["skipped"]] == [relpath]
+        assert run_cli("verify", build["output_dir"]).exit_code == 0
+    assert not list(out.rglob(".*.tmp"))
+
+
 def write_build(folder, records):
     """A one-shard build of hand-made records [(jpeg bytes, height, width, boxes)], and its index."""
     from imagenet_build.example import encode_example_parts

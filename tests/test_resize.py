@@ -17,6 +17,7 @@ from PIL import Image
 from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
 from helpers import expect_error, read_with_tensorflow
 from imagenet_build import resize
+from imagenet_build.errors import InputError, UsageError
 from imagenet_build.example import decode_example
 from imagenet_build.images import exif_orientation, jpeg_facts
 from imagenet_build.resize import Target
@@ -328,6 +329,10 @@ def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resi
     (["--resize", "shortest:96"], "expected shorter:N or longer:N"),
     (["--resize", "shorter:96,96"], "repeated"),
     (["--resize", "shorter:0"], "between 1 and"),
+    (["--resize", "shorter:65500", "--resize-all"], "between 1 and 13,377"),  # 65500 x 65500: 4.3 Gpx an image
+    (["--resize", "longer:13378"], "decompression-bomb limit of 178,956,970 pixels"),
+    (["--resize", ""], "expected shorter:N or longer:N"),  # not a full-size build
+    (["--resize", "shorter:\u0662\u0662\u0664"], "expected shorter:N or longer:N"),  # Arabic-Indic 224: int() takes it
     (["--quality", "80"], "--quality goes with --resize"),
     (["--exif-transpose"], "--exif-transpose goes with --resize"),
     (["--resize-all"], "--resize-all goes with --resize"),
@@ -337,6 +342,60 @@ def test_bad_resize_options_are_one_line_and_exit_2(sample_dir, tmp_path, args, 
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
+
+
+def test_an_unbounded_size_is_refused_before_any_input_is_read(tmp_path):
+    result = run_cli("convert", "--train-dir", tmp_path / "no-such-folder", "--output-dir", tmp_path / "out",
+                     "--resize", "shorter:20000", "--resize-all")
+    assert result.exit_code == 2 and "between 1 and 13,377" in result.stderr, result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_one_pass_line_counts_its_builds(sample_dir, resized, tmp_path):
+    out = tmp_path / "out"
+    shutil.copytree(resized / "shorter-96", out / "shorter-96")
+    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
+    assert result.exit_code == 0 and "one pass: 0 shards read once for 1 build in " in result.stdout, result.stdout
+    shutil.copytree(resized / "shorter-48", out / "shorter-48")
+    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:48,96", "--workers", 1))
+    assert "one pass: 0 shards read once for 2 builds in " in result.stdout, result.stdout
+
+
+def jpeg_bytes(size):
+    out = io.BytesIO()
+    Image.new("RGB", size, (90, 30, 150)).save(out, "JPEG")
+    return out.getvalue()
+
+
+def test_an_image_whose_resized_size_passes_the_bounds_is_this_images_error(monkeypatch):
+    everything = resize.ResizeOptions((Target("shorter", 100), Target("longer", 100)), larger_only=False)
+    # 1 x 2000 to shorter:100 is 100 x 200,000: past JPEG's side, said before anything is decoded
+    thin, fitting = resize.prepare_resized(jpeg_bytes((1, 2000)), "thin.JPEG", everything)
+    assert isinstance(thin, InputError) and thin.path == "thin.JPEG"
+    assert "resized to shorter:100 it would be 100x200,000: a JPEG holds at most 65,500" in thin.problem
+    assert (fitting.width, fitting.height) == (1, 100)  # the other target's result is its own
+    # Pillow's limit lowered to 10,000 pixels, so that a small image stands for a huge one
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)
+    big, fitting = resize.prepare_resized(jpeg_bytes((20, 40)), "small.JPEG", everything)
+    assert isinstance(big, InputError) and "100x200: 20,000 pixels, beyond Pillow's decompression-bomb limit of " \
+        "10,000" in big.problem
+    assert (fitting.width, fitting.height) == (50, 100)
+    with pytest.raises(UsageError, match="between 1 and 100 "):
+        resize.parse_targets("longer:101")
+
+
+def test_a_resized_image_past_the_bounds_is_named_or_skipped_by_convert(sample_copy, tmp_path):
+    image = sorted((sample_copy / "train").glob("*/*.JPEG"))[5]
+    image.write_bytes(jpeg_bytes((1, 2000)))  # shorter:48 --resize-all: 48 x 96,000
+    args = sample_args(sample_copy, tmp_path / "out", "--resize", "shorter:48,400", "--resize-all", "--workers", 1)
+    expect_error(args, 1, str(image), "resized to shorter:48 it would be 48x96,000: a JPEG holds at most 65,500")
+    assert not list((tmp_path / "out").rglob(".*.tmp"))
+    skipped = run_cli(*args, "--on-error", "skip", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    builds = json.loads(skipped.stdout)["builds"]
+    for build in builds.values():  # 48 x 96,000 and 400 x 800,000
+        assert [s["file"] for s in build["skipped"]] == [f"{image.parent.name}/{image.name}"]
+        assert run_cli("verify", build["output_dir"]).exit_code == 0
 
 
 def test_output_holding_something_else_is_refused(sample_dir, tmp_path):

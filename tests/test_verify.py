@@ -293,9 +293,14 @@ def test_shards_without_manifest_are_checked_structurally(build):
     assert code == 0 and any("no manifest.json" in n for n in report["summary"]["notes"])
 
 
-def test_expect_imagenet_fails_a_small_build(converted):
-    code, report = verify_json(converted, "--quick", "--expect-imagenet")
+@pytest.mark.parametrize("mode", [[], ["--quick"]], ids=["full", "quick"])
+def test_expect_imagenet_fails_a_small_build_naming_its_totals_and_classes(converted, mode):
+    code, report = verify_json(converted, *mode, "--expect-imagenet")
     assert code == 1 and checks_failed(report) == {"imagenet"}
+    assert sorted((p["file"], p["message"]) for p in report["problems"]) == [
+        ("classes", "4 classes, ILSVRC2012 has 1,000"),  # the labels the records hold (quick: the manifest's)
+        ("train", "48 records, ILSVRC2012 has 1,281,167"),
+        ("validation", "16 records, ILSVRC2012 has 50,000")]
 
 
 def test_report_is_readable_and_exit_codes(build):

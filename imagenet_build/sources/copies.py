@@ -47,6 +47,8 @@ class Copy:
     work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
     cleanups: list = field(default_factory=list)  # run by close(), when the build ends
     spooled: dict = field(default_factory=dict)  # split -> what prepare decompressed for its scan (spool.py)
+    deferred: dict = field(default_factory=dict)  # split -> its archives, planned from kept listings (spool.py)
+    listings: dict = field(default_factory=dict)  # path in the output -> an archive's listing to keep (spool.py)
 
     def close(self) -> None:
         """Remove what the scans left for the readers (a decompressed .tar.gz), whatever the outcome."""

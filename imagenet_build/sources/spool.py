@@ -33,21 +33,34 @@ folder of the output folder (`.imagenet-build-spool-<pid>-*`, which the output
 check accepts), so read-only inputs and archives in an object store (read as a
 stream, never seeked) work; for an output in an object store it goes to the
 local temporary folder. A run without the free space is refused before it starts.
+
+A rerun needs the spool only for the shards it must write. Each archive's listing (member
+names, offsets and sizes: ~60 bytes an image before compression) is kept in the output folder
+(`.imagenet-build-listings/`, written atomically once the folder is checked), with the archive's
+path, size and modification time. A rerun whose archives all have such a listing plans from them
+without decompressing anything; resume then decides what must be written, and only the splits
+holding such a shard are decompressed (decompress_deferred), their fresh listings compared with
+the kept ones. An object-store output keeps none (its spool is a local temporary folder).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import secrets
 import shutil
+import sys
 import tempfile
+import zlib
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
-from imagenet_build.naming import SPOOL_PREFIX
+from imagenet_build.naming import LISTINGS_NAME, SPOOL_PREFIX
 from imagenet_build.sources.base import READERS, Reader, deflate_codec, will_need
 from imagenet_build.sources.tars import list_members, read_range
 
@@ -95,10 +108,13 @@ def remove_stale(folder: str) -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
-def make_spool(copy: Copy, archives: list, split: str, needed: int | None = None) -> str:
-    """A new empty folder for one split's decompressed archives; removed when the copy is closed.
+def make_spool(copy: Copy, archives: list, split: str, needed: int | None = None, path: str = "",
+               splits: str = "") -> str:
+    """A new empty folder for one split's decompressed archives (at `path` when given); removed when the
+    copy is closed.
 
-    Refused unless the folder's disk has `needed` bytes free (default: the archives' size).
+    Refused unless the folder's disk has `needed` bytes free (default: the archives' size), which the
+    archives of `splits` (default: this split) take.
     """
     work_dir = copy.work_dir or tempfile.gettempdir()
     created = not os.path.exists(work_dir)
@@ -110,12 +126,25 @@ def make_spool(copy: Copy, archives: list, split: str, needed: int | None = None
     needed = sum(storage.size(a) for a in archives) if needed is None else needed
     free = shutil.disk_usage(work_dir).free
     if needed > free:
-        raise BuildError(f"{work_dir}: {free / 1e9:.1f} GB free; the {split} archives decompress to at least "
-                         f"{needed / 1e9:.1f} GB, kept there until the build ends; free space or choose "
+        raise BuildError(f"{work_dir}: {human_bytes(free)} free; the {splits or split} archives decompress to at least "
+                         f"{human_bytes(needed)}, kept there until the build ends; free space or choose "
                          "another --output-dir")
-    spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-{split}-", dir=work_dir)
+    if path:
+        os.mkdir(path)
+        spool = path
+    else:
+        spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-{split}-", dir=work_dir)
     copy.cleanups.append(lambda: shutil.rmtree(spool, ignore_errors=True))
     return spool
+
+
+def human_bytes(count: float) -> str:
+    """A byte count to read at a glance: 50 MB, 63 MB, 1.4 GB, 140 GB (decimal units, as disks are sold)."""
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= size:
+            value = count / size
+            return f"{value:.1f} {unit}" if value < 10 else f"{value:.0f} {unit}"
+    return f"{int(count)} bytes"
 
 
 def _rmdir_if_empty(folder: str) -> None:
@@ -314,10 +343,41 @@ def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
     validation archive take three rounds on two cores instead of four (train, then validation).
     An archive that would otherwise inflate with cores idle beside it gets them as threads
     (_thread_counts; `threads` for the task).
+
+    A split each of whose archives has its listing kept by an earlier run into this output (the
+    archive's path, size and modification time unchanged) is not decompressed now: its scan gets
+    those listings and a spool folder still to be made, which decompress_deferred fills if a shard
+    of that split must be written.
     """
+    stamps = {archive: storage.stamp(archive) for archives in splits.values() for archive in archives}
+    kept = {archive: read_listing(copy.work_dir, archive, stamps[archive]) for archive in stamps}
+    now = {}
+    for split, archives in splits.items():
+        listed = [kept[archive] for archive in archives]
+        if not all(listed):
+            now[split] = archives
+            continue
+        folder = os.path.join(copy.work_dir, f"{SPOOL_PREFIX}{os.getpid()}-{split}-{secrets.token_hex(4)}")
+        copy.spooled[split] = (folder, [one[0] for one in listed if one])
+        copy.deferred[split] = (folder, archives, task, [one[1] for one in listed if one])
+    if not now:
+        return
+    listings = _decompress(copy, now, pool, task, {})
+    for split, archives in now.items():
+        copy.spooled[split] = listings[split]
+        if copy.work_dir:  # kept once the output folder is checked (keep_listings)
+            for archive, listed in zip(archives, listings[split][1]):
+                copy.listings[listing_path(copy.work_dir, archive)] = encode_listing(archive, stamps[archive], listed)
+
+
+def _decompress(copy: Copy, splits: dict[str, list], pool: Workers, task: Callable[..., Any],
+                folders: dict[str, str]) -> dict[str, tuple[str, list]]:
+    """{split: (spool folder, [listing of archive k])}: the archives decompressed in one batch, the
+    largest first, into new spool folders (at `folders[split]` where given)."""
     sizes = {archive: storage.size(archive) for archives in splits.values() for archive in archives}
     needed = sum(sizes.values())
-    spools = {split: make_spool(copy, archives, split, needed) for split, archives in splits.items()}
+    spools = {split: make_spool(copy, archives, split, needed, folders.get(split, ""), " and ".join(splits))
+              for split, archives in splits.items()}
     tasks = [(archive, os.path.join(spools[split], spool_name(k, archive)), split)
              for split, archives in splits.items() for k, archive in enumerate(archives)]
     tasks.sort(key=lambda t: -sizes[t[0]])
@@ -325,9 +385,130 @@ def spool_splits(copy: Copy, splits: dict[str, list], pool: Workers,
     threads = _thread_counts([sizes[archive] for archive, _, _ in tasks], pool.count)
     runs = [(archive, target, count) for (archive, target, _), count in zip(tasks, threads)]
     pool.run(task, runs, lambda t, listed: found.__setitem__(t[1], listed))
+    result = {}
     for split, archives in splits.items():
         targets = [os.path.join(spools[split], spool_name(k, archive)) for k, archive in enumerate(archives)]
-        copy.spooled[split] = (spools[split], [found[target] for target in targets])
+        result[split] = (spools[split], [found[target] for target in targets])
+    return result
+
+
+def decompress_deferred(copy: Copy, pool: Workers, splits: Iterable[str]) -> None:
+    """Decompress, into the spool folders the scans were given, the archives of `splits` that were planned
+    from kept listings: a shard of theirs must be written (or re-read). A split left deferred at the end
+    is named in a note: none of its archives was decompressed.
+
+    Each fresh listing must equal the kept one (the plan's offsets come from it); an archive rewritten
+    with its old size and modification time is refused, its listing removed, so the next run plans anew.
+    """
+    wanted = {split: copy.deferred.pop(split) for split in sorted(set(splits)) if split in copy.deferred}
+    if copy.deferred:
+        archives = [storage.basename(a) for _, listed, _, _ in copy.deferred.values() for a in listed]
+        copy.notes.append(f"not decompressed: {', '.join(archives)} (every shard they feed was kept; planned "
+                          f"from their listings kept in {LISTINGS_NAME})")
+        copy.deferred.clear()
+    if not wanted:
+        return
+    tasks = {task for _, _, task, _ in wanted.values()}
+    assert len(tasks) == 1, "one copy's archives are all read by one task"
+    listings = _decompress(copy, {split: archives for split, (_, archives, _, _) in wanted.items()}, pool,
+                           tasks.pop(), {split: folder for split, (folder, _, _, _) in wanted.items()})
+    for split, (_, archives, _, digests) in wanted.items():
+        for archive, listed, digest in zip(archives, listings[split][1], digests):
+            if hashlib.sha256(_listing_body(listed)).hexdigest() != digest:
+                path = listing_path(copy.work_dir, archive)
+                if os.path.exists(path):
+                    os.unlink(path)
+                raise BuildError(f"{archive}: its content differs from the listing an earlier run kept of it, "
+                                 "although its size and modification time are the same; that listing is removed: "
+                                 "run the same command again")
+
+
+LISTING_FORMAT = 1
+
+
+def _key(archive: str) -> str:
+    """An archive's path as its kept listing names it: its real path, or its URL."""
+    return archive if storage.is_url(archive) else os.path.realpath(archive)
+
+
+def listing_path(work_dir: str, archive: str) -> str:
+    """Where an archive's listing is kept: one file per archive path, in the output's listings folder."""
+    digest = hashlib.sha256(_key(archive).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return os.path.join(work_dir, LISTINGS_NAME, f"{storage.basename(archive)}-{digest}")
+
+
+def _listing_body(listed: Any) -> bytes:
+    """A listing's columns as bytes: name lengths, names, offsets, sizes, regular-file flags, then the
+    task's extra column (the parquet reader's disagreeing rows) as JSON."""
+    names, offsets, sizes, files, *extra = listed
+    encoded = [name.encode("utf-8", "surrogatepass") for name in names]
+    lengths = array("Q", map(len, encoded))
+    return b"".join([len(names).to_bytes(8, "little"), lengths.tobytes(), b"".join(encoded), offsets.tobytes(),
+                     sizes.tobytes(), files.tobytes(), json.dumps(extra).encode()])
+
+
+def _head(archive: str, stamp_now: str) -> dict:
+    """What a kept listing must say to be used: its format, the archive's path and stamp, the byte order."""
+    return {"format": LISTING_FORMAT, "archive": _key(archive), "stamp": stamp_now, "byteorder": sys.byteorder}
+
+
+def encode_listing(archive: str, stamp_now: str, listed: Any) -> bytes:
+    """An archive's listing as kept in the output: a JSON head (the archive, its stamp) and the body, compressed."""
+    head = json.dumps(_head(archive, stamp_now)).encode()
+    return zlib.compress(head + b"\n" + _listing_body(listed), 1)
+
+
+def read_listing(work_dir: str, archive: str, stamp_now: str) -> tuple[Any, str] | None:
+    """(the listing, sha256 of its body) an earlier run kept of `archive` as it is now, or None (no listing, another
+    stamp, or a file that does not parse: the archive is then decompressed as on a first run)."""
+    if not work_dir:
+        return None
+    try:
+        with open(listing_path(work_dir, archive), "rb") as f:
+            head, body = zlib.decompress(f.read()).split(b"\n", 1)
+        meta = json.loads(head)
+        if meta != _head(archive, stamp_now):
+            return None
+        return _parse_listing(body), hashlib.sha256(body).hexdigest()
+    except (OSError, ValueError, zlib.error, IndexError):
+        return None
+
+
+def _parse_listing(body: bytes) -> Any:
+    count = int.from_bytes(body[:8], "little")
+    at = 8
+    lengths = array("Q")
+    lengths.frombytes(body[at:at + 8 * count])
+    at += 8 * count
+    names = []
+    for length in lengths:
+        names.append(body[at:at + length].decode("utf-8", "surrogatepass"))
+        at += length
+    columns = []
+    for code in ("Q", "Q", "b"):
+        column = array(code)
+        width = column.itemsize * count
+        column.frombytes(body[at:at + width])
+        if len(column) != count:
+            raise ValueError("listing cut short")
+        columns.append(column)
+        at += width
+    extra = json.loads(body[at:])
+    listed = [names, *columns]
+    if extra:  # the task's own column, lists of pairs again as tuples
+        listed.append([tuple(pair) for pair in extra[0]])
+    return tuple(listed)
+
+
+def keep_listings(copy: Copy) -> None:
+    """Write the listings of the archives decompressed by this run into the output, each atomically:
+    called once the output folder is checked (a refused folder gets nothing)."""
+    from imagenet_build.atomic import write_atomic
+
+    for path, data in copy.listings.items():
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomic(path, data)
+    copy.listings.clear()
 
 
 def stamp(archives: list) -> str:
