@@ -106,6 +106,7 @@ class ShardSpec:
     entries: tuple[ImageEntry, ...]  # in record order
     classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
+    member_prefix: str = ""  # in an archive read by member name (a zip), what precedes relpath in that name
 
     @property
     def name(self) -> str:
@@ -189,6 +190,7 @@ class SplitPlan:
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,
+            member_prefix=source.member_prefix,
         )
 
     def __iter__(self) -> Iterator[ShardSpec]:

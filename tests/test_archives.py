@@ -390,5 +390,5 @@ def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_
     outer.write_bytes(_tar([("n01440764.tar", whole), ("n01443537.tar", plain["ustar"])], tarfile.GNU_FORMAT))
     with open(outer, "rb") as f:
         inner = list_members(f, outer.stat().st_size, "outer.tar")
-        for (name, offset, size, _), data in zip(inner, (whole, plain["ustar"])):
+        for (name, offset, size, *_), data in zip(inner, (whole, plain["ustar"])):
             assert list_members(RangeFile(f, offset, size), size, name) == listings(data)[2]

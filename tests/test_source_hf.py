@@ -239,7 +239,7 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
         folder, listings = spool.spool_all(copy, archives["validation"], "validation", pool, task=recorded)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone
         assert "validation" not in copy.spooled and set(copy.spooled) == {"train"}  # not held past its scan
-        assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar"]
+        assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar", spool.PIECES]
     copy.close()
     assert not (tmp_path / "out").exists()
 
