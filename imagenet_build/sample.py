@@ -156,6 +156,14 @@ def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
             "--output-dir OUTPUT")
 
 
+def enough_for(images: int, needed: int, split: str, layout: str) -> None:
+    """A layout's writer, spreading a split's `images` over its files, needs at least `needed`: an empty file of
+    a copy is refused as a missing one, so the sample would not convert."""
+    if images < needed:
+        raise BuildError(f"--layout {layout}: {images} {split} image(s) are too few, it needs at least {needed} (no "
+                         "file of a copy may be empty); raise --per-class or --validation-per-class")
+
+
 def write_tarballs(out: PathLike) -> None:
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)

@@ -87,7 +87,7 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
     refuse_empty_pieces([(archive, len(disagree) + sum(map(len, by_synset.values())))], "train")
     refuse_disagreeing(disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     result.left_out.extend(disagree)
-    match_classes(result, spool, sorted(by_synset), catalog, on_error, "class folder")
+    match_classes(result, archive, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in by_synset:
             add_class(result, synset, label, by_synset.pop(synset), on_error, "class folder",
@@ -161,7 +161,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
 
     from PIL import Image
 
-    from imagenet_build.sample import _tar_add
+    from imagenet_build.sample import _tar_add, enough_for
 
     sample = Path(ilsvrc_sample)
     out = Path(out)
@@ -183,9 +183,11 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
                     _tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
 
     train = sorted(sample.glob("train/*/*.JPEG"))
+    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    for split, images in (("train", train), ("validation", validation)):
+        enough_for(len(images), 2, split, "blurred")  # the last of each is left out, as the release lacks some
     archive("train_blurred.tar.gz", "train_blurred", [(p.parent.name, p) for p in train[:-1]])
     synsets = (sample / "validation_labels.txt").read_text().split()
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     archive("val_blurred.tar.gz", "val_blurred",
             [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
 

@@ -187,6 +187,8 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
+    from imagenet_build.sample import enough_for
+
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
@@ -200,6 +202,8 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
         pq.write_table(table, data / name, row_group_size=4)
 
     train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    enough_for(len(train), 3, "train", "hf-parquet")
+    enough_for(len(list(sample.glob("validation/*.JPEG"))), 1, "validation", "hf-parquet")
     rows = [(f"{p.stem}_{p.parent.name}.JPEG", p, synsets.index(p.parent.name)) for p in train]
     for k in range(3):
         write(f"train-{k:05d}-of-00003.parquet", rows[k::3])

@@ -114,7 +114,7 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
     refuse_empty_pieces(zip(archives, found), "train")
     refuse_disagreeing(disagree, "train images", on_error, partial(storage.join, storage.parent(archives[0])))
     result.left_out.extend(disagree)
-    match_classes(result, spool, sorted(code_of), catalog, on_error, "synset")
+    match_classes(result, storage.parent(archives[0]), sorted(code_of), catalog, on_error, "synset")
     rows: dict = {}
     for i, code in enumerate(codes):
         rows.setdefault(code, array("I")).append(i)
@@ -219,7 +219,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
     import tarfile
     from pathlib import Path
 
-    from imagenet_build.sample import _tar_add
+    from imagenet_build.sample import _tar_add, enough_for
 
     ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -231,11 +231,13 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
                     _tar_add(tar, member, path.read_bytes())
 
     train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    enough_for(len(train), TRAIN_ARCHIVES, "train", "hf")
+    enough_for(len(validation), 1, "validation", "hf")
     for k in range(TRAIN_ARCHIVES):
         archive(f"train_images_{k}.tar.gz",
                 [(f"{p.stem}_{p.parent.name}.JPEG", p) for p in train[k::TRAIN_ARCHIVES]])
     synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
-    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     archive("val_images.tar.gz",
             [(f"{p.stem}_{synsets[int(p.stem.rsplit('_', 1)[1]) - 1]}.JPEG", p) for p in validation])
     archive("test_images.tar.gz",

@@ -932,6 +932,10 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """`imagenet-object-localization-challenge.zip`, shaped as Kaggle's download, from the ILSVRC sample."""
     from pathlib import Path
 
+    from imagenet_build.sample import enough_for
+
+    enough_for(len(list(Path(ilsvrc_sample).glob("validation/*.JPEG"))), 1, "validation", "kaggle")
+
     write_zip(Path(out) / ZIP_NAME, sample_members(ilsvrc_sample))
 
 

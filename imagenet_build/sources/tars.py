@@ -107,7 +107,7 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
         raise InputError(where, f"broken tar archive ({e})") from None
     f.seek(end)
     if f.read(2 * BLOCK) != bytes(2 * BLOCK):
-        raise InputError(where, f"truncated: no end-of-archive marker after byte {end}")
+        raise _no_end(where, end, members)
     for i, (name, offset, length, is_file, _) in enumerate(members):  # the header blocks tarfile did not keep
         f.seek(offset - BLOCK)
         members[i] = (name, offset, length, is_file, zlib.crc32(f.read(BLOCK)))
@@ -143,10 +143,10 @@ def plain_members(
         if pos == 0 and (len(head) < BLOCK or head == ZERO_BLOCK):
             return None  # no first header: tarfile says what the file is
         if len(head) < BLOCK or pos + BLOCK > size:
-            raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+            raise _no_end(where, pos, members)
         if head == ZERO_BLOCK:
             if buf[BLOCK:] != ZERO_BLOCK or pos + 2 * BLOCK > size:
-                raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+                raise _no_end(where, pos, members)
             return members, small
         header = _plain_header(head)
         if header is None:
@@ -163,6 +163,12 @@ def plain_members(
             small[len(members)] = buf[BLOCK:BLOCK + length]
         members.append((name, data, length, is_file, zlib.crc32(head)))
         pos = data + -(-length // BLOCK) * BLOCK
+
+
+def _no_end(where: str, pos: int, members: list[Member]) -> InputError:
+    """The error for a tar with no end-of-archive marker (or header) at byte `pos`, naming the member before it."""
+    after = f" (after {members[-1][0]}: cut there, or its header's size is wrong)" if members else ""
+    return InputError(where, f"truncated: no end-of-archive marker after byte {pos}{after}")
 
 
 def _plain_header(head: bytes) -> tuple[str, int, bytes] | None:

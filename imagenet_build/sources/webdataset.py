@@ -491,6 +491,8 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """
     from PIL import Image
 
+    from imagenet_build.sample import enough_for
+
     sample, folder = Path(ilsvrc_sample), Path(out)
     number = {s: i for i, s in enumerate(cls_synsets())}
     validation_synsets = (sample / "validation_labels.txt").read_text().split()
@@ -508,6 +510,7 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     }
     split_info: dict[str, dict[str, Any]] = {}
     for split, (images, count, digits, describe) in splits.items():
+        enough_for(len(images), count, split, "wds")
         random.Random(split).shuffle(images)
         names = [f"imagenet1k-{split}-{k:0{digits}d}.tar" for k in range(count)]
         lengths = []
