@@ -354,14 +354,13 @@ def list_zip(path: str) -> ZipListing:
     with input_errors(path, expected="a zip archive", missing="zip not found"):
         size = storage.size(path)
         result = ZipListing(path, storage.stamp(path))
-        starts, ends = array("Q"), array("Q")  # every member's local header and the least end of its data
+        places, overlap = Places(), None
         with _open_zip(path) as f:
             cd_offset, cd_size, count = end_record(f, size, path)
             prefix = None
             for name, offset, csize, usize, crc, method, flags, name_len in central_members(f, cd_offset, cd_size,
                                                                                              count, path):
-                starts.append(offset)
-                ends.append(offset + LOCAL_SIZE + name_len + csize)
+                overlap = overlap or places.add(offset, offset + LOCAL_SIZE + name_len + csize)
                 if name.endswith("/"):
                     continue  # a folder entry
                 if prefix is None:
@@ -382,31 +381,56 @@ def list_zip(path: str) -> ZipListing:
                     continue
                 _check_member(path, name, csize, usize, method, flags)
                 _add_member(result, role, rest, offset, csize, pack_extra(method, usize, crc))
-            _check_places(f, path, starts, ends, (cd_offset, cd_size, count))
+            places.check(f, path, (cd_offset, cd_size, count), overlap)
         result.prefix = prefix or ""
     return result
 
 
-def _check_places(f: IO[bytes], path: str, starts: array[int], ends: array[int], directory: tuple[int, int, int]
-                  ) -> None:
-    """Every member's data (at least its local header's fixed part, its name and its compressed size) must end
-    before the next member's local header, the last one's before the central directory: a size or offset
-    that lies (one entry pointing at another member, a Zip64 size too big) reads another member's bytes."""
-    order: Iterable[int] = range(len(starts))
-    if any(starts[i] > starts[i + 1] for i in range(len(starts) - 1)):  # not in file order: sort (rare)
-        order = sorted(order, key=starts.__getitem__)
-    previous = None
-    for i in order:
-        if previous is not None and ends[previous] > starts[i]:
-            first, second = _names_at(f, path, directory, (previous, i))
-            raise InputError(f"{path}:{first}", f"broken zip: its data (to byte {ends[previous]} at least) runs into "
-                                                f"{second}, whose local header is at byte {starts[i]}: an offset or "
-                                                "size in the directory is wrong")
-        previous = i
-    if previous is not None and ends[previous] > directory[0]:
-        (last,) = _names_at(f, path, directory, (previous,))
-        raise InputError(f"{path}:{last}", f"broken or truncated zip: its data would run past the central directory "
-                                           f"(byte {directory[0]})")
+class Places:
+    """The one rule for where zip members lie: every member's data (at least its local header's fixed part,
+    its name and its compressed size) ends before the next member's local header, the last one's before the
+    central directory. A size or offset that lies (one entry pointing at another member, a Zip64 size too
+    big) would read another member's bytes.
+
+    Checked as the directory streams by when its entries are in file order, as zip writers write them
+    (nothing held); otherwise the directory is read again into two arrays and sorted (16 bytes a member).
+    """
+
+    def __init__(self) -> None:
+        self.number = 0
+        self.previous = (-1, 0, 0)  # (number, start, least end) of the entry before
+        self.ordered = True
+
+    def add(self, start: int, end: int) -> tuple[int, int] | None:
+        """Note the next entry; (the numbers of two entries that overlap) or None."""
+        number, self.number = self.number, self.number + 1
+        before, self.previous = self.previous, (number, start, end)
+        if start < before[1]:
+            self.ordered = False
+        elif self.ordered and before[0] >= 0 and before[2] > start:
+            return before[0], number
+        return None
+
+    def check(self, f: IO[bytes], path: str, directory: tuple[int, int, int], overlap: tuple[int, int] | None
+              ) -> None:
+        """InputError naming the member(s) whose data runs into another's or past the central directory."""
+        if not self.ordered:
+            starts, ends = array("Q"), array("Q")
+            for _, offset, csize, *_, name_len in central_members(f, *directory, path):
+                starts.append(offset)
+                ends.append(offset + LOCAL_SIZE + name_len + csize)
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            overlap = next(((i, j) for i, j in zip(order, order[1:]) if ends[i] > starts[j]), None)
+            self.previous = (order[-1], starts[order[-1]], ends[order[-1]]) if order else (-1, 0, 0)
+        if overlap is not None:
+            first, second = _names_at(f, path, directory, overlap)
+            raise InputError(f"{path}:{first}", f"broken zip: its data runs into {second}'s local header: an offset "
+                                                "or size in the directory is wrong")
+        number, _, end = self.previous
+        if number >= 0 and end > directory[0]:
+            (last,) = _names_at(f, path, directory, (number,))
+            raise InputError(f"{path}:{last}", f"broken or truncated zip: its data would run past the central "
+                                               f"directory (byte {directory[0]})")
 
 
 def _names_at(f: IO[bytes], path: str, directory: tuple[int, int, int], numbers: tuple[int, ...]) -> list[str]:
