@@ -326,3 +326,19 @@ def test_an_archive_gets_the_cores_that_would_idle_beside_it_as_threads():
     # the face-blurred release: one train archive with 91% of the bytes takes both cores of 2, 15 of 16
     assert _thread_counts([869, 87], 2) == [2, 1] and _thread_counts([869, 87], 16)[0] == 15
     assert _thread_counts([0, 0], 4) == [1, 1]  # empty archives: one thread, no division by zero
+
+
+def test_a_parquet_file_whose_rows_are_all_left_out_is_not_an_empty_piece(hf_parquet, hf, tmp_path):
+    """Under --on-error skip its rows are listed as left out; the file held them, so it is not refused as empty."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    shutil.copytree(hf_parquet / "data", data)
+    target = data / "train-00001-of-00003.parquet"
+    table = pq.read_table(target)
+    pq.write_table(table.set_column(1, "label", pyarrow.array([-1] * len(table), pyarrow.int64())), target)
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", data, "--output-dir", out, *with_boxes(hf), "--on-error", "skip", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["splits"]["train"]["records"] == 48 - len(table)

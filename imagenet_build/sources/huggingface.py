@@ -87,8 +87,8 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
     found = []  # images in each archive
     for k, (members, member_offsets, member_sizes, files, member_crcs, problems) in enumerate(listings):
         archive = storage.basename(archives[k])
+        before = len(numbers) + len(disagree)  # its rows left out count as its images: it is not empty
         disagree.extend((f"{archive}:{name}", why) for name, why in problems)
-        before = len(numbers) + len(disagree)
         for i, member in enumerate(members):
             if not files[i]:
                 continue
@@ -146,8 +146,8 @@ def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str,
     found = []
     for k, listed in enumerate(listings):
         archive = archives[k]
-        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in listed[5])
         before = len(items) + len(disagree)
+        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in listed[5])
         _validation_items(archive, k, listed, validation_labels, labels_file, result, items, disagree)
         found.append(len(items) + len(disagree) - before)
     refuse_empty_pieces(zip(archives, found), "validation")
