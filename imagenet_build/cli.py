@@ -8,7 +8,6 @@ and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -495,6 +494,20 @@ def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as
         sys.exit(1)
 
 
+class _LayoutChoice(click.Choice):
+    """`sample --layout`: the layouts of the copies registered in sources (sample_layouts), listed in --help
+    and checked; looked up when first needed, so that other commands do not import every copy's module."""
+
+    def __init__(self) -> None:
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        from imagenet_build.sources.copies import sample_layouts
+
+        return tuple(sample_layouts())
+
+
 @cli.command()
 @click.argument("out", type=existing_dir)
 @click.option("--classes", default=4, show_default=True, type=click.IntRange(min=1, max=1000))
@@ -508,9 +521,9 @@ def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--tarballs", is_flag=True,
               help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
-@click.option("--layout", default="ilsvrc", show_default=True,
-              help="Write the same images as another copy of ImageNet is laid out (see convert --from): "
-              "ilsvrc, and the others the tool knows.")
+@click.option("--layout", default="ilsvrc", show_default=True, type=_LayoutChoice(),
+              help="Write the same images as that copy of ImageNet lays them out (see convert --from): one "
+              "for each copy the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def sample(out: str, as_json: bool, **options: Any) -> None:
     """Make a small ImageNet-shaped dataset in OUT to try the other commands on.
@@ -519,7 +532,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
     OUT/validation_labels.txt, OUT/labels.txt and OUT/bboxes.csv; includes CMYK,
     PNG-named-JPEG, grayscale, progressive and EXIF-rotated images.
     """
-    from imagenet_build.sample import make_sample
+    from imagenet_build.sample import convert_command, make_sample
 
     counts = make_sample(out, **options)
     if as_json:
@@ -530,15 +543,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
         f"{out}: {counts['train']} train and {counts['validation']} validation images in "
         f"{counts['classes']} classes, {counts['boxes']} boxes; special: {special}"
     )
-    where = (f"--from {out}" if options["layout"] != "ilsvrc" else
-             f"--train-dir {os.path.join(out, 'train')} --validation-dir {os.path.join(out, 'validation')} "
-             f"--bounding-box-file {os.path.join(out, 'bboxes.csv')}")
-    click.echo(
-        f"convert it with: imagenet-build convert {where} "
-        f"--labels-file {os.path.join(out, 'labels.txt')} "
-        f"--validation-labels-file {os.path.join(out, 'validation_labels.txt')} "
-        "--train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir OUTPUT"
-    )
+    click.echo(f"convert it with: {convert_command(out, options['layout'])}")
 
 
 def main() -> None:

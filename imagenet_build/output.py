@@ -148,7 +148,10 @@ def locked(dest: Destination) -> contextlib.ExitStack:
 
 
 def refuse_output_among_inputs(opts: ConvertOptions, dest: Destination) -> None:
-    """An output inside an input folder would be read back as input by the next run: refuse it now."""
+    """An output inside an input folder would be read back as input by the next run: refuse it now. The folder
+    of a copy that is a folder (Hugging Face's data/) is an input folder however its files are given."""
+    from imagenet_build.sources.copies import copy_folders  # the sources package registers every copy
+
     if dest.remote:
         return
     for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
@@ -157,6 +160,7 @@ def refuse_output_among_inputs(opts: ConvertOptions, dest: Destination) -> None:
     inputs = [(f"--{name.replace('_', '-')}", getattr(opts, name))
               for name in ("train_dir", "validation_dir") if getattr(opts, name)]
     inputs += [("--from", path) for path in opts.from_paths if not storage.is_url(path) and os.path.isdir(path)]
+    inputs += [(f"--from {given}'s folder", folder) for given, folder in copy_folders(opts.from_paths)]
     for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
         if option == "--index-dir" and not opts.index_dir:
             continue

@@ -107,6 +107,7 @@ class ShardSpec:
     classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
     imagenet: bool = True  # ILSVRC2012's classes: a re-encode is compared with slim's name lists
+    member_prefix: str = ""  # in an archive read by member name (a zip), what precedes relpath in that name
 
     @property
     def name(self) -> str:
@@ -191,6 +192,7 @@ class SplitPlan:
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,
             imagenet=cat.is_imagenet,
+            member_prefix=source.member_prefix,
         )
 
     def __iter__(self) -> Iterator[ShardSpec]:

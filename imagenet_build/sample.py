@@ -131,6 +131,39 @@ def _sample_in_layout(out: PathLike, layout: str, **options: Any) -> dict[str, A
     return dict(counts, layout=layout)
 
 
+def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
+    """The convert command `sample` prints for the sample it wrote in `layout` under `out` (OUTPUT to fill in).
+
+    Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images:
+    the same labels files and shard layout, and the boxes from bboxes.csv wherever the copy
+    carries none of its own (every layout but ilsvrc's archives and Kaggle's).
+    """
+    import shlex
+
+    def path(name: str) -> str:
+        return shlex.quote(str(Path(out) / name))
+
+    if layout == "ilsvrc":
+        where = (f"--train-dir {path('train')} --validation-dir {path('validation')} "
+                 f"--bounding-box-file {path('bboxes.csv')}")
+    else:
+        from imagenet_build.sources import find_copy
+
+        copy = find_copy([out])
+        where = f"--from {shlex.quote(str(out))}" + ("" if copy.boxes else f" --bounding-box-file {path('bboxes.csv')}")
+    return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
+            f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
+            "--output-dir OUTPUT")
+
+
+def enough_for(images: int, needed: int, split: str, layout: str) -> None:
+    """A layout's writer, spreading a split's `images` over its files, needs at least `needed`: an empty file of
+    a copy is refused as a missing one, so the sample would not convert."""
+    if images < needed:
+        raise BuildError(f"--layout {layout}: {images} {split} image(s) are too few, it needs at least {needed} (no "
+                         "file of a copy may be empty); raise --per-class or --validation-per-class")
+
+
 def write_tarballs(out: PathLike) -> None:
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)

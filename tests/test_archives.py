@@ -448,5 +448,100 @@ def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_
     outer.write_bytes(_tar([("n01440764.tar", whole), ("n01443537.tar", plain["ustar"])], tarfile.GNU_FORMAT))
     with open(outer, "rb") as f:
         inner = list_members(f, outer.stat().st_size, "outer.tar")
-        for (name, offset, size, _), data in zip(inner, (whole, plain["ustar"])):
+        for (name, offset, size, *_), data in zip(inner, (whole, plain["ustar"])):
             assert list_members(RangeFile(f, offset, size), size, name) == listings(data)[2]
+
+
+# ------------------------------------------------------------------ the bytes read are the member listed
+
+
+def _damage_header(path, offset, change):
+    """The tar header block just before byte `offset` of the file rewritten by change(name, size) -> (name, size),
+    with a valid checksum: a tar that disagrees with the listing made before it changed."""
+    data = bytearray(path.read_bytes())
+    at = offset - 512
+    name = data[at:at + 100].split(b"\0", 1)[0].decode()
+    new_name, new_size = change(name, int(data[at + 124:at + 135], 8))
+    data[at:at + 100] = new_name.encode().ljust(100, b"\0")
+    data[at + 124:at + 136] = b"%011o\x00" % new_size
+    data[at + 148:at + 156] = b"%06o\x00 " % (sum(data[at:at + 148]) + 8 * 32 + sum(data[at + 156:at + 512]))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("layout", ["ilsvrc", "wds", "hf"])
+@pytest.mark.parametrize("change", ["renamed", "resized"])
+def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_listed(tmp_path, layout, change):
+    """ILSVRC tarballs, WebDataset shards and a decompressed .tar.gz are read by offset: the header block before
+    the data, read with it, must be the one the listing read (read_member), else the bytes are another member's."""
+    from imagenet_build.catalog import load_catalog
+    from imagenet_build.errors import InputError
+    from imagenet_build.plan import SplitPlan
+    from imagenet_build.sources import find_copy, reader_for
+    from imagenet_build.workers import Workers
+
+    source = tmp_path / "copy"
+    make_sample(source, layout=layout, tarballs=True, classes=2, per_class=3, validation_per_class=2)
+    catalog = load_catalog(source / "labels.txt")
+    copy = find_copy([source])
+    copy.work_dir = str(tmp_path / "out")
+    with Workers(1) as pool:
+        if copy.prepare:
+            copy.prepare(pool)
+        split = copy.scan_train(catalog, "fail", pool)
+    spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
+    with reader_for(spec) as reader:
+        reader.read(0)  # as listed: read
+    entry = spec.entries[0]
+    if layout == "ilsvrc":
+        path = source / "ILSVRC2012_img_train.tar"
+    elif layout == "wds":
+        path = source / entry.relpath.rsplit("/", 1)[0]
+    else:  # the decompressed archive the entry lies in, in the spool
+        path = Path(spec.source_root) / sorted(n for n in os.listdir(spec.source_root) if n.endswith(".tar"))[
+            entry.offset >> 40]
+    offset = entry.offset & ((1 << 40) - 1)
+    _damage_header(path, offset, {"renamed": lambda name, size: (name.replace("_", "-", 1), size),
+                                  "resized": lambda name, size: (name, size - 1)}[change])
+    with reader_for(spec) as reader, pytest.raises(InputError, match="the archive changed since it was listed"):
+        reader.read(0)
+    copy.close()
+
+
+def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
+    """member_bytes reads the local header: a directory entry pointing at another member's local header (its
+    offset, sizes and CRC copied), a local header whose sizes disagree, or bytes whose CRC-32 is not the
+    directory's (stored or deflated) are each refused naming the member."""
+    import struct
+    import zipfile
+
+    from imagenet_build.errors import InputError
+    from imagenet_build.sources.kaggle import DEFLATED, STORED, member_bytes, pack_extra, write_zip
+
+    jpeg, other = bytes(range(256)) * 20, bytes(range(255, -1, -1)) * 20
+    path = tmp_path / "z.zip"
+    write_zip(path, [("a/x.JPEG", jpeg, STORED, False), ("a/y.JPEG", other, STORED, False),
+                     ("a/z.JPEG", jpeg, DEFLATED, True)])
+    with zipfile.ZipFile(path) as z:
+        info = {i.filename: i for i in z.infolist()}
+    data = bytearray(path.read_bytes())
+
+    def read(name, as_name=None, **lie):
+        i = info[name]
+        fields = {**dict(csize=i.compress_size, usize=i.file_size, crc=i.CRC), **lie}
+        extra = pack_extra(i.compress_type, fields["usize"], fields["crc"])
+        shown = as_name or name
+        return member_bytes(io.BytesIO(bytes(data)), i.header_offset, fields["csize"], extra, shown, f"z.zip:{shown}")
+
+    assert read("a/x.JPEG") == jpeg and read("a/z.JPEG") == jpeg
+    with pytest.raises(InputError, match=r"z.zip:a/x.JPEG: the local header at byte \d+ is a/y.JPEG's"):
+        read("a/y.JPEG", as_name="a/x.JPEG")  # x's entry with y's offset, sizes and CRC
+    with pytest.raises(InputError, match=r"its local header says 5120 bytes \(5120 inflated\).*the directory 5121"):
+        read("a/x.JPEG", csize=5121, usize=5121)
+    with pytest.raises(InputError, match="its local header says .* CRC-32"):
+        read("a/x.JPEG", crc=info["a/x.JPEG"].CRC ^ 1)
+    with pytest.raises(InputError, match="corrupt: CRC-32 [0-9a-f]+ of its inflated bytes"):
+        read("a/z.JPEG", crc=info["a/z.JPEG"].CRC ^ 1)  # a data descriptor's local fields are 0: the CRC decides
+    at = info["a/x.JPEG"].header_offset
+    data[at + 30 + sum(struct.unpack_from("<2H", data, at + 26)) + 10] ^= 1
+    with pytest.raises(InputError, match="z.zip:a/x.JPEG: corrupt: CRC-32 [0-9a-f]+ of its bytes"):
+        read("a/x.JPEG")  # stored bytes are CRC-checked too

@@ -82,8 +82,10 @@ def test_a_held_output_is_refused_before_any_archive_is_read(copy_of, hf, tmp_pa
 def test_a_member_that_is_not_an_image_is_refused(copy_of, hf, tmp_path):
     rewrite(copy_of / "val_images.tar.gz", lambda members: [(members[0][0], b"not a picture")] + members[1:])
     out = tmp_path / "out"
-    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)], "ILSVRC2012_val_00000001",
-                 out=out, nothing_written=False)
+    line = expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
+                        f"{copy_of / 'val_images.tar.gz'}:ILSVRC2012_val_00000001_n01440764.JPEG: not an image",
+                        out=out, nothing_written=False)
+    assert ".imagenet-build-spool" not in line  # the archive and its member, not the decompressed copy
     assert len(list(out.glob("validation-*"))) < 2  # not the shard that holds it (the others may be written)
 
 
@@ -109,6 +111,37 @@ def test_a_name_whose_synset_disagrees_with_its_label(copy_of, hf, tmp_path):
     expect_error(["convert", "--from", copy_of, "--output-dir", tmp_path / "o2", *with_boxes(hf)],
                  "train_images_1.tar.gz:n01440764_", "named for synset n01440764 but labelled n01443537",
                  out=tmp_path / "o2")
+
+
+def test_an_image_in_two_archives_names_those_two(copy_of, hf, tmp_path):
+    first = []
+
+    def keep(members):
+        first.append(members[0])
+        return members
+
+    rewrite(copy_of / "train_images_0.tar.gz", keep)
+    rewrite(copy_of / "train_images_3.tar.gz", lambda members: members + first)
+    out = tmp_path / "out"
+    line = expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf)],
+                        "train_images_3.tar.gz: holds n01440764_1.JPEG, which", "train_images_0.tar.gz holds too",
+                        out=out)
+    assert not any(f"train_images_{k}" in line for k in (1, 2, 4)), line
+    skipped = run_cli("convert", "--from", copy_of, "--output-dir", out, *with_boxes(hf), "--on-error", "skip",
+                      "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["splits"]["train"]["records"] == 48  # the second left out, listed
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [e["file"] for e in manifest["splits"]["train"]["left_out"]] == [
+        f"{copy_of / 'train_images_3.tar.gz'}:n01440764_1.JPEG"]
+
+
+def test_an_output_inside_the_copys_folder_is_refused_however_its_archives_are_named(copy_of, hf, tmp_path):
+    archives = sorted(copy_of.glob("*.tar.gz"))
+    for given in ([copy_of], archives):
+        expect_error(["convert", *[a for p in given for a in ("--from", p)], "--output-dir", copy_of / "out",
+                      *with_boxes(hf)], "--output-dir", "is inside", str(copy_of), out=copy_of / "out")
+    assert not (copy_of / "out").exists()
 
 
 def test_hf_with_the_ilsvrc_tarballs_is_refused(hf, ilsvrc, tmp_path):
@@ -140,9 +173,44 @@ def test_from_hf_parquet_gives_the_shards_of_the_ilsvrc_tarballs(hf_parquet, ils
     out = tmp_path / "out"
     result = run_cli("convert", "--from", hf_parquet, "--output-dir", out, *with_boxes(ilsvrc), "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["found"].startswith(
-        "Hugging Face ILSVRC/imagenet-1k (parquet) files: 48 train, 16 validation")
+    summary = json.loads(result.stdout)
+    assert summary["found"].startswith("Hugging Face ILSVRC/imagenet-1k (parquet) files: 48 train, 16 validation")
+    assert {split["layout"] for split in summary["splits"].values()} == {"parquet"}
     assert shard_files(out) == shard_files(reference)
+
+
+@pytest.mark.parametrize("label,path,problem", [
+    (-1, "kept", "label -1 is outside 0..999"), (2 ** 40, "kept", f"label {2 ** 40} is outside 0..999"),
+    (None, "kept", "label is null"), (0, None, "image.path is null")])
+def test_every_parquet_label_and_path_is_checked(hf_parquet, hf, tmp_path, label, path, problem):
+    """Not only labels in 0..999 (which were compared with the name): each stops the build naming file and row;
+    --on-error skip leaves the row out, listed."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    shutil.copytree(hf_parquet / "data", data)
+    target = data / "train-00001-of-00003.parquet"
+    table = pq.read_table(target)
+    image = table.column("image").combine_chunks()
+    paths, labels = image.field("path").to_pylist(), table.column("label").to_pylist()
+    row = 2
+    labels[row] = label
+    if path is None:
+        paths[row] = None
+    struct = pyarrow.StructArray.from_arrays([image.field("bytes"), pyarrow.array(paths, pyarrow.string())],
+                                             ["bytes", "path"])
+    pq.write_table(pyarrow.table({"image": struct, "label": pyarrow.array(labels, pyarrow.int64())}), target,
+                   row_group_size=4)
+    where = f"{target.name}:row {row}" if path is None else f"{target.name}:{paths[row]}: row {row}"
+    out = tmp_path / "out"
+    expect_error(["convert", "--from", data, "--output-dir", out, *with_boxes(hf)], where, problem, out=out)
+    skipped = run_cli("convert", "--from", data, "--output-dir", out, *with_boxes(hf), "--on-error", "skip", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    assert json.loads(skipped.stdout)["splits"]["train"]["records"] == 47
+    left = json.loads((out / "manifest.json").read_text())["splits"]["train"]["left_out"]
+    assert [e["file"] for e in left] == [target.name + (f":row {row}" if path is None else f":{paths[row]}")]
+    assert problem in left[0]["reason"]
 
 
 def test_hf_parquet_refuses_a_truncated_file_a_wrong_label_and_a_partial_set(hf_parquet, hf, tmp_path):
@@ -240,7 +308,7 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
         folder, listings = spool.spool_all(copy, archives["validation"], "validation", pool, task=recorded)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone
         assert "validation" not in copy.spooled and set(copy.spooled) == {"train"}  # not held past its scan
-        assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar"]
+        assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar", spool.PIECES]
     copy.close()
     assert not (tmp_path / "out").exists()
 
@@ -259,3 +327,19 @@ def test_an_archive_gets_the_cores_that_would_idle_beside_it_as_threads():
     # the face-blurred release: one train archive with 91% of the bytes takes both cores of 2, 15 of 16
     assert _thread_counts([869, 87], 2) == [2, 1] and _thread_counts([869, 87], 16)[0] == 15
     assert _thread_counts([0, 0], 4) == [1, 1]  # empty archives: one thread, no division by zero
+
+
+def test_a_parquet_file_whose_rows_are_all_left_out_is_not_an_empty_piece(hf_parquet, hf, tmp_path):
+    """Under --on-error skip its rows are listed as left out; the file held them, so it is not refused as empty."""
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = tmp_path / "data"
+    shutil.copytree(hf_parquet / "data", data)
+    target = data / "train-00001-of-00003.parquet"
+    table = pq.read_table(target)
+    pq.write_table(table.set_column(1, "label", pyarrow.array([-1] * len(table), pyarrow.int64())), target)
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", data, "--output-dir", out, *with_boxes(hf), "--on-error", "skip", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["splits"]["train"]["records"] == 48 - len(table)

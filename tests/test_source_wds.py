@@ -142,7 +142,7 @@ def test_a_member_that_is_not_an_image_is_an_error(wds, tmp_path):
     key = first_key(wds)
     copy = broken_copy(wds, tmp_path, lambda n, d: (n, b"<html>not found</html>") if n == f"{key}.jpg" else (n, d))
     out = tmp_path / "out"
-    expect_error(convert_args(copy, out), 1, f"imagenet1k-train-0001.tar:{key}.JPEG", "not an image")
+    expect_error(convert_args(copy, out), 1, f"imagenet1k-train-0001.tar:{key}.jpg", "not an image")
     no_incomplete_shard(out, f"{key}.JPEG")
 
 
@@ -215,8 +215,8 @@ def test_hidden_files_in_a_shard_are_ignored_not_taken_for_samples():
     from imagenet_build.sources.webdataset import _samples
 
     ignored = []
-    members = [("n01440764_1.jpg", 512, 10, True), ("n01440764_1.cls", 1024, 1, True),
-               (".hidden.txt", 1536, 5, True), ("sub/.DS_Store", 2048, 5, True)]
+    members = [("n01440764_1.jpg", 512, 10, True, 0), ("n01440764_1.cls", 1024, 1, True, 0),
+               (".hidden.txt", 1536, 5, True, 0), ("sub/.DS_Store", 2048, 5, True, 0)]
     samples = _samples(members, "shard-0000.tar", "/x/shard-0000.tar", ignored)
     assert list(samples) == ["n01440764_1"]
     assert ignored == ["shard-0000.tar:.hidden.txt", "shard-0000.tar:sub/.DS_Store"]

@@ -9,6 +9,7 @@ import pytest
 from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error
 from imagenet_build.example import decode_example
+from imagenet_build.sources.copies import sample_layouts
 from imagenet_build.tfrecord import read_records
 
 
@@ -154,3 +155,51 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
     assert images and len(announced) >= images
     if layout in ("hf", "blurred"):  # read from the decompressed spool, not the .tar.gz
         assert all(".imagenet-build-spool-" in path for path in announced)
+
+
+def test_a_piece_given_twice_is_one_grammatical_line(tmp_path):
+    from imagenet_build.sample import make_sample
+
+    for name in ("a", "b"):
+        make_sample(tmp_path / name, layout="hf", classes=2, per_class=3, validation_per_class=2)
+    expect_error(["convert", "--from", tmp_path / "a" / "data", "--from", tmp_path / "b" / "data" /
+                  "test_images.tar.gz", "--output-dir", tmp_path / "o"], 2,
+                 "--from was given two paths for one piece of the copy (test): ", "give each piece once")
+
+
+def test_a_folder_of_archives_and_extracted_folders_says_which_it_read(ilsvrc, reference, tmp_path):
+    """The sample with --tarballs holds both: the archives are read, and the folders named as not read."""
+    out = tmp_path / "out"
+    result = run_cli("convert", "--from", ilsvrc, "--output-dir", out, *layout_args(ilsvrc), "--json")
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert f"{ilsvrc / 'train'}, {ilsvrc / 'validation'} not read: the ILSVRC2012 archives beside them are; give " \
+           "--from the folders themselves to convert them instead" in notes, notes
+    assert shard_files(out) == shard_files(reference)
+
+
+def test_sample_help_lists_every_layout():
+    result = run_cli("sample", "--help")
+    assert f"[{'|'.join(sample_layouts())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
+
+
+@pytest.mark.parametrize("layout", list(sample_layouts()))
+def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(reference, tmp_path, layout):
+    """Followed as printed (boxes from bboxes.csv where the copy carries none), every layout's sample converts to
+    the shards of the ILSVRC2012 tarballs (blurred: its re-encoded and left-out images aside)."""
+    import re
+    import shlex
+
+    result = run_cli("sample", tmp_path / "s", "--layout", layout)
+    assert result.exit_code == 0, result.output
+    printed = result.stdout.splitlines()[-1]
+    assert printed.startswith("convert it with: imagenet-build convert "), printed
+    args = shlex.split(printed[len("convert it with: imagenet-build "):])
+    out = tmp_path / "out"
+    args[args.index("OUTPUT")] = str(out)
+    converted = run_cli(*args, "--workers", 1)
+    assert converted.exit_code == 0, converted.output
+    if layout == "blurred":  # other image bytes, two images fewer: the boxes are what the printed command adds
+        assert re.search(r"boxes: [1-9]\d* images got boxes", converted.stdout), converted.stdout
+    else:
+        assert shard_files(out) == shard_files(reference)

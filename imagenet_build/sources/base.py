@@ -18,7 +18,7 @@ import os
 import re
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Tuple
 
@@ -67,6 +67,27 @@ SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
 
 
+NOT_UTF8 = "file name is not UTF-8 (slim's image/filename is UTF-8 text): rename it"
+
+
+def utf8_name(name: str | bytes, folder: str, sep: str = "/") -> str:
+    """The one name rule of every copy: a file or member name it lists is UTF-8 text, else InputError.
+
+    `name` as listed: str (a file system's or tar's name, bytes that are not UTF-8 kept as
+    surrogates) or raw bytes (a zip's). Checked where names are listed, before any is
+    matched against a pattern: a name no pattern matches would otherwise be dropped silently.
+    The error names it at `folder` + `sep` + the name, its bad bytes escaped.
+    """
+    try:
+        text = name.decode() if isinstance(name, bytes) else name
+        text.encode()
+    except UnicodeError:
+        shown = (name.decode("utf-8", "backslashreplace") if isinstance(name, bytes)
+                 else name.encode("utf-8", "backslashreplace").decode())
+        raise InputError(f"{folder}{sep}{shown}" if folder else shown, NOT_UTF8) from None
+    return text
+
+
 class StringColumn:
     """A growing list of short strings held as one UTF-8 buffer and an array of end offsets.
 
@@ -84,10 +105,9 @@ class StringColumn:
     def append(self, item: str) -> None:
         try:
             self._data += item.encode()
-        except UnicodeEncodeError:  # a name the file system or an archive gave as bytes that are not UTF-8
-            shown = item.encode("utf-8", "backslashreplace").decode()
-            raise InputError(shown, "file name is not UTF-8 (slim's image/filename is UTF-8 text): "
-                                    "rename it") from None
+        except UnicodeEncodeError:  # listed without the name check: the same error
+            utf8_name(item, "")
+            raise
         self._ends.append(len(self._data))
 
     def __len__(self) -> int:
@@ -133,6 +153,7 @@ class SplitInput:
     empty_classes: list[str] = field(default_factory=list)  # synsets with no images
     notes: list[str] = field(default_factory=list)
     stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
+    member_prefix: str = ""  # in an archive read by name (a zip), what precedes relpath in a member's name
 
     def __len__(self) -> int:
         return len(self.relpaths)
@@ -145,7 +166,7 @@ class SplitInput:
         """A copy holding only the images whose file name is in `names`, in the same order."""
         kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
                           left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
-                          stamp=self.stamp)
+                          stamp=self.stamp, member_prefix=self.member_prefix)
         archive = self.archive
         for i, relpath in enumerate(self.relpaths):
             if basename(relpath) in names:
@@ -171,6 +192,7 @@ def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
     files: list[str] = []
     with input_errors(root, expected="a folder", missing="folder not found"), os.scandir(root) as it:
         for entry in it:
+            utf8_name(entry.name, str(root))
             if entry.is_dir():
                 folders.append(entry.name)
             elif entry.is_file():
@@ -224,26 +246,73 @@ def add_class(
     on_error: str,
     kind: str,
     any_image: bool = False,
+    place: Callable[[Where], str] | None = None,
 ) -> None:
     """Add one class's images (names sorted, with an optional byte range); others are ignored.
 
     A class with no images at all would silently train without that class: an error under
-    --on-error fail, left out and listed under skip.
+    --on-error fail, left out and listed under skip. An image name twice: see once_each;
+    `place` names the file an image lies in (default: the class folder or archive).
     """
     found = False
+    folder = f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}"
+    images = []
     for name, where in sorted(names, key=lambda item: item[0]):
         if is_image_name(name, any_image):
-            result.add(f"{synset}/{name}", label, where)
-            found = True
+            images.append((name, where))
         else:
             result.ignored.append(f"{synset}/{name}")
+    for name, where in once_each(images, place or lies_in(folder), result, on_error):
+        result.add(f"{synset}/{name}", label, where)
+        found = True
     if not found:
         wanted = "images (*.jpg, *.jpeg, *.png)" if any_image else f"*{IMAGE_SUFFIX} images"
         problem = f"{kind} holds no {wanted}: that class would have no {result.split} records"
         if on_error == "fail":
-            raise InputError(f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}",
-                             problem + "; add its images, or --on-error skip to build without it")
+            raise InputError(folder, problem + "; add its images, or --on-error skip to build without it")
         result.left_out.append((f"{synset}/", problem))
+
+
+def lies_in(path: str) -> Callable[[Where], str]:
+    """A `place` for once_each: every image lies in `path`."""
+    return lambda where: path
+
+
+def once_each(
+    items: Sequence[tuple[str, Where]], place: Callable[[Where], str], result: SplitInput, on_error: str
+) -> Iterator[tuple[str, Where]]:
+    """The items (sorted by name) with each name once: the one rule for an image twice in a copy.
+
+    An archive holding a member twice, or an image in two archives or shards, would give its
+    records twice: an error naming the file(s) holding it (`place` of its byte range);
+    --on-error skip keeps the first and lists the other as left out.
+    """
+    previous: tuple[str, Where] | None = None
+    for name, where in items:
+        if previous is not None and name == previous[0]:
+            first, second = place(previous[1]), place(where)
+            problem = (f"holds {name} twice" if first == second else f"holds {name}, which {first} holds too")
+            if on_error == "fail":
+                raise InputError(second, problem + ": an image may be in a copy once (its records would be "
+                                                   "doubled); --on-error skip keeps the first")
+            result.left_out.append((f"{second}:{name}", f"a second {name} (the first kept): {second} {problem}"))
+            continue
+        previous = (name, where)
+        yield name, where
+
+
+def refuse_empty_pieces(pieces: Iterable[tuple[str, int]], split: str) -> None:
+    """The one rule for a copy spread over several files (archives, shards, parquet files): a piece that
+    holds no images is refused as a missing one is, whatever --on-error says.
+
+    pieces: (path, how many images the scan found in it, counting those it left out). An
+    empty archive (an interrupted download, a file emptied by a full disk) would build the
+    split short of its images with exit 0.
+    """
+    for path, images in pieces:
+        if not images:
+            raise InputError(path, f"holds no {split} images: an empty piece of the copy (an interrupted "
+                                   "download?) would build the split without its images; download it again")
 
 
 def refuse_disagreeing(problems: list[tuple[str, str]], what: str, on_error: str,
@@ -270,11 +339,13 @@ def flat_validation(
     validation_labels: list[str],
     validation_labels_file: PathLike,
     on_error: str,
+    place: Callable[[Where], str] | None = None,
 ) -> SplitInput:
     """Label flat `ILSVRC2012_val_%08d.JPEG` names [(name, byte range or None)] by line number.
 
     Ordered as slim sees them after moving them into synset folders, so a flat
-    folder, a prepared one and the tarball give the same shards.
+    folder, a prepared one and the tarball give the same shards. A name twice: see
+    once_each (`place` names the file an image lies in; default: the split's root).
     """
     by_label: dict[int, list[tuple[str, Where]]] = {}
     outside = 0
@@ -306,7 +377,7 @@ def flat_validation(
         items = sorted(by_label.get(label, []), key=lambda item: item[0])
         if not items:
             result.empty_classes.append(synset)
-        for name, where in items:
+        for name, where in once_each(items, place or lies_in(result.root), result, on_error):
             result.add(name, label, where)
     if not result.relpaths:
         raise InputError(result.root, "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file")

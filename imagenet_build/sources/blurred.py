@@ -34,8 +34,10 @@ from imagenet_build.sources.base import (
     SplitInput,
     add_class,
     flat_validation,
+    lies_in,
     match_classes,
     refuse_disagreeing,
+    refuse_empty_pieces,
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
@@ -67,7 +69,7 @@ def identify(path: str) -> list:
 
 def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "train", pool)
-    members, offsets, sizes, files = listed
+    members, offsets, sizes, files, crcs, _ = listed
     result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
     by_synset: dict = {}
     disagree = []
@@ -80,13 +82,16 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
         elif match.group(1) != match.group(3):
             disagree.append((member, f"in class folder {match.group(1)} but named for synset {match.group(3)}"))
         else:
-            by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
+            by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG",
+                                                             (offsets[i], sizes[i], crcs[i])))
+    refuse_empty_pieces([(archive, len(disagree) + sum(map(len, by_synset.values())))], "train")
     refuse_disagreeing(disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     result.left_out.extend(disagree)
-    match_classes(result, spool, sorted(by_synset), catalog, on_error, "class folder")
+    match_classes(result, archive, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in by_synset:
-            add_class(result, synset, label, by_synset.pop(synset), on_error, "class folder")
+            add_class(result, synset, label, by_synset.pop(synset), on_error, "class folder",
+                      place=lies_in(archive))
     require_images(result, archive, catalog)
     if catalog.num_classes == 1000 and len(result) < ILSVRC_TRAIN:
         result.notes.append(f"train: {ILSVRC_TRAIN - len(result):,} image(s) fewer than ILSVRC2012's "
@@ -97,7 +102,7 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
 def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers,
                     labels_loader: Callable[[], list], labels_file: str) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "validation", pool)
-    members, offsets, sizes, files = listed
+    members, offsets, sizes, files, crcs, _ = listed
     validation_labels = labels_loader()
     result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
     items, disagree, numbers = [], [], set()
@@ -115,13 +120,14 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
                                      f"for image {number}"))
             continue
         numbers.add(number)
-        items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i])))
+        items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i], crcs[i])))
+    refuse_empty_pieces([(archive, len(items) + len(disagree))], "validation")
     refuse_disagreeing(disagree, "validation images", on_error, lambda name: f"{archive}:{name}")
     if disagree:
         result.left_out.extend(disagree)
         result.notes.append(f"validation: {len(disagree)} image(s) left out, their class folder disagrees with "
                             f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
-    flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+    flat_validation(result, items, catalog, validation_labels, labels_file, on_error, place=lies_in(archive))
     wanted = set(catalog.synsets)
     disagreeing = {int(found.group(3)) for m, _ in disagree if (found := VALIDATION_MEMBER.search(m))}
     missing = [f"ILSVRC2012_val_{n:08d}.JPEG" for n, synset in enumerate(validation_labels, start=1)
@@ -155,7 +161,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
 
     from PIL import Image
 
-    from imagenet_build.sample import _tar_add
+    from imagenet_build.sample import _tar_add, enough_for
 
     sample = Path(ilsvrc_sample)
     out = Path(out)
@@ -177,9 +183,11 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
                     _tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
 
     train = sorted(sample.glob("train/*/*.JPEG"))
+    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    for split, images in (("train", train), ("validation", validation)):
+        enough_for(len(images), 2, split, "blurred")  # the last of each is left out, as the release lacks some
     archive("train_blurred.tar.gz", "train_blurred", [(p.parent.name, p) for p in train[:-1]])
     synsets = (sample / "validation_labels.txt").read_text().split()
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     archive("val_blurred.tar.gz", "val_blurred",
             [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
 

@@ -68,6 +68,9 @@ class Layout:
     # see sample.py) rewritten in this layout under `out`, shaped as the real copy is
     write_sample: Callable | None = None
     totals: dict | None = None  # images per split of the full copy where it differs from ILSVRC2012's
+    # the copy is the folder its files lie in (Hugging Face's data/, a folder of WebDataset shards): an output
+    # inside that folder is refused however the files are given (the folder, or each file)
+    folder: bool = False
 
 
 LAYOUTS: list[Layout] = []  # filled by each layout module, tried in order
@@ -109,9 +112,22 @@ def find_copy(paths: Sequence[Any]) -> Copy:
     roles: dict[str, str] = {}
     for piece in pieces:
         if piece.role in roles and roles[piece.role] != piece.path:
-            raise UsageError(f"--from was given two {piece.role} of one copy: {roles[piece.role]} and {piece.path}")
+            raise UsageError(f"--from was given two paths for one piece of the copy ({piece.role}): "
+                             f"{roles[piece.role]} and {piece.path}; give each piece once")
         roles[piece.role] = piece.path
     return _layout(kinds[0]).assemble(pieces)
+
+
+def copy_folders(paths: Sequence[Any]) -> list[tuple[str, str]]:
+    """[(path given, its folder)] for each local file given to --from that is a piece of a copy which is a
+    folder (Layout.folder): that folder is an input as much as when it is given itself."""
+    found = []
+    for path in map(str, paths):
+        if storage.is_url(path) or not os.path.isfile(path):
+            continue
+        if any(layout.folder and layout.identify(path) for layout in LAYOUTS):
+            found.append((path, os.path.dirname(os.path.abspath(path))))
+    return found
 
 
 def _layout(name: str) -> Layout:

@@ -7,18 +7,24 @@ the repository's classes.py). `image.path` is the old tar member name
 column must agree with the name's synset (an error under --on-error fail, left
 out under skip).
 
+Every row is checked as it is read: a null `image.path`, `image.bytes` or `label`, a label
+outside 0..999, a path that is not UTF-8 text, or a label that disagrees with the path's
+synset is an error naming the file and the row (--on-error skip leaves the row out, listed).
+
 Reading: a parquet file can be read by row group, but the repository's row
 groups hold many images each, and every shard needs images from all 294 files,
 so reading one image would read its whole row group. Instead each file is read
 once, in order, a batch of rows at a time, and its images are written one after
-the other into a spool file, as a .tar.gz is decompressed (see spool.py); the
-workers then read each image with one pread. Needs pyarrow (`imagenet-build[parquet]`).
+the other into a spool file, a tar (each image a member named by its path), as a
+.tar.gz is decompressed (see spool.py); the workers then read each image with one
+pread and check its header as for every tar. Needs pyarrow (`imagenet-build[parquet]`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import zlib
 from array import array
 from pathlib import Path
 from typing import Any
@@ -27,8 +33,10 @@ from imagenet_build import optional, storage
 from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.errors import InputError, input_errors
 from imagenet_build.sources import huggingface
+from imagenet_build.sources.base import utf8_name
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import spool_splits
+from imagenet_build.sources.spool import Listing, spool_splits
+from imagenet_build.sources.tars import BLOCK, write_header
 
 NAME = "Hugging Face ILSVRC/imagenet-1k (parquet)"
 FILE = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
@@ -65,17 +73,19 @@ def _check_schema(schema: Any, path: str) -> None:
         raise InputError(path, f"its label column is {label}, not an integer: not a Hugging Face imagenet-1k file")
 
 
-def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array, array, array, list]:
-    """A worker task: one parquet file's images into `target`, one after the other; its listing.
+def spool_parquet(path: str, target: str, threads: int = 1) -> Listing:
+    """A worker task: one parquet file's images into `target`, a tar of them one after the other; its listing.
     (`threads`, the task's share of the workers, is not used: a file is read row group by row group.)
 
-    Returns the columns of spool.spool_and_list, and the rows whose `label` disagrees with their name.
+    Returns the columns of spool.spool_and_list, its last the rows left out: [(path or "row N", problem)].
     """
     pq = optional.require("pyarrow.parquet", "reading Hugging Face's parquet files")
     import pyarrow
 
     synsets = read_labels_file(DEFAULT_LABELS_FILE)  # classes.py's order: the 1000 synsets, sorted
-    names, offsets, sizes, files, disagree = [], array("Q"), array("Q"), array("b"), []
+    names: list[str] = []
+    offsets, sizes, files, crcs = array("Q"), array("Q"), array("b"), array("Q")
+    problems: list[tuple[str, str]] = []
     part = target + ".part"
     try:
         with input_errors(path, expected="a parquet file", missing="file not found"), \
@@ -83,25 +93,24 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array
             try:
                 table = pq.ParquetFile(f, pre_buffer=False)  # row group by row group: bounded memory
                 _check_schema(table.schema_arrow, path)
-                offset = 0
+                offset = row = 0
                 for batch in table.iter_batches(batch_size=BATCH, columns=["image", "label"]):
-                    images = batch.column("image")
-                    column = images.field("bytes").to_pylist(), images.field("path").to_pylist()
-                    labels = batch.column("label").to_pylist()
-                    for row, label in enumerate(labels):
-                        data, name = column[0][row] or b"", column[1][row] or ""
-                        match = re.search(r"_(n\d{8})\.JPEG$", name)
-                        if match and label is not None and 0 <= label < len(synsets) and synsets[label] != \
-                                match.group(1):
-                            disagree.append((name, f"named for synset {match.group(1)} but its label {label} "
-                                                   f"is {synsets[label]}"))
-                            continue
-                        out.write(data)
-                        names.append(name)
-                        offsets.append(offset)
-                        sizes.append(len(data))
-                        files.append(1)
-                        offset += len(data)
+                    for data, name, label in _rows(batch, path):
+                        problem = _problem(name, data, label, synsets)
+                        if problem:
+                            problems.append((name or f"row {row}", f"{f'row {row}: ' if name else ''}{problem}"))
+                        else:
+                            header = write_header(name, len(data))
+                            offset += len(header)
+                            out.write(header + data + bytes(-len(data) % BLOCK))
+                            names.append(name)
+                            offsets.append(offset)
+                            sizes.append(len(data))
+                            files.append(1)
+                            crcs.append(zlib.crc32(header[-BLOCK:]))
+                            offset += len(data) + -len(data) % BLOCK
+                        row += 1
+                out.write(bytes(2 * BLOCK))
             except pyarrow.ArrowException as e:
                 raise InputError(path, f"not a readable parquet file ({e}): truncated or damaged?") from None
         os.replace(part, target)
@@ -109,7 +118,34 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> tuple[list, array
         if os.path.exists(part):
             os.unlink(part)
         raise
-    return names, offsets, sizes, files, disagree
+    return names, offsets, sizes, files, crcs, problems
+
+
+def _rows(batch: Any, path: str) -> Any:
+    """(image.bytes, image.path, label) of each row of a batch, the path through the name rule (utf8_name)."""
+    import pyarrow
+
+    images = batch.column("image")
+    paths = images.field("path")
+    raw = paths.view(pyarrow.large_binary() if pyarrow.types.is_large_string(paths.type) else pyarrow.binary())
+    names = [None if name is None else utf8_name(name, path, ":") for name in raw.to_pylist()]
+    return zip(images.field("bytes").to_pylist(), names, batch.column("label").to_pylist())
+
+
+def _problem(name: str | None, data: bytes | None, label: int | None, synsets: list[str]) -> str:
+    """What is wrong with a row ("" for nothing): every label and path is checked, not only those in range."""
+    if name is None:
+        return "image.path is null"
+    if data is None:
+        return "image.bytes is null"
+    if label is None:
+        return "label is null"
+    if not 0 <= label < len(synsets):
+        return f"label {label} is outside 0..{len(synsets) - 1} (the ILSVRC2012 classes)"
+    match = re.search(r"_(n\d{8})\.JPEG$", name)
+    if match and synsets[label] != match.group(1):
+        return f"named for synset {match.group(1)} but its label {label} is {synsets[label]}"
+    return ""
 
 
 def assemble(pieces: list) -> Copy:
@@ -131,10 +167,11 @@ def assemble(pieces: list) -> Copy:
         splits[split] = [found[k][1] for k in range(count)]
     if "train" in splits:
         copy.scan_train = lambda catalog, on_error, pool: huggingface.scan_train(
-            copy, splits["train"], catalog, on_error, pool, task=spool_parquet)
+            copy, splits["train"], catalog, on_error, pool, task=spool_parquet, layout="parquet")
     if "validation" in splits:
         copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: huggingface.scan_validation(
-            copy, splits["validation"], catalog, on_error, pool, labels, labels_file, task=spool_parquet)
+            copy, splits["validation"], catalog, on_error, pool, labels, labels_file, task=spool_parquet,
+            layout="parquet")
     if "test" in splits:
         copy.notes.append(f"{len(splits['test'])} test file(s) ignored: the test split has no labels")
     if not (copy.scan_train or copy.scan_validation):
@@ -150,6 +187,8 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
+    from imagenet_build.sample import enough_for
+
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
@@ -163,6 +202,8 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
         pq.write_table(table, data / name, row_group_size=4)
 
     train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    enough_for(len(train), 3, "train", "hf-parquet")
+    enough_for(len(list(sample.glob("validation/*.JPEG"))), 1, "validation", "hf-parquet")
     rows = [(f"{p.stem}_{p.parent.name}.JPEG", p, synsets.index(p.parent.name)) for p in train]
     for k in range(3):
         write(f"train-{k:05d}-of-00003.parquet", rows[k::3])
@@ -175,4 +216,4 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
           [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, p in enumerate(validation[:2], start=1)])
 
 
-register(Layout(NAME, identify, assemble, short="hf-parquet", write_sample=write_sample))
+register(Layout(NAME, identify, assemble, short="hf-parquet", write_sample=write_sample, folder=True))

@@ -34,6 +34,7 @@ from imagenet_build.sources.base import (
     flat_validation,
     match_classes,
     refuse_disagreeing,
+    refuse_empty_pieces,
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
@@ -71,30 +72,33 @@ def identify(path: str) -> list:
 
 
 def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
-               task: Optional[Callable[..., Any]] = None) -> SplitInput:
+               task: Optional[Callable[..., Any]] = None, layout: str = "flat-tar") -> SplitInput:
     """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
     spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
-    result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp(archives))
+    result = SplitInput("train", spool, layout, reader="spool", stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): the image number of its original name
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
-    # archive number << SHIFT | offset in its decompressed tar, size. No string per image until the
-    # listing: that would cost the driver ~90 MB more at full size.
-    numbers, offsets, sizes, codes = array("Q"), array("Q"), array("Q"), array("H")
+    # archive number << SHIFT | offset in its decompressed tar, size, header CRC. No string per image
+    # until the listing: that would cost the driver ~90 MB more at full size.
+    numbers, offsets, sizes, crcs, codes = array("Q"), array("Q"), array("Q"), array("Q"), array("H")
     disagree: list[tuple[str, str]] = []
     odd: dict[int, str] = {}  # entry -> its name, where the number has leading zeros
     code_of: dict = {}
-    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
-        disagree.extend((f"{storage.basename(archives[k])}:{name}", why) for name, why in (found[0] if found else ()))
+    found = []  # images in each archive
+    for k, (members, member_offsets, member_sizes, files, member_crcs, problems) in enumerate(listings):
+        archive = storage.basename(archives[k])
+        before = len(numbers) + len(disagree)  # its rows left out count as its images: it is not empty
+        disagree.extend((f"{archive}:{name}", why) for name, why in problems)
         for i, member in enumerate(members):
             if not files[i]:
                 continue
             base = basename(member)
             match = TRAIN_MEMBER.match(base)
             if not match:
-                result.ignored.append(f"{storage.basename(archives[k])}:{member}")
+                result.ignored.append(f"{archive}:{member}")
                 continue
             if match.group(2) != match.group(3):
-                disagree.append((f"{storage.basename(archives[k])}:{base}",
+                disagree.append((f"{archive}:{base}",
                                  f"named for synset {match.group(2)} but labelled {match.group(3)}"))
                 continue
             number = match.group(1)[len(match.group(2)) + 1:]
@@ -104,61 +108,62 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
             codes.append(code_of.setdefault(match.group(3), len(code_of)))
             offsets.append(k << SHIFT | member_offsets[i])
             sizes.append(member_sizes[i])
+            crcs.append(member_crcs[i])
+        found.append(len(numbers) + len(disagree) - before)
         listings[k] = None
+    refuse_empty_pieces(zip(archives, found), "train")
     refuse_disagreeing(disagree, "train images", on_error, partial(storage.join, storage.parent(archives[0])))
     result.left_out.extend(disagree)
-    match_classes(result, spool, sorted(code_of), catalog, on_error, "synset")
+    match_classes(result, storage.parent(archives[0]), sorted(code_of), catalog, on_error, "synset")
     rows: dict = {}
     for i, code in enumerate(codes):
         rows.setdefault(code, array("I")).append(i)
+    place = partial(_archive_of, archives)
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in code_of:
-            items = [(odd.get(i) or f"{synset}_{numbers[i]}.JPEG", (offsets[i], sizes[i]))
+            items = [(odd.get(i) or f"{synset}_{numbers[i]}.JPEG", (offsets[i], sizes[i], crcs[i]))
                      for i in rows.pop(code_of[synset])]
-            _refuse_duplicates(items, archives, on_error, result)
-            add_class(result, synset, label, items, on_error, "synset")
+            add_class(result, synset, label, items, on_error, "synset", place=place)
     require_images(result, storage.parent(archives[0]), catalog)
     return result
 
 
-def _refuse_duplicates(items: list, archives: list, on_error: str, result: SplitInput) -> None:
-    """One image name twice (in two archives): the original has each name once."""
-    seen = set()
-    for name, _ in items:
-        if name in seen:
-            if on_error == "fail":
-                raise InputError(name, f"found twice in {', '.join(map(storage.basename, archives))}")
-            result.notes.append(f"{name} found twice in the train archives: both kept")
-        seen.add(name)
+def _archive_of(archives: list, where: tuple) -> str:
+    """The archive an image's byte range (archive number << SHIFT | offset, ...) lies in."""
+    return str(archives[where[0] >> SHIFT])
 
 
 def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
                     labels_loader: Callable[[], list], labels_file: str,
-                    task: Optional[Callable[..., Any]] = None) -> SplitInput:
+                    task: Optional[Callable[..., Any]] = None, layout: str = "flat-tar") -> SplitInput:
     """The validation archive (or parquet files): flat, labelled by the validation labels file."""
     archives = [archives] if isinstance(archives, str) else archives
     spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp(archives))
+    result = SplitInput("validation", spool, layout, reader="spool", stamp=stamp(archives))
     items: list[tuple[str, Any]] = []
     disagree: list[tuple[str, str]] = []
-    for k, (members, member_offsets, member_sizes, files, *found) in enumerate(listings):
+    found = []
+    for k, listed in enumerate(listings):
         archive = archives[k]
-        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in (found[0] if found else ()))
-        _validation_items(archive, k, members, member_offsets, member_sizes, files, validation_labels, labels_file,
-                          result, items, disagree)
+        before = len(items) + len(disagree)
+        disagree.extend((f"{storage.basename(archive)}:{name}", why) for name, why in listed[5])
+        _validation_items(archive, k, listed, validation_labels, labels_file, result, items, disagree)
+        found.append(len(items) + len(disagree) - before)
+    refuse_empty_pieces(zip(archives, found), "validation")
     refuse_disagreeing(disagree, "validation images", on_error,
                        partial(storage.join, storage.parent(archives[0])))
     if disagree:
         result.left_out.extend(disagree)
         result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
                             f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
-    return flat_validation(result, items, catalog, validation_labels, labels_file, on_error)
+    return flat_validation(result, items, catalog, validation_labels, labels_file, on_error,
+                           place=partial(_archive_of, archives))
 
 
-def _validation_items(archive: str, k: int, members: list, member_offsets: Any, member_sizes: Any, files: Any,
-                      validation_labels: list, labels_file: str, result: SplitInput, items: list,
-                      disagree: list) -> None:
+def _validation_items(archive: str, k: int, listed: tuple, validation_labels: list, labels_file: str,
+                      result: SplitInput, items: list, disagree: list) -> None:
+    members, member_offsets, member_sizes, files, crcs, _ = listed
     for i, member in enumerate(members):
         if not files[i]:
             continue
@@ -173,7 +178,7 @@ def _validation_items(archive: str, k: int, members: list, member_offsets: Any, 
             problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
             disagree.append((f"{storage.basename(archive)}:{base}", problem))
             continue
-        items.append((match.group(1) + ".JPEG", (k << SHIFT | member_offsets[i], member_sizes[i])))
+        items.append((match.group(1) + ".JPEG", (k << SHIFT | member_offsets[i], member_sizes[i], crcs[i])))
 
 
 def assemble(pieces: list) -> Copy:
@@ -214,7 +219,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
     import tarfile
     from pathlib import Path
 
-    from imagenet_build.sample import _tar_add
+    from imagenet_build.sample import _tar_add, enough_for
 
     ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -226,15 +231,17 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
                     _tar_add(tar, member, path.read_bytes())
 
     train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    enough_for(len(train), TRAIN_ARCHIVES, "train", "hf")
+    enough_for(len(validation), 1, "validation", "hf")
     for k in range(TRAIN_ARCHIVES):
         archive(f"train_images_{k}.tar.gz",
                 [(f"{p.stem}_{p.parent.name}.JPEG", p) for p in train[k::TRAIN_ARCHIVES]])
     synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
-    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     archive("val_images.tar.gz",
             [(f"{p.stem}_{synsets[int(p.stem.rsplit('_', 1)[1]) - 1]}.JPEG", p) for p in validation])
     archive("test_images.tar.gz",
             [(f"ILSVRC2012_test_{n:08d}.JPEG", p) for n, p in enumerate(validation[:2], start=1)])
 
 
-register(Layout(NAME, identify, assemble, short="hf", write_sample=write_sample))
+register(Layout(NAME, identify, assemble, short="hf", write_sample=write_sample, folder=True))

@@ -29,6 +29,7 @@ ARCHIVES = {
     "ILSVRC2012_bbox_train_v2.tar.gz": "bbox-tar",
 }
 SYNSET = re.compile(r"^n\d{8}$")
+UNREAD = "unread"  # the role prefix of an extracted folder beside the archives, which are read instead
 
 
 def _folder_role(path: str, names: dict) -> str | None:
@@ -41,6 +42,8 @@ def _folder_role(path: str, names: dict) -> str | None:
 
 
 def identify(path: str) -> list:
+    """A folder holding both the archives and folders extracted from them is read from the archives (as the
+    real download unpacks beside them): its folders become "unread" pieces, which the build names in a note."""
     base = storage.basename(path)
     if base in ARCHIVES:
         return [Piece(NAME, ARCHIVES[base], path)]
@@ -48,14 +51,14 @@ def identify(path: str) -> list:
     if not names:
         return []
     archives = [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES]
-    if archives:
-        return archives
     pieces = []
     for sub, role in (("train", "train-dir"), ("val", "validation-dir"), ("validation", "validation-dir")):
         if names.get(sub):
             sub_path = storage.join(path, sub)
             if _folder_role(sub_path, listing(sub_path)) in (role, "train-dir"):
                 pieces.append(Piece(NAME, role, sub_path))
+    if archives:
+        return archives + [Piece(NAME, f"{UNREAD} {piece.role}", piece.path) for piece in pieces]
     if pieces:
         return pieces
     found = _folder_role(path, names)
@@ -89,6 +92,10 @@ def assemble(pieces: list) -> Copy:
 
         copy.boxes = boxes
     copy.description = f"{NAME} {'tarballs' if train_tar or val_tar else 'folders'}"
+    unread = [piece.path for piece in pieces if piece.role.startswith(UNREAD)]
+    if unread:
+        copy.notes.append(f"{', '.join(unread)} not read: the ILSVRC2012 archives beside them are; "
+                          "give --from the folders themselves to convert them instead")
     return copy
 
 

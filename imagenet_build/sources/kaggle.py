@@ -17,8 +17,11 @@ arrays (zipfile.infolist() would hold ~700 B per member: ~1.4 GB for the 2 M mem
 a member's data starts after its local header, whose extra field may differ from the
 central one, so a worker reads the 30-byte local header first (one more small read at
 the same place: reading 1.3 M local headers while listing would be 1.3 M random reads
-on the driver). STORED members are then a byte range, as a tar member is; DEFLATED
-ones are inflated raw and checked against the central directory's CRC-32 and size.
+on the driver). The bytes read must be the member the directory named: the local
+header's name is the directory's, its method and (where it carries them) sizes and CRC-32
+agree, the listing refuses members whose data would run into the next member's local
+header, and every member's CRC-32 is checked, STORED (a byte range, as a tar member is)
+or DEFLATED (inflated raw, its size checked too).
 The older download (a zip around `imagenet_object_localization_patched2019.tar.gz`) is
 refused: a gzip stream has no random access, so it must be unpacked once.
 """
@@ -42,8 +45,10 @@ from imagenet_build.sources.base import (
     add_class,
     deflate_codec,
     flat_validation,
+    lies_in,
     match_classes,
     require_images,
+    utf8_name,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
@@ -75,7 +80,9 @@ LOCATOR = struct.Struct("<4sLQL")  # zip64 end of central directory locator
 EOCD64 = struct.Struct("<4sQ2H2L4Q")  # zip64 end of central directory record
 CENTRAL = struct.Struct("<4s4B4HL2L5H2L")  # central directory file header
 CENTRAL_SIG, LOCAL_SIG = b"PK\x01\x02", b"PK\x03\x04"
-LOCAL_SIZE = 30  # the local file header's fixed part; name and extra follow
+LOCAL = struct.Struct("<4s5H3L2H")  # local file header
+LOCAL_SIZE = LOCAL.size  # the local file header's fixed part (30 bytes); name and extra follow
+UTF8_FLAG, DESCRIPTOR_FLAG = 0x800, 0x8
 HEAD_READ = LOCAL_SIZE + 512  # read with the local header: a small member's data comes with it
 FULL32, FULL16 = 0xFFFFFFFF, 0xFFFF
 
@@ -83,8 +90,9 @@ FULL32, FULL16 = 0xFFFFFFFF, 0xFFFF
 DEFLATED_FLAG = 1 << 63
 MAX_SIZE = (1 << 31) - 1
 
-# (name, local header offset, compressed size, size, CRC-32, method, flags), as the central directory lists a member
-CentralEntry = Tuple[str, int, int, int, int, int, int]
+# (name, local header offset, compressed size, size, CRC-32, method, flags, name's length in bytes), as the
+# central directory lists a member
+CentralEntry = Tuple[str, int, int, int, int, int, int, int]
 # (name, bytes, method, data descriptor?): a member for write_zip
 ZipMember = Tuple[str, bytes, int, bool]
 
@@ -123,7 +131,8 @@ def end_record(f: IO[bytes], size: int, where: str) -> tuple[int, int, int]:
 
 
 def central_members(f: IO[bytes], cd_offset: int, cd_size: int, count: int, where: str) -> Iterator[CentralEntry]:
-    """Yield (name, local header offset, compressed size, size, CRC-32, method, flags) from the central directory.
+    """Yield (name, local header offset, compressed size, size, CRC-32, method, flags, name length) from the
+    central directory.
 
     Streamed in blocks: the real one is ~270 MB for 2 M members.
     """
@@ -142,12 +151,16 @@ def central_members(f: IO[bytes], cd_offset: int, cd_size: int, count: int, wher
         end = pos + name_len + extra_len + comment_len
         if end > len(buf):
             raise InputError(where, f"broken zip: central directory entry {number + 1} runs past its end")
-        raw = buf[pos:pos + name_len]
-        name = raw.decode("utf-8" if flags & 0x800 else "cp437", "replace")
+        name = member_name(buf[pos:pos + name_len], flags, where)
         if FULL32 in (usize, csize, offset):
             usize, csize, offset = _zip64(buf, pos + name_len, extra_len, usize, csize, offset, where, name)
         pos = end
-        yield name, offset, csize, usize, crc, method, flags
+        yield name, offset, csize, usize, crc, method, flags, name_len
+
+
+def member_name(raw: bytes, flags: int, where: str) -> str:
+    """A member's name: UTF-8 where its flags say so (utf8_name: refused if it is not), else cp437 (APPNOTE)."""
+    return utf8_name(raw, where, ":") if flags & UTF8_FLAG else raw.decode("cp437")
 
 
 def _zip64(
@@ -174,28 +187,37 @@ def _zip64(
 
 
 def member_bytes(
-    source: Union[int, IO[bytes]], offset: int, csize: int, extra: int, where: str, head: bytes | None = None
+    source: Union[int, IO[bytes]], offset: int, csize: int, extra: int, name: str, where: str,
+    head: bytes | None = None,
 ) -> bytes:
-    """The bytes of the member whose local header is at `offset`: a byte range, or inflated and checked.
+    """The bytes of member `name`, whose local header is at `offset`: a byte range, or inflated; checked.
 
-    head: bytes already read from `offset` (at least the local header), to save a read.
+    The one check of every read from a zip: the bytes read are the member the directory named
+    (local_header), and their CRC-32 (and a deflated member's size) are the directory's,
+    whether stored or deflated. head: bytes already read from `offset`, to save a read.
     """
     if head is None:
         head = read_range(source, offset, HEAD_READ)
-    if len(head) < LOCAL_SIZE or head[:4] != LOCAL_SIG:
-        raise InputError(where, f"no zip local header at byte {offset}: the zip changed since it was listed, "
-                                "or is broken")
-    name_len, extra_len = struct.unpack_from("<2H", head, 26)
-    start = LOCAL_SIZE + name_len + extra_len
+    start = local_header(source, head, offset, name, csize, extra, where)
     if start + csize <= len(head):
         data = head[start:start + csize]
     else:
         data = read_range(source, offset + start, csize)
     if len(data) != csize:
         raise InputError(where, f"truncated: the zip ends inside this member ({csize} bytes at {offset + start})")
-    if not extra & DEFLATED_FLAG:
-        return data
     usize, crc = (extra >> 32) & MAX_SIZE, extra & FULL32
+    codec = deflate_codec()
+    deflated = bool(extra & DEFLATED_FLAG)
+    if deflated:
+        data = _inflate(data, usize, where)
+    found = codec.crc32(data)
+    if found != crc:
+        raise InputError(where, f"corrupt: CRC-32 {found:08x} of its {'inflated ' if deflated else ''}bytes, "
+                                f"the zip's directory says {crc:08x}")
+    return data
+
+
+def _inflate(data: bytes, usize: int, where: str) -> bytes:
     codec = deflate_codec()
     inflater = codec.decompressobj(-15)
     try:
@@ -205,11 +227,42 @@ def member_bytes(
     if not inflater.eof or len(out) != usize:
         raise InputError(where, f"corrupt: inflates to {len(out)}{'+' if not inflater.eof else ''} bytes, "
                                 f"the zip's directory says {usize}")
-    found = codec.crc32(out)
-    if found != crc:
-        raise InputError(where, f"corrupt: CRC-32 {found:08x} of its inflated bytes, "
-                                f"the zip's directory says {crc:08x}")
     return out
+
+
+def local_header(
+    source: Union[int, IO[bytes]], head: bytes, offset: int, name: str, csize: int, extra: int, where: str
+) -> int:
+    """Where the member's data starts, from `offset`: its local header (in `head`, read from `offset`) checked
+    against the central directory's entry.
+
+    The name must be the directory's (an entry pointing at another member's local header
+    would read that image under this member's label); so must the method, and, where the
+    header carries them (not after a data descriptor, whose local fields are 0), the sizes
+    and CRC-32.
+    """
+    if len(head) < LOCAL_SIZE or head[:4] != LOCAL_SIG:
+        raise InputError(where, f"no zip local header at byte {offset}: the zip changed since it was listed, "
+                                "or is broken")
+    _, _, flags, method, _, _, crc, lcsize, lusize, name_len, extra_len = LOCAL.unpack_from(head)
+    start = LOCAL_SIZE + name_len + extra_len
+    if len(head) < start:  # a long name or extra field
+        head = read_range(source, offset, start)
+    found = member_name(head[LOCAL_SIZE:LOCAL_SIZE + name_len], flags, where)
+    if found != name:
+        raise InputError(where, f"the local header at byte {offset} is {found}'s: the zip's directory points this "
+                                "member at another member's data")
+    if method != (DEFLATED if extra & DEFLATED_FLAG else STORED):
+        raise InputError(where, f"broken zip: its local header says method {method}, the directory "
+                                f"{DEFLATED if extra & DEFLATED_FLAG else STORED}")
+    if not flags & DESCRIPTOR_FLAG:
+        if FULL32 in (lcsize, lusize):
+            lusize, lcsize, _ = _zip64(head, LOCAL_SIZE + name_len, extra_len, lusize, lcsize, 0, where, name)
+        usize, ccrc = (extra >> 32) & MAX_SIZE, extra & FULL32
+        if (lcsize, lusize, crc) != (csize, usize, ccrc):
+            raise InputError(where, f"broken zip: its local header says {lcsize} bytes ({lusize} inflated), CRC-32 "
+                                    f"{crc:08x}; the directory {csize} ({usize}), {ccrc:08x}")
+    return start
 
 
 # ------------------------------------------------------------------ listing the zip
@@ -301,11 +354,13 @@ def list_zip(path: str) -> ZipListing:
     with input_errors(path, expected="a zip archive", missing="zip not found"):
         size = storage.size(path)
         result = ZipListing(path, storage.stamp(path))
+        places, overlap = Places(), None
         with _open_zip(path) as f:
             cd_offset, cd_size, count = end_record(f, size, path)
             prefix = None
-            for name, offset, csize, usize, crc, method, flags in central_members(f, cd_offset, cd_size, count,
-                                                                                   path):
+            for name, offset, csize, usize, crc, method, flags, name_len in central_members(f, cd_offset, cd_size,
+                                                                                             count, path):
+                overlap = overlap or places.add(offset, offset + LOCAL_SIZE + name_len + csize)
                 if name.endswith("/"):
                     continue  # a folder entry
                 if prefix is None:
@@ -324,10 +379,67 @@ def list_zip(path: str) -> ZipListing:
                 if role == "test":
                     result.tests += 1
                     continue
-                _check_member(path, name, offset, csize, usize, method, flags, cd_offset)
+                _check_member(path, name, csize, usize, method, flags)
                 _add_member(result, role, rest, offset, csize, pack_extra(method, usize, crc))
+            places.check(f, path, (cd_offset, cd_size, count), overlap)
         result.prefix = prefix or ""
     return result
+
+
+class Places:
+    """The one rule for where zip members lie: every member's data (at least its local header's fixed part,
+    its name and its compressed size) ends before the next member's local header, the last one's before the
+    central directory. A size or offset that lies (one entry pointing at another member, a Zip64 size too
+    big) would read another member's bytes.
+
+    Checked as the directory streams by when its entries are in file order, as zip writers write them
+    (nothing held); otherwise the directory is read again into two arrays and sorted (16 bytes a member).
+    """
+
+    def __init__(self) -> None:
+        self.number = 0
+        self.previous = (-1, 0, 0)  # (number, start, least end) of the entry before
+        self.ordered = True
+
+    def add(self, start: int, end: int) -> tuple[int, int] | None:
+        """Note the next entry; (the numbers of two entries that overlap) or None."""
+        number, self.number = self.number, self.number + 1
+        before, self.previous = self.previous, (number, start, end)
+        if start < before[1]:
+            self.ordered = False
+        elif self.ordered and before[0] >= 0 and before[2] > start:
+            return before[0], number
+        return None
+
+    def check(self, f: IO[bytes], path: str, directory: tuple[int, int, int], overlap: tuple[int, int] | None
+              ) -> None:
+        """InputError naming the member(s) whose data runs into another's or past the central directory."""
+        if not self.ordered:
+            starts, ends = array("Q"), array("Q")
+            for _, offset, csize, *_, name_len in central_members(f, *directory, path):
+                starts.append(offset)
+                ends.append(offset + LOCAL_SIZE + name_len + csize)
+            order = sorted(range(len(starts)), key=starts.__getitem__)
+            overlap = next(((i, j) for i, j in zip(order, order[1:]) if ends[i] > starts[j]), None)
+            self.previous = (order[-1], starts[order[-1]], ends[order[-1]]) if order else (-1, 0, 0)
+        if overlap is not None:
+            first, second = _names_at(f, path, directory, overlap)
+            raise InputError(f"{path}:{first}", f"broken zip: its data runs into {second}'s local header: an offset "
+                                                "or size in the directory is wrong")
+        number, _, end = self.previous
+        if number >= 0 and end > directory[0]:
+            (last,) = _names_at(f, path, directory, (number,))
+            raise InputError(f"{path}:{last}", f"broken or truncated zip: its data would run past the central "
+                                               f"directory (byte {directory[0]})")
+
+
+def _names_at(f: IO[bytes], path: str, directory: tuple[int, int, int], numbers: tuple[int, ...]) -> list[str]:
+    """The names of the central directory's entries `numbers` (read again: only an error needs them)."""
+    names = {}
+    for number, entry in enumerate(central_members(f, *directory, path)):
+        if number in numbers:
+            names[number] = entry[0]
+    return [names[n] for n in numbers]
 
 
 def _add_member(result: ZipListing, role: str, rest: str, offset: int, csize: int, extra: int) -> None:
@@ -374,9 +486,7 @@ def _role(rest: str) -> str | None:
     return None
 
 
-def _check_member(
-    path: str, name: str, offset: int, csize: int, usize: int, method: int, flags: int, cd_offset: int
-) -> None:
+def _check_member(path: str, name: str, csize: int, usize: int, method: int, flags: int) -> None:
     where = f"{path}:{name}"
     if flags & 1:
         raise InputError(where, "encrypted: cannot be read")
@@ -387,9 +497,6 @@ def _check_member(
         raise InputError(where, f"broken zip: stored, but {csize} bytes stored for {usize}")
     if usize > MAX_SIZE:
         raise InputError(where, f"{usize} bytes: larger than an image can be")
-    if offset + LOCAL_SIZE + len(name) + csize > cd_offset:
-        raise InputError(where, f"broken or truncated zip: its data would run past the central directory "
-                                f"(byte {cd_offset})")
 
 
 # ------------------------------------------------------------------ checks against the labels
@@ -497,7 +604,7 @@ class KaggleZip:
         offset, csize, extra = listed.files[name]
         where = f"{self.path}:{listed.prefix}{name}"
         with _open_zip(self.path) as f:
-            data = member_bytes(f, offset, csize, extra, where)
+            data = member_bytes(f, offset, csize, extra, listed.prefix + name, where)
         try:
             return data.decode("utf-8-sig").splitlines()
         except UnicodeDecodeError as e:
@@ -518,13 +625,14 @@ class KaggleZip:
         self._check_mapping(catalog)
         root = self.path
         result = SplitInput("train", root, "zip", reader="zip", ignored=list(listed.train_strangers),
-                            stamp=listed.stamp)
+                            stamp=listed.stamp, member_prefix=listed.prefix + TRAIN)
         match_classes(result, f"{root}:{listed.prefix}{TRAIN.rstrip('/')}", sorted(listed.train), catalog,
                       on_error, "class folder")
         for label, synset in enumerate(catalog.synsets, start=1):
             members = listed.train.pop(synset, None)
             if members is not None:
-                add_class(result, synset, label, members.items(), on_error, "class folder")
+                add_class(result, synset, label, members.items(), on_error, "class folder",
+                          place=lies_in(f"{root}:{listed.prefix}{TRAIN}{synset}"))
         listed.train.clear()
         require_images(result, root, catalog)
         return result
@@ -540,8 +648,10 @@ class KaggleZip:
         listed = self.listing
         self._check_mapping(catalog)
         labels = labels_loader()
-        result = SplitInput("validation", self.path, "flat-zip", reader="zip", stamp=listed.stamp)
-        flat_validation(result, listed.validation.items(), catalog, labels, labels_file, on_error)
+        result = SplitInput("validation", self.path, "flat-zip", reader="zip", stamp=listed.stamp,
+                            member_prefix=listed.prefix + VAL)
+        flat_validation(result, listed.validation.items(), catalog, labels, labels_file, on_error,
+                        place=lies_in(f"{self.path}:{listed.prefix}{VAL.rstrip('/')}"))
         listed.validation = Members()
         lines = self._text(SOLUTION)
         where = f"{self.path}:{listed.prefix}{SOLUTION}"
@@ -563,8 +673,8 @@ class KaggleZip:
         def files(fd: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
             for synset in sorted(listed.xml):
                 for stem, offset, csize, extra in listed.xml[synset].rows():
-                    where = f"{source}/{synset}/{stem}.xml"
-                    yield synset, stem, member_bytes(fd, offset, csize, extra, where)
+                    name = f"{listed.prefix}{ANNOTATIONS}{synset}/{stem}.xml"
+                    yield synset, stem, member_bytes(fd, offset, csize, extra, name, f"{self.path}:{name}")
 
         with _open_zip(self.path) as f:
             lines, _, _ = boxes_to_csv_lines(source, catalog.synsets, files=files(f))
@@ -697,21 +807,23 @@ class ZipReader(ArchiveReader):
     """A shard's images from the zip: the local header, then the data's byte range (inflated if deflated).
 
     entry.offset is the member's local header, entry.size its compressed size, entry.extra
-    (pack_extra) its method, size and CRC-32 from the central directory. Read ahead as the
-    archive reader does, the local header included.
+    (pack_extra) its method, size and CRC-32 from the central directory, and the member's
+    name is spec.member_prefix + entry.relpath: member_bytes checks all of them. Read ahead
+    as the archive reader does, the local header included.
     """
 
     @staticmethod
-    def span(entry: ImageEntry) -> int:
-        return HEAD_READ + entry.size
+    def span(entry: ImageEntry) -> tuple[int, int]:
+        return entry.offset, HEAD_READ + entry.size
 
     def read(self, number: int) -> tuple[bytes, str]:
         self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
-        where = f"{self.spec.source_root}:{entry.relpath}"
+        name = self.spec.member_prefix + entry.relpath
+        where = f"{self.spec.source_root}:{name}"
         head = read_range(self._source, entry.offset, HEAD_READ)
-        return member_bytes(self._source, entry.offset, entry.size, entry.extra, where, head), where
+        return member_bytes(self._source, entry.offset, entry.size, entry.extra, name, where, head), where
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:
@@ -843,6 +955,10 @@ def sample_members(ilsvrc_sample: PathLike) -> list[ZipMember]:
 def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """`imagenet-object-localization-challenge.zip`, shaped as Kaggle's download, from the ILSVRC sample."""
     from pathlib import Path
+
+    from imagenet_build.sample import enough_for
+
+    enough_for(len(list(Path(ilsvrc_sample).glob("validation/*.JPEG"))), 1, "validation", "kaggle")
 
     write_zip(Path(out) / ZIP_NAME, sample_members(ilsvrc_sample))
 

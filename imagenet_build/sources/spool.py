@@ -62,15 +62,16 @@ from imagenet_build import storage
 from imagenet_build.errors import BuildError, InputError, input_errors
 from imagenet_build.naming import LISTINGS_NAME, SPOOL_PREFIX
 from imagenet_build.sources.base import READERS, Reader, deflate_codec, will_need
-from imagenet_build.sources.tars import list_members, read_range
+from imagenet_build.sources.tars import BLOCK, list_members, read_member
 
 if TYPE_CHECKING:
     from imagenet_build.plan import ImageEntry, ShardSpec
     from imagenet_build.sources.copies import Copy
     from imagenet_build.workers import Workers
 
-# (member names, data offsets, sizes, is a regular file) of one decompressed archive
-Listing = tuple[list, array, array, array]
+# (member names, data offsets, sizes, is a regular file, header CRCs, [(member, problem)] of members left out)
+# of one decompressed archive (a parquet file's rows: see hf_parquet)
+Listing = tuple[list, array, array, array, array, list]
 
 SHIFT = 40  # an entry's offset is (archive number << SHIFT) | offset in that archive's spool (1 TiB each)
 MASK = (1 << SHIFT) - 1
@@ -84,6 +85,7 @@ MAX_OUT = 1 << 20
 SAMPLE = 8 << 20
 PARALLEL_RATIO = 2.0
 _SPOOL = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
+PIECES = "pieces.json"  # in a split's spool folder: the archives (or files) its spool files come from, in order
 
 
 def _alive(pid: int) -> bool:
@@ -135,6 +137,8 @@ def make_spool(copy: Copy, archives: list, split: str, needed: int | None = None
     else:
         spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-{split}-", dir=work_dir)
     copy.cleanups.append(lambda: shutil.rmtree(spool, ignore_errors=True))
+    with open(os.path.join(spool, PIECES), "w") as f:  # for the reader's messages: archive and member
+        json.dump([str(a) for a in archives], f)
     return spool
 
 
@@ -281,13 +285,14 @@ def spool_and_list(archive: str, target: str, threads: int = 1) -> Listing:
                 os.unlink(path)
         raise
     names: list[str] = []
-    offsets, sizes, files = array("Q"), array("Q"), array("b")
-    for name, offset, length, is_file in members:
+    offsets, sizes, files, crcs = array("Q"), array("Q"), array("b"), array("Q")
+    for name, offset, length, is_file, crc in members:
         names.append(name)
         offsets.append(offset)
         sizes.append(length)
         files.append(is_file)
-    return names, offsets, sizes, files
+        crcs.append(crc)
+    return names, offsets, sizes, files, crcs, []
 
 
 def spool_name(number: int, archive: str) -> str:
@@ -423,7 +428,7 @@ def decompress_deferred(copy: Copy, pool: Workers, splits: Iterable[str]) -> Non
                                  "run the same command again")
 
 
-LISTING_FORMAT = 1
+LISTING_FORMAT = 2  # 2: with each member's header CRC-32
 
 
 def _key(archive: str) -> str:
@@ -437,14 +442,14 @@ def listing_path(work_dir: str, archive: str) -> str:
     return os.path.join(work_dir, LISTINGS_NAME, f"{storage.basename(archive)}-{digest}")
 
 
-def _listing_body(listed: Any) -> bytes:
-    """A listing's columns as bytes: name lengths, names, offsets, sizes, regular-file flags, then the
-    task's extra column (the parquet reader's disagreeing rows) as JSON."""
-    names, offsets, sizes, files, *extra = listed
+def _listing_body(listed: Listing) -> bytes:
+    """A listing's columns as bytes: name lengths, names, offsets, sizes, regular-file flags, header CRCs, then
+    the members left out (the parquet reader's disagreeing rows) as JSON."""
+    names, offsets, sizes, files, crcs, left_out = listed
     encoded = [name.encode("utf-8", "surrogatepass") for name in names]
     lengths = array("Q", map(len, encoded))
     return b"".join([len(names).to_bytes(8, "little"), lengths.tobytes(), b"".join(encoded), offsets.tobytes(),
-                     sizes.tobytes(), files.tobytes(), json.dumps(extra).encode()])
+                     sizes.tobytes(), files.tobytes(), crcs.tobytes(), json.dumps(left_out).encode()])
 
 
 def _head(archive: str, stamp_now: str) -> dict:
@@ -474,7 +479,7 @@ def read_listing(work_dir: str, archive: str, stamp_now: str) -> tuple[Any, str]
         return None
 
 
-def _parse_listing(body: bytes) -> Any:
+def _parse_listing(body: bytes) -> Listing:
     count = int.from_bytes(body[:8], "little")
     at = 8
     lengths = array("Q")
@@ -485,7 +490,7 @@ def _parse_listing(body: bytes) -> Any:
         names.append(body[at:at + length].decode("utf-8", "surrogatepass"))
         at += length
     columns = []
-    for code in ("Q", "Q", "b"):
+    for code in ("Q", "Q", "b", "Q"):
         column = array(code)
         width = column.itemsize * count
         column.frombytes(body[at:at + width])
@@ -493,11 +498,9 @@ def _parse_listing(body: bytes) -> Any:
             raise ValueError("listing cut short")
         columns.append(column)
         at += width
-    extra = json.loads(body[at:])
-    listed = [names, *columns]
-    if extra:  # the task's own column, lists of pairs again as tuples
-        listed.append([tuple(pair) for pair in extra[0]])
-    return tuple(listed)
+    offsets, sizes, files, crcs = columns
+    left_out = [(str(member), str(problem)) for member, problem in json.loads(body[at:])]
+    return names, offsets, sizes, files, crcs, left_out
 
 
 def keep_listings(copy: Copy) -> None:
@@ -517,11 +520,18 @@ def stamp(archives: list) -> str:
 
 
 class SpoolReader(Reader):
-    """A shard's images from the spool: one pread each, in the decompressed archive its offset names."""
+    """A shard's images from the spool: one pread each, in the decompressed archive its offset names,
+    checked as every tar member is (read_member); errors name the archive and the member."""
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._names = sorted(os.listdir(spec.source_root)) if os.path.isdir(spec.source_root) else []
+        root = spec.source_root
+        self._names = sorted(n for n in os.listdir(root) if n != PIECES) if os.path.isdir(root) else []
+        try:
+            with open(os.path.join(root, PIECES)) as f:
+                self._pieces = json.load(f)
+        except (OSError, ValueError):
+            self._pieces = []
         self._fds: dict[int, int] = {}
 
     def close(self) -> None:
@@ -539,24 +549,26 @@ class SpoolReader(Reader):
     def _name(self, k: int) -> str:
         return self._names[k] if k < len(self._names) else "?"
 
+    def _piece(self, k: int) -> str:
+        """The archive (or file) spool file k was made from."""
+        return self._pieces[k] if k < len(self._pieces) else os.path.join(self.spec.source_root, self._name(k))
+
     def announce(self, number: int, entry: ImageEntry) -> None:
         """At ImageNet's size the spool is on disk (~140 GB), read in shuffled order: as the tarballs."""
         try:
             fd = self._fd(entry.offset >> SHIFT, entry.relpath)
         except InputError:
             return  # read() reports it, in order
-        will_need(fd, entry.offset & MASK, entry.size)
+        will_need(fd, (entry.offset & MASK) - BLOCK, BLOCK + entry.size)
 
     def read(self, number: int) -> tuple[bytes, str]:
         self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         k, offset = entry.offset >> SHIFT, entry.offset & MASK
-        where = f"{self.spec.source_root}/{self._name(k)}:{entry.relpath}"
-        data = read_range(self._fd(k, where), offset, entry.size)
-        if len(data) != entry.size:
-            raise InputError(where, "decompressed archive shorter than when it was listed")
-        return data, where
+        fd = self._fd(k, f"{self.spec.source_root}/{self._name(k)}")
+        data, member = read_member(fd, offset, entry.size, entry.extra, f"{self._piece(k)}:{entry.relpath}")
+        return data, f"{self._piece(k)}:{member}"
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

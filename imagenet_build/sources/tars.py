@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tarfile
+import zlib
 from array import array
 from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
 
@@ -25,8 +26,10 @@ from imagenet_build.sources.base import (
     add_class,
     basename,
     flat_validation,
+    lies_in,
     match_classes,
     require_images,
+    utf8_name,
     will_need,
 )
 
@@ -35,7 +38,8 @@ if TYPE_CHECKING:
     from imagenet_build.plan import ImageEntry, ShardSpec
     from imagenet_build.workers import Workers
 
-Member = Tuple[str, int, int, bool]  # (name, data offset, data size, is a regular file)
+# (name, data offset, data size, is a regular file, CRC-32 of its header block: what read_member checks)
+Member = Tuple[str, int, int, bool, int]
 
 BLOCK = tarfile.BLOCKSIZE
 ZERO_BLOCK = bytes(BLOCK)
@@ -70,12 +74,12 @@ class RangeFile:
 
 
 def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member]:
-    """[(name, data offset, data size, is a regular file)] of a tar held in file-like `f` of `size` bytes.
+    """[(name, data offset, data size, is a regular file, header CRC)] of a tar held in file-like `f` of `size` bytes.
 
     InputError when it is not a tar or is truncated (tarfile itself takes a cut
-    archive for a short one: the end-of-archive blocks are checked here). A local
-    file's plain ustar headers are parsed directly (plain_members); anything else
-    by tarfile, which also reports what is wrong.
+    archive for a short one: the end-of-archive blocks are checked here), or when a
+    name is not UTF-8 (utf8_name). A local file's plain ustar headers are parsed
+    directly (plain_members); anything else by tarfile, which also reports what is wrong.
     """
     base, start = f.origin if isinstance(f, RangeFile) else (f, 0)
     try:
@@ -94,7 +98,8 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
                 if member.offset_data + member.size > size:
                     raise InputError(where, f"truncated: {member.name} needs bytes up to "
                                             f"{member.offset_data + member.size}, the archive has {size}")
-                members.append((member.name, member.offset_data, member.size, member.isfile()))
+                utf8_name(member.name, where, ":")
+                members.append((member.name, member.offset_data, member.size, member.isfile(), 0))
                 end = member.offset_data + -(-member.size // BLOCK) * BLOCK
     except tarfile.ReadError as e:
         raise InputError(where, f"not a tar archive ({e})") from None
@@ -102,7 +107,10 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
         raise InputError(where, f"broken tar archive ({e})") from None
     f.seek(end)
     if f.read(2 * BLOCK) != bytes(2 * BLOCK):
-        raise InputError(where, f"truncated: no end-of-archive marker after byte {end}")
+        raise _no_end(where, end, members)
+    for i, (name, offset, length, is_file, _) in enumerate(members):  # the header blocks tarfile did not keep
+        f.seek(offset - BLOCK)
+        members[i] = (name, offset, length, is_file, zlib.crc32(f.read(BLOCK)))
     return members
 
 
@@ -135,10 +143,10 @@ def plain_members(
         if pos == 0 and (len(head) < BLOCK or head == ZERO_BLOCK):
             return None  # no first header: tarfile says what the file is
         if len(head) < BLOCK or pos + BLOCK > size:
-            raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+            raise _no_end(where, pos, members)
         if head == ZERO_BLOCK:
             if buf[BLOCK:] != ZERO_BLOCK or pos + 2 * BLOCK > size:
-                raise InputError(where, f"truncated: no end-of-archive marker after byte {pos}")
+                raise _no_end(where, pos, members)
             return members, small
         header = _plain_header(head)
         if header is None:
@@ -153,8 +161,14 @@ def plain_members(
         is_file = not is_folder
         if small_data and is_file and length <= BLOCK:
             small[len(members)] = buf[BLOCK:BLOCK + length]
-        members.append((name, data, length, is_file))
+        members.append((name, data, length, is_file, zlib.crc32(head)))
         pos = data + -(-length // BLOCK) * BLOCK
+
+
+def _no_end(where: str, pos: int, members: list[Member]) -> InputError:
+    """The error for a tar with no end-of-archive marker (or header) at byte `pos`, naming the member before it."""
+    after = f" (after {members[-1][0]}: cut there, or its header's size is wrong)" if members else ""
+    return InputError(where, f"truncated: no end-of-archive marker after byte {pos}{after}")
 
 
 def _plain_header(head: bytes) -> tuple[str, int, bytes] | None:
@@ -197,23 +211,79 @@ class ClassTar(NamedTuple):
     inner_name: str
 
 
-def inner_members(archive: str, offset: int, size: int, inner_name: str) -> tuple[list[str], array[int], array[int]]:
+def inner_members(
+    archive: str, offset: int, size: int, inner_name: str
+) -> tuple[list[str], array[int], array[int], array[int]]:
     """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
 
-    As compact columns (base names, offsets, sizes in the outer archive): 1000 class
-    tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member would
-    cost the driver ~100 MB more while the class tars are listed.
+    As compact columns (base names, offsets and sizes in the outer archive, header CRCs):
+    1000 class tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member
+    would cost the driver ~100 MB more while the class tars are listed.
     """
     names: list[str] = []
-    offsets, sizes = array("Q"), array("Q")
+    offsets, sizes, crcs = array("Q"), array("Q"), array("Q")
     with storage.open_read(archive, random_access=True) as f:
-        for name, data_offset, data_size, is_file in list_members(RangeFile(f, offset, size), size,
-                                                                  f"{archive}:{inner_name}"):
+        for name, data_offset, data_size, is_file, crc in list_members(RangeFile(f, offset, size), size,
+                                                                       f"{archive}:{inner_name}"):
             if is_file:
                 names.append(basename(name))
                 offsets.append(offset + data_offset)
                 sizes.append(data_size)
-    return names, offsets, sizes
+                crcs.append(crc)
+    return names, offsets, sizes, crcs
+
+
+def read_member(source: Union[int, IO[bytes]], offset: int, size: int, header_crc: int,
+                where: str) -> tuple[bytes, str]:
+    """(the `size` bytes of the tar member whose data starts at `offset`, its name as its header gives it).
+
+    The one check of every reader of a tar (the ILSVRC tarballs, a decompressed .tar.gz,
+    WebDataset shards): the bytes read are the member the listing named. Its header block,
+    just before its data and read with it in one read, must be the one the listing read (its
+    CRC-32, `header_crc`: name, size and all), else the archive changed since it was listed.
+    """
+    buf = read_range(source, offset - BLOCK, size + BLOCK)
+    if len(buf) != size + BLOCK:
+        raise InputError(where, "archive shorter than when it was listed")
+    head = buf[:BLOCK]
+    if zlib.crc32(head) != header_crc:
+        header = _plain_header(head)
+        found = (f"a header for {header[0]!r} of {header[1]} bytes" if header else "no plain tar header")
+        raise InputError(where, f"the archive changed since it was listed: before its {size} bytes is {found}, "
+                                "not the header listed")
+    return buf[BLOCK:], header_name(head)
+
+
+def write_header(name: str, size: int) -> bytes:
+    """A tar header for a member of `size` bytes named `name`: one plain ustar block (what _plain_header parses)
+    for a short ASCII name, in ~2 us; tarfile's (long-name blocks first, its last block the header) otherwise."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) > 100 or not raw.isascii():
+        info = tarfile.TarInfo(name)
+        info.size, info.mtime, info.mode = size, 0, 0o444
+        return info.tobuf(tarfile.GNU_FORMAT, "utf-8", "surrogateescape")
+    digits = b"%011o" % size
+    checksum = b"%06o\x00 " % (_HEADER_SUM + sum(raw) + sum(digits))
+    return b"".join((raw, bytes(100 - len(raw)), _HEADER_MIDDLE, digits, _HEADER_TIME, checksum, _HEADER_TAIL))
+
+
+# write_header's fixed fields: mode, uid, gid (before the size); mtime 0; after the checksum a regular file's type,
+# no link name, the ustar magic and version, and zeros to the block's end
+_HEADER_MIDDLE = b"0000444\x000000000\x000000000\x00"
+_HEADER_TIME = b"\x00" + b"0" * 11 + b"\x00"
+_HEADER_TAIL = b"0" + bytes(100) + USTAR + b"00" + bytes(BLOCK - 265)
+_HEADER_SUM = sum(_HEADER_MIDDLE) + sum(_HEADER_TIME) + 8 * 32 + sum(_HEADER_TAIL)
+
+
+def header_name(head: bytes) -> str:
+    """The member name a tar header block holds (ustar prefix included), bytes that are not UTF-8 escaped.
+
+    For a long name (GNU or pax) the block holds its first 100 characters, which still tell it.
+    """
+    name = head[:100].split(b"\x00", 1)[0]
+    if head[257:263] == USTAR and head[345]:
+        name = head[345:500].split(b"\x00", 1)[0] + b"/" + name
+    return name.decode("utf-8", "backslashreplace")
 
 
 def read_range(source: Union[int, IO[bytes]], offset: int, size: int) -> bytes:
@@ -236,7 +306,7 @@ def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Wor
     members = outer_members(archive)
     inner: dict[str, tuple[str, int, int]] = {}
     strangers: list[str] = []
-    for name, offset, size, is_file in members:
+    for name, offset, size, is_file, _ in members:
         base = basename(name)
         if is_file and base.endswith(".tar"):
             inner[base[: -len(".tar")]] = (name, offset, size)
@@ -252,18 +322,18 @@ def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Wor
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
     order = [synset for synset in catalog.synsets if synset in inner]
     tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in order]
-    found: dict[str, tuple[list[str], array[int], array[int]]] = {}
+    found: dict[str, tuple[list[str], array[int], array[int], array[int]]] = {}
     added = [0]
 
-    def listed(task: ClassTar, columns: tuple[list[str], array[int], array[int]]) -> None:
+    def listed(task: ClassTar, columns: tuple[list[str], array[int], array[int], array[int]]) -> None:
         # classes join the listing in labels-file order as soon as they can, so only the few
         # listed out of turn wait here, not the names of all 1.28 M members at once
         found[task.inner_name] = columns
         while added[0] < len(order) and inner[order[added[0]]][0] in found:
             synset = order[added[0]]
-            names, offsets, sizes = found.pop(inner[synset][0])
-            add_class(result, synset, catalog.label_of[synset], list(zip(names, zip(offsets, sizes))),
-                      on_error, "class archive")
+            names, offsets, sizes, crcs = found.pop(inner[synset][0])
+            add_class(result, synset, catalog.label_of[synset], list(zip(names, zip(offsets, sizes, crcs))),
+                      on_error, "class archive", place=lies_in(f"{archive}:{inner[synset][0]}"))
             added[0] += 1
 
     pool.run(inner_members, tasks, listed)
@@ -279,7 +349,7 @@ def scan_validation_tar(
     on_error: str,
 ) -> SplitInput:
     """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
-    members = [(basename(n), (o, s)) for n, o, s, is_file in outer_members(archive) if is_file]
+    members = [(basename(n), (o, s, crc)) for n, o, s, is_file, crc in outer_members(archive) if is_file]
     if not any(VALIDATION_NAME.match(n) for n, _ in members):
         if any(n.endswith(".tar") for n, _ in members):
             raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
@@ -306,13 +376,13 @@ class ArchiveReader(Reader):
         return storage.open_read(url, random_access=True)
 
     @staticmethod
-    def span(entry: ImageEntry) -> int:
-        """How many bytes from entry.offset a read of the entry touches (announced to the kernel ahead)."""
-        return entry.size
+    def span(entry: ImageEntry) -> tuple[int, int]:
+        """The bytes a read of the entry touches, (start, length): announced to the kernel ahead."""
+        return entry.offset - BLOCK, BLOCK + entry.size
 
     def announce(self, number: int, entry: ImageEntry) -> None:
         if isinstance(self._source, int):
-            will_need(self._source, entry.offset, self.span(entry))
+            will_need(self._source, *self.span(entry))
 
     def close(self) -> None:
         if isinstance(self._source, int):
@@ -325,10 +395,7 @@ class ArchiveReader(Reader):
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{entry.relpath}"
-        data = read_range(self._source, entry.offset, entry.size)
-        if len(data) != entry.size:
-            raise InputError(where, "archive shorter than when it was indexed")
-        return data, where
+        return read_member(self._source, entry.offset, entry.size, entry.extra, where)[0], where
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

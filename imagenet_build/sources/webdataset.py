@@ -42,9 +42,19 @@ from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 
 from imagenet_build import storage
 from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
-from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, SplitInput, basename, will_need
+from imagenet_build.sources.base import (
+    READERS,
+    VALIDATION_NAME,
+    Reader,
+    SplitInput,
+    Where,
+    basename,
+    once_each,
+    refuse_empty_pieces,
+    will_need,
+)
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.tars import Member, list_members, plain_members, read_range
+from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
 
 if TYPE_CHECKING:
     from imagenet_build.catalog import Catalog
@@ -58,11 +68,12 @@ IMAGENET_KEY = re.compile(r"^(n\d{8}_\d+|ILSVRC2012_val_\d{8})$")
 IMAGE_EXTENSIONS = ("jpg", "jpeg", "png")
 SPLITS = {"train": "train", "validation": "validation", "val": "validation"}
 
-SampleMember = Tuple[int, int, int]  # (data offset, data size, member number in the shard)
+SampleMember = Tuple[int, int, int, int]  # (data offset, data size, member number in the shard, header CRC)
 Sample = Dict[str, SampleMember]  # a sample's members by extension
-# list_shard's result: relpaths, offsets, sizes, synset numbers in cls_synsets() (or -1), names derived
-# from keys, ignored members, left out [(relpath, reason)]
-ShardColumns = Tuple[List[str], "array[int]", "array[int]", "array[int]", int, List[str], List[Tuple[str, str]]]
+# list_shard's result: relpaths, offsets, sizes, header CRCs, synset numbers in cls_synsets() (or -1), names
+# derived from keys, ignored members, left out [(relpath, reason)]
+ShardColumns = Tuple[List[str], "array[int]", "array[int]", "array[int]", "array[int]", int, List[str],
+                     List[Tuple[str, str]]]
 
 
 def _sorted_synsets() -> tuple[str, ...]:
@@ -186,14 +197,14 @@ def list_shard(
 ) -> ShardColumns:
     """A worker task: one shard file's samples as compact columns.
 
-    Returns (relpaths, offsets, sizes, synset numbers in cls_synsets() or -1, names derived
-    from keys, ignored members, left out [(relpath, reason)]). Reads the tar headers and
+    Returns (relpaths, offsets, sizes, header CRCs, synset numbers in cls_synsets() or -1, names
+    derived from keys, ignored members, left out [(relpath, reason)]). Reads the tar headers and
     each sample's `.cls` (and its `.json` only when the key is not an ImageNet name).
     """
     synsets = cls_synsets()
     number_of = {s: i for i, s in enumerate(synsets)}
     relpaths: list[str] = []
-    offsets, sizes, found = array("Q"), array("Q"), array("h")
+    offsets, sizes, crcs, found = array("Q"), array("Q"), array("Q"), array("h")
     ignored: list[str] = []
     left_out: list[tuple[str, str]] = []
     derived = 0
@@ -233,14 +244,15 @@ def list_shard(
                 relpaths.append(f"{shardrel}/{name}")
                 offsets.append(image[0])
                 sizes.append(image[1])
+                crcs.append(image[3])
                 found.append(number_of.get(synset or synsets[cls], -1))
-    return relpaths, offsets, sizes, found, derived, ignored, left_out
+    return relpaths, offsets, sizes, crcs, found, derived, ignored, left_out
 
 
 def _samples(members: list[Member], shardrel: str, path: str, ignored: list[str]) -> dict[str, Sample]:
     """The shard's files grouped by key, in shard order; names without a key (or hidden ones) go to `ignored`."""
     samples: dict[str, Sample] = {}
-    for number, (name, offset, length, is_file) in enumerate(members):
+    for number, (name, offset, length, is_file, crc) in enumerate(members):
         if not is_file:
             continue
         split = _split_member(name)
@@ -251,7 +263,7 @@ def _samples(members: list[Member], shardrel: str, path: str, ignored: list[str]
         sample = samples.setdefault(key, {})
         if ext in sample:
             raise InputError(path, f"sample {key}: two .{ext} members (a key may appear once)")
-        sample[ext] = (offset, length, number)
+        sample[ext] = (offset, length, number, crc)
     return samples
 
 
@@ -303,6 +315,7 @@ class _Images(NamedTuple):
     relpaths: list[str]
     offsets: array[int]
     sizes: array[int]
+    crcs: array[int]
     by_label: dict[int, array[int]]
 
 
@@ -322,6 +335,7 @@ def scan_shards(
     listed: dict[str, ShardColumns] = {}
     tasks = [(str(shards[k]), rel[k], split, on_error, validation_labels_file) for k in range(len(shards))]
     pool.run(list_shard, tasks, lambda task, columns: listed.__setitem__(task[1], columns))
+    refuse_empty_pieces(((shards[k], len(listed[r][0]) + len(listed[r][7])) for k, r in enumerate(rel)), split)
     images = _gather(result, rel, listed, catalog)
     missing = [s for label, s in enumerate(catalog.synsets, start=1) if label not in images.by_label]
     if not images.relpaths:
@@ -339,10 +353,10 @@ def _gather(result: SplitInput, rel: list[str], listed: dict[str, ShardColumns],
     """The shards' columns joined in shard order, keeping the catalog's synsets; notes on what was left out."""
     synsets = cls_synsets()
     label_of_number = array("H", (catalog.label_of.get(s, 0) for s in synsets))
-    images = _Images([], array("Q"), array("Q"), {})
+    images = _Images([], array("Q"), array("Q"), array("Q"), {})
     outside = derived = 0
     for r in rel:  # shard order, whatever order the tasks ended in
-        names, offs, lens, found, n_derived, ignored, left_out = listed.pop(r)
+        names, offs, lens, crcs, found, n_derived, ignored, left_out = listed.pop(r)
         derived += n_derived
         result.ignored.extend(ignored)
         result.left_out.extend(left_out)
@@ -355,6 +369,7 @@ def _gather(result: SplitInput, rel: list[str], listed: dict[str, ShardColumns],
             images.relpaths.append(names[i])
             images.offsets.append(offs[i])
             images.sizes.append(lens[i])
+            images.crcs.append(crcs[i])
     split = result.split
     if outside:
         result.notes.append(f"{outside} {split} image(s) left out: their synsets are not in {catalog.labels_file}")
@@ -365,26 +380,22 @@ def _gather(result: SplitInput, rel: list[str], listed: dict[str, ShardColumns],
 
 
 def _add_by_name(result: SplitInput, root: str, images: _Images, catalog: Catalog, on_error: str) -> None:
-    """Add the images class by class in labels-file order, by name; a name seen twice in a class: fail or skip."""
+    """Add the images class by class in labels-file order, by name; a name twice: once_each's rule."""
     relpaths = images.relpaths
 
     def name_of(i: int) -> str:
         path = relpaths[i]
         return path[path.rindex("/") + 1:]
 
+    def place(where: Where) -> str:  # where: (the image's number in the columns,)
+        return f"{root}/{relpaths[where[0] if where else 0].rsplit('/', 1)[0]}"
+
     for label in range(1, len(catalog.synsets) + 1):
-        previous = None
-        for i in sorted(images.by_label.get(label, ()), key=name_of):
-            name = name_of(i)
-            if name == previous:
-                where = f"{root}/{relpaths[i].rsplit('/', 1)[0]}"
-                if on_error == "fail":
-                    raise InputError(where, f"{name} is in the {result.split} shards twice; "
-                                            "--on-error skip keeps the first")
-                result.left_out.append((relpaths[i], "a second sample of the same image name"))
-                continue
-            previous = name
-            result.add(relpaths[i], label, (images.offsets[i], images.sizes[i]))
+        items: list[tuple[str, Where]] = [(name_of(i), (i,)) for i in sorted(images.by_label.get(label, ()),
+                                                                              key=name_of)]
+        for _, where in once_each(items, place, result, on_error):
+            i = where[0] if where else 0
+            result.add(relpaths[i], label, (images.offsets[i], images.sizes[i], images.crcs[i]))
 
 
 # ------------------------------------------------------------------ reading in a worker
@@ -431,20 +442,18 @@ class ShardReader(Reader):
         except InputError:
             return  # read() reports it, in order
         if isinstance(source, int):
-            will_need(source, entry.offset, entry.size)
+            will_need(source, entry.offset - BLOCK, BLOCK + entry.size)
 
     def read(self, number: int) -> tuple[bytes, str]:
         self.read_ahead(number)
         entry = self.spec.entries[number]
         shardrel, name = entry.relpath.rsplit("/", 1)
-        where = f"{storage.join(self.spec.source_root, shardrel)}:{name}"
+        shard = storage.join(self.spec.source_root, shardrel)
         if shardrel not in self._stamps:
             self._stamps[shardrel] = self.identity(self.spec, entry).split("|", 1)[1]
         self.identities.append(f"{shardrel}@{entry.offset}:{entry.size}|{self._stamps[shardrel]}")
-        data = read_range(self._source(shardrel), entry.offset, entry.size)
-        if len(data) != entry.size:
-            raise InputError(where, "shard file shorter than when it was listed")
-        return data, where
+        data, member = read_member(self._source(shardrel), entry.offset, entry.size, entry.extra, f"{shard}:{name}")
+        return data, f"{shard}:{member}"
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:
@@ -482,6 +491,8 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """
     from PIL import Image
 
+    from imagenet_build.sample import enough_for
+
     sample, folder = Path(ilsvrc_sample), Path(out)
     number = {s: i for i, s in enumerate(cls_synsets())}
     validation_synsets = (sample / "validation_labels.txt").read_text().split()
@@ -499,6 +510,7 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     }
     split_info: dict[str, dict[str, Any]] = {}
     for split, (images, count, digits, describe) in splits.items():
+        enough_for(len(images), count, split, "wds")
         random.Random(split).shuffle(images)
         names = [f"imagenet1k-{split}-{k:0{digits}d}.tar" for k in range(count)]
         lengths = []
@@ -521,4 +533,4 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     (folder / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-register(Layout(NAME, identify, assemble, short="wds", write_sample=write_sample))
+register(Layout(NAME, identify, assemble, short="wds", write_sample=write_sample, folder=True))
