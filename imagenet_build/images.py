@@ -8,7 +8,7 @@ allowed; every marker up to the image data has a length), baseline, extended or 
 Huffman coding, 8 bits, 1 or 3 components, complete up to its end-of-image marker; its size is
 read from the SOF header (what a full decode reports; EXIF orientation is ignored, as slim ignores
 it). A JPEG libjpeg decodes but one of those decoders cannot (extraneous bytes among the header
-segments, arithmetic coding), a CMYK/YCCK JPEG (slim's rule) and every other format Pillow reads
+segments, arithmetic or lossless coding), a CMYK/YCCK JPEG (slim's rule) and every other format Pillow reads
 (a PNG behind a .JPEG name) is re-encoded as an RGB JPEG at quality 100, as slim, TFDS and the
 TPU converter do for ImageNet's 23 known cases. What no decoder reads (truncated image data, no
 image, a header libjpeg stops on) is refused. docs/images.md has the table of decoders and cases.
@@ -57,6 +57,7 @@ DALI_STOPS = {
 
 ARITHMETIC = "arithmetic-coded JPEG"
 _ARITHMETIC = {0xC9, 0xCA}  # sequential and progressive: libjpeg decodes them, nvJPEG does not
+LOSSLESS = "lossless JPEG"  # SOF3: libjpeg-turbo 3 decodes it, TensorFlow's decoder does not
 
 STORE, REENCODE, REFUSE = "store", "re-encode", "refuse"
 
@@ -221,6 +222,8 @@ def _jpeg_kind(header: JpegHeader) -> str:
         return f"{header.precision}-bit JPEG"
     if header.sof in _ARITHMETIC:
         return ARITHMETIC
+    if header.sof == 0xC3:
+        return LOSSLESS
     if header.sof not in _STORABLE_SOF:
         return f"JPEG with frame type 0x{header.sof:02X}"
     return f"JPEG with {header.components} components"
@@ -234,6 +237,8 @@ def consequence(reason: str) -> str:
         return "slim's rule re-encodes these as RGB"
     if reason == ARITHMETIC:
         return "nvJPEG, DALI's GPU decoder, reads Huffman coding only"
+    if reason == LOSSLESS:
+        return "TensorFlow's decoder does not read it"
     return "TensorFlow's and torchvision's decoders do not read it"
 
 

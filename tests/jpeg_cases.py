@@ -15,7 +15,7 @@ import sys
 
 from PIL import Image
 
-from imagenet_build.images import ARITHMETIC, EXTRANEOUS, NO_LENGTH, REFUSE, SHORT_SEGMENT, STORE
+from imagenet_build.images import ARITHMETIC, EXTRANEOUS, LOSSLESS, NO_LENGTH, REFUSE, SHORT_SEGMENT, STORE
 
 SIZE = (64, 48)  # width, height of every case but the hand-built ones
 
@@ -218,25 +218,30 @@ class _QMCoder:
 
 
 def flat(components=3, sof=0xC0, size=(16, 16)):
-    """A hand-built JPEG of flat mid-grey blocks (every DC difference and AC coefficient 0): baseline Huffman
-    with one-code tables, or arithmetic coding (SOF9). For what Pillow cannot write: 2 components, SOF9."""
+    """A hand-built JPEG of flat mid-grey (every DC difference and AC coefficient 0, or every lossless
+    prediction exact): Huffman coding with one-code tables, arithmetic coding (SOF9) or lossless (SOF3).
+    For what Pillow cannot write: 2 components, arithmetic coding, lossless."""
     width, height = size
     blocks = -(-width // 8) * -(-height // 8) * components
-    head = segment(0xDB, b"\x00" + bytes([1] * 64))
+    head = segment(0xDB, b"\x00" + bytes([1] * 64)) if sof != 0xC3 else b""
     head += segment(sof, bytes([8]) + struct.pack(">HHB", height, width, components)
                     + b"".join(bytes([k + 1, 0x11, 0]) for k in range(components)))
+    spectral = b"\x00\x3f\x00"  # Ss, Se, Ah/Al of a sequential scan
     if sof == 0xC9:
         coder, dc, ac = _QMCoder(), {}, {}  # every component uses table 0: one set of statistics
         for _ in range(blocks):
             coder.encode(dc, 0, 0)  # DC difference zero (conditioning context 0 after a zero difference)
             coder.encode(ac, 0, 1)  # end of block at k = 1
         scan = coder.finish()
-    else:  # DC table: category 0 is code "0"; AC table: end of block is code "0"
+    else:  # the DC (lossless: difference) table: category 0 is code "0"; AC table: end of block is code "0"
         head += segment(0xC4, b"\x00" + bytes([1] + [0] * 15) + b"\x00")
-        head += segment(0xC4, b"\x10" + bytes([1] + [0] * 15) + b"\x00")
-        scan = b"\x00" * (blocks * 2 // 8) + (b"\x0f" if blocks * 2 % 8 else b"")
-    sos = segment(0xDA, bytes([components]) + b"".join(bytes([k + 1, 0x00]) for k in range(components))
-                  + b"\x00\x3f\x00")
+        if sof == 0xC3:  # predictor 1; the first sample is predicted as 128: one bit a sample
+            spectral, bits = b"\x01\x00\x00", width * height * components
+        else:
+            head += segment(0xC4, b"\x10" + bytes([1] + [0] * 15) + b"\x00")
+            bits = blocks * 2
+        scan = b"\x00" * (bits // 8) + (bytes([0xFF >> bits % 8]) if bits % 8 else b"")
+    sos = segment(0xDA, bytes([components]) + b"".join(bytes([k + 1, 0x00]) for k in range(components)) + spectral)
     return b"\xff\xd8" + head + sos + scan + b"\xff\xd9"
 
 
@@ -280,10 +285,10 @@ def _cases():
         "CMYK": (cmyk, "CMYK JPEG"),
         "YCCK": (with_adobe_transform(cmyk, 2), "YCCK JPEG"),
         "arithmetic coding (SOF9)": (flat(3, 0xC9), ARITHMETIC),
+        "lossless (SOF3)": (flat(3, 0xC3), LOSSLESS),
         # no decoder reads them: refused
         "2 components": (flat(2), REFUSE),
         "12-bit (SOF1, precision 12)": (with_frame(base, sof=0xC1, precision=12), REFUSE),
-        "lossless (SOF3)": (with_frame(base, sof=0xC3), REFUSE),
         "truncated scan": (half_scan, REFUSE),
         "junk before SOI": (b"\x00\x00" + base, REFUSE),
         "second SOI in the header": (insert_before(base, 0xC0, b"\xff\xd8"), REFUSE),

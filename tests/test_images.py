@@ -162,9 +162,10 @@ def test_the_offending_byte_is_named():
 
 
 def test_hand_built_jpegs_are_what_they_claim():
-    """The arithmetic-coded and 2-component test images are real streams: libjpeg decodes the arithmetic one
-    to flat mid-grey, as encoded."""
-    with Image.open(io.BytesIO(flat(3, 0xC9))) as image:
-        assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
+    """The arithmetic-coded, lossless and 2-component test images are real streams: libjpeg decodes the first
+    two to the flat mid-grey they encode."""
+    for sof in (0xC9, 0xC3):
+        with Image.open(io.BytesIO(flat(3, sof))) as image:
+            assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
     header, _ = images.parse_jpeg_header(flat(2))
     assert (header.sof, header.components) == (0xC0, 2)
