@@ -169,3 +169,14 @@ def test_hand_built_jpegs_are_what_they_claim():
             assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
     header, _ = images.parse_jpeg_header(flat(2))
     assert (header.sof, header.components) == (0xC0, 2)
+
+
+def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_reads_it():
+    """Pillow refuses junk right after SOI: the resized build decodes the header as libjpeg reads it, as the
+    full-size build does, and gets the clean image's pixels."""
+    from imagenet_build import resize
+
+    options = resize.ResizeOptions(resize.parse_targets("shorter:24"))
+    odd, = resize.prepare_resized(CASES["junk before APP0"][0], "x.jpg", options)
+    clean, = resize.prepare_resized(CASES["baseline"][0], "x.jpg", options)
+    assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == images.EXTRANEOUS
