@@ -226,6 +226,8 @@ def _jpeg_kind(header: JpegHeader) -> str:
         return LOSSLESS
     if header.sof not in _STORABLE_SOF:
         return f"JPEG with frame type 0x{header.sof:02X}"
+    if header.components in (1, 3):
+        return f"JPEG of {header.width}x{header.height} in its frame header"  # a zero: the height comes later (DNL)
     return f"JPEG with {header.components} components"
 
 

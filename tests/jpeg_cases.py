@@ -70,14 +70,16 @@ def sixteen_bit_tables(data, sof=None):
     return out + data[last:]
 
 
-def with_frame(data, sof=None, precision=None):
-    """data with its frame header's marker and/or precision changed (scan data left as it is)."""
+def with_frame(data, sof=None, precision=None, height=None):
+    """data with its frame header's marker, precision or height changed (scan data left as it is)."""
     ((_, at),) = [(m, p) for m, p in segments(data) if m == 0xC0]
     out = bytearray(data)
     if sof is not None:
         out[at + 1] = sof
     if precision is not None:
         out[at + 4] = precision
+    if height is not None:
+        out[at + 5 : at + 7] = struct.pack(">H", height)
     return bytes(out)
 
 
@@ -288,6 +290,7 @@ def _cases():
         "lossless (SOF3)": (flat(3, 0xC3), LOSSLESS),
         # no decoder reads them: refused
         "2 components": (flat(2), REFUSE),
+        "height 0 in the frame header (DNL)": (with_frame(base, height=0), REFUSE),
         "12-bit (SOF1, precision 12)": (with_frame(base, sof=0xC1, precision=12), REFUSE),
         "truncated scan": (half_scan, REFUSE),
         "junk before SOI": (b"\x00\x00" + base, REFUSE),
