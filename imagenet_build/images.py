@@ -1,10 +1,17 @@
 """Decide by content whether an image can be stored as it is, and fix the ones that cannot.
 
-A baseline or progressive 8-bit JPEG with 1 or 3 components is stored untouched,
-its size read from the SOF header (what a full decode reports; EXIF orientation is
-ignored, as slim ignores it). Everything else that Pillow can read — CMYK/YCCK
-JPEGs, PNGs behind a .JPEG name, other formats — is re-encoded as an RGB JPEG at
-quality 100, as slim, TFDS and the TPU converter do for ImageNet's 23 known cases.
+An image is stored untouched only when every decoder a build serves reads it as it is:
+TensorFlow's and torchvision's (libjpeg-turbo) and DALI's, whose own header parser walks the
+markers before libjpeg-turbo decodes (and whose GPU decoder, nvJPEG, takes Huffman coding only).
+That is a JPEG whose header DALI's parser can walk (each segment starts with a marker, fill bytes
+allowed; every marker up to the image data has a length), baseline, extended or progressive
+Huffman coding, 8 bits, 1 or 3 components, complete up to its end-of-image marker; its size is
+read from the SOF header (what a full decode reports; EXIF orientation is ignored, as slim ignores
+it). A JPEG libjpeg decodes but one of those decoders cannot (extraneous bytes among the header
+segments, arithmetic or lossless coding), a CMYK/YCCK JPEG (slim's rule) and every other format Pillow reads
+(a PNG behind a .JPEG name) is re-encoded as an RGB JPEG at quality 100, as slim, TFDS and the
+TPU converter do for ImageNet's 23 known cases. What no decoder reads (truncated image data, no
+image, a header libjpeg stops on) is refused. docs/images.md has the table of decoders and cases.
 The header walk is hand-written: Pillow's open() parses the same markers but
 costs several times more per image, and we also want the truncation check.
 """
@@ -33,7 +40,27 @@ REENCODE_QUALITY = 100
 JPEG_MAX_SIDE = 65500  # libjpeg's JPEG_MAX_DIMENSION: the largest side it writes
 _STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
 _SOF_MARKERS = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_STANDALONE = set(range(0xD0, 0xD8)) | {0x01, 0xD8}
+_NO_LENGTH = set(range(0xD0, 0xD8)) | {0x01}  # RST0..7 and TEM: libjpeg takes them anywhere, alone
+# The markers libjpeg reads in a header (any other stops it: "Unsupported marker type"): frames, tables,
+# restart interval, APPn, COM, DNL, and the image data's SOS. Those it skips have their length first.
+_KNOWN = _SOF_MARKERS | {0xC4, 0xC8, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE} | set(range(0xE0, 0xF0))
+_SKIPPED = set(range(0xE0, 0xF0)) | {0xFE, 0xDC}  # APPn, COM, DNL: a length below 2 only skips nothing
+
+# Why an image that libjpeg decodes is re-encoded although its frame is storable: what DALI's parser does.
+EXTRANEOUS = "extraneous bytes before a header marker"
+NO_LENGTH = "a marker without a length among the header segments"
+SHORT_SEGMENT = "a header segment with a length below 2"
+DALI_STOPS = {
+    EXTRANEOUS: "DALI's parser stops on it (\"Invalid marker\"); libjpeg skips them",
+    NO_LENGTH: "DALI's parser reads a length after every marker and loses its place",
+    SHORT_SEGMENT: "DALI's parser steps back by its length and stops",
+}
+
+ARITHMETIC = "arithmetic-coded JPEG"
+_ARITHMETIC = {0xC9, 0xCA}  # sequential and progressive: libjpeg decodes them, nvJPEG does not
+LOSSLESS = "lossless JPEG"  # SOF3: libjpeg-turbo 3 decodes it, TensorFlow's decoder does not
+
+STORE, REENCODE, REFUSE = "store", "re-encode", "refuse"
 
 
 class JpegHeader(NamedTuple):
@@ -53,18 +80,44 @@ class StoredImage(NamedTuple):
     resized: bool = False  # decoded, resized and encoded for a resized build (resize.py)
 
 
-def _next_marker(data: bytes, pos: int) -> tuple[int, int]:
-    """(marker, its position) at `pos`, past any fill bytes; ValueError where there is none."""
+class Decision(NamedTuple):
+    """What a build does with one JPEG's bytes: STORE, REENCODE or REFUSE them, and why."""
+
+    action: str
+    reason: str  # REENCODE: the summary's words ("CMYK JPEG", EXTRANEOUS, ...); REFUSE: the error; STORE: ""
+    at: int  # the byte of the image the reason is about (the offending marker or bytes), -1 when none
+    header: JpegHeader | None  # None when the header cannot be read
+    scan_bytes: int  # bytes of image data up to the end-of-image marker, -1 without one
+    readable: bytes  # the bytes as libjpeg reads them: the header without what it skips (what Pillow needs)
+
+
+class _Walk(NamedTuple):
+    header: JpegHeader
+    sof_at: int  # offset of the frame header's marker
+    scan: int  # offset of the image data
+    odd: str  # the first thing in the header DALI's parser cannot take (EXTRANEOUS, ...), or ""
+    odd_at: int
+
+
+def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
+    """(marker, its position, whether bytes were skipped to reach it), found as libjpeg finds it: past
+    bytes other than 0xFF, 0xFF fill bytes and FF 00 pairs; ValueError where there is none."""
     size = len(data)
-    if pos + 4 > size:
-        raise ValueError("truncated in the header")
-    if data[pos] != 0xFF:
-        raise ValueError(f"no marker at byte {pos}")
-    while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
-        pos += 1
-    if pos + 4 > size:  # fill bytes up to the end: no marker and length after them
-        raise ValueError("truncated in the header")
-    return data[pos + 1], pos
+    skipped = False
+    while True:
+        if pos < size and data[pos] != 0xFF:
+            skipped = True
+            pos = data.find(b"\xff", pos)
+            if pos < 0:
+                raise ValueError("truncated in the header")
+        while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
+            pos += 1
+        if pos + 1 >= size:  # no marker after the fill bytes
+            raise ValueError("truncated in the header")
+        if data[pos + 1] != 0:
+            return data[pos + 1], pos, skipped
+        skipped = True  # FF 00: a stuffed zero outside any image data
+        pos += 2
 
 
 def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
@@ -80,39 +133,80 @@ def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader
     )
 
 
-def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
-    """Walk the markers up to the first SOS. Returns (JpegHeader, offset of scan data).
+def _walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> _Walk:
+    """Walk the markers up to the first SOS as libjpeg does, noting what DALI's parser would stop on;
+    `pieces` gets (start, end) of each segment libjpeg reads.
 
-    Raises ValueError with a short reason when the stream is not a well-formed JPEG.
+    Raises ValueError with a short reason where libjpeg stops too (no decoder reads the image).
     """
     size = len(data)
     pos = 2
-    sof = None
-    adobe = None
+    sof, sof_at, adobe = None, -1, None
+    odd, odd_at = "", -1
     while True:
-        marker, pos = _next_marker(data, pos)
-        if marker in _STANDALONE:
-            pos += 2
+        if pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _KNOWN:  # a plain segment: most of them
+            marker, at = data[pos + 1], pos
+            length = (data[pos + 2] << 8) | data[pos + 3]
+            end, why = pos + 2 + length, ""
+            if length < 2 or end > size:
+                end, why = _segment_end(data, marker, at)
+        else:
+            marker, at, skipped = _next_marker(data, pos)
+            end, why = _segment_end(data, marker, at)
+            if skipped and not odd:
+                odd, odd_at = EXTRANEOUS, pos
+        if why:  # a marker DALI's parser cannot step over: libjpeg goes on right after it
+            odd, odd_at = (odd, odd_at) if odd else (why, at)
+            pos = end
             continue
-        if marker == 0xD9:
-            raise ValueError("ends before any image data")
-        length = (data[pos + 2] << 8) | data[pos + 3]
-        end = pos + 2 + length
-        if length < 2 or end > size:
-            raise ValueError("truncated in the header")
+        if pieces is not None:
+            pieces.append((at, end))
         if marker in _SOF_MARKERS:
-            sof = _frame_header(data, pos, marker, length)
-        elif marker == 0xEE and length >= 14 and data[pos + 4 : pos + 9] == b"Adobe":
-            adobe = data[pos + 15]
+            if sof is not None:
+                raise ValueError(f"a second frame header at byte {at}")
+            sof, sof_at = _frame_header(data, at, marker, end - at - 2), at
+        elif marker == 0xEE and end - at >= 16 and data[at + 4 : at + 9] == b"Adobe":
+            adobe = data[at + 15]
         elif marker == 0xDA:
             if sof is None:
                 raise ValueError("image data before any frame header")
-            return sof._replace(adobe_transform=adobe), end
+            return _Walk(sof._replace(adobe_transform=adobe), sof_at, end, odd, odd_at)
         pos = end
 
 
+def _segment_end(data: bytes, marker: int, at: int) -> tuple[int, str]:
+    """(where the segment of `marker` at `at` ends, "" or why DALI's parser cannot step over it there).
+
+    Raises ValueError where libjpeg stops: a second SOI, an EOI, a marker it does not know, a segment
+    past the end of the file."""
+    if marker in _NO_LENGTH:
+        return at + 2, NO_LENGTH
+    if marker == 0xD8:
+        raise ValueError(f"a second start-of-image marker at byte {at}")
+    if marker == 0xD9:
+        raise ValueError("ends before any image data")
+    if marker not in _KNOWN:
+        raise ValueError(f"marker 0x{marker:02X} at byte {at}, which libjpeg does not read")
+    if at + 4 > len(data):
+        raise ValueError("truncated in the header")
+    length = (data[at + 2] << 8) | data[at + 3]
+    if length < 2:
+        if marker in _SKIPPED:  # libjpeg reads the length and skips nothing
+            return at + 4, SHORT_SEGMENT
+        raise ValueError(f"segment length {length} at byte {at}")
+    if at + 2 + length > len(data):
+        raise ValueError("truncated in the header")
+    return at + 2 + length, ""
+
+
+def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
+    """(JpegHeader, offset of the image data); ValueError with a short reason where libjpeg stops."""
+    walk = _walk(data)
+    return walk.header, walk.scan
+
+
 def is_storable(header: JpegHeader) -> bool:
-    """A JPEG stored untouched: baseline or progressive, 8 bits, 1 or 3 components."""
+    """A frame stored untouched: baseline, extended or progressive Huffman, 8 bits, 1 or 3 components."""
     return (
         header.sof in _STORABLE_SOF
         and header.precision == 8
@@ -127,9 +221,28 @@ def _jpeg_kind(header: JpegHeader) -> str:
         return "YCCK JPEG" if header.adobe_transform == 2 else "CMYK JPEG"
     if header.precision != 8:
         return f"{header.precision}-bit JPEG"
+    if header.sof in _ARITHMETIC:
+        return ARITHMETIC
+    if header.sof == 0xC3:
+        return LOSSLESS
     if header.sof not in _STORABLE_SOF:
         return f"JPEG with frame type 0x{header.sof:02X}"
+    if header.components in (1, 3):
+        return f"JPEG of {header.width}x{header.height} in its frame header"  # a zero: the height comes later (DNL)
     return f"JPEG with {header.components} components"
+
+
+def consequence(reason: str) -> str:
+    """What the decoders do with a JPEG stored as it is that the rule re-encodes for `reason` (verify's words)."""
+    if reason in DALI_STOPS:
+        return DALI_STOPS[reason]
+    if reason in ("CMYK JPEG", "YCCK JPEG"):
+        return "slim's rule re-encodes these as RGB"
+    if reason == ARITHMETIC:
+        return "nvJPEG, DALI's GPU decoder, reads Huffman coding only"
+    if reason == LOSSLESS:
+        return "TensorFlow's decoder does not read it"
+    return "TensorFlow's and torchvision's decoders do not read it"
 
 
 def bomb_pixels() -> int | None:
@@ -164,10 +277,51 @@ def size_problem(header: JpegHeader, scan_bytes: int) -> str:
 def jpeg_facts(data: bytes) -> tuple[JpegHeader, int]:
     """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
     header, scan = parse_jpeg_header(data)
+    return header, _scan_bytes(data, scan)
+
+
+def _scan_bytes(data: bytes, scan: int) -> int:
     # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
     # end is the end-of-image marker; searching backwards finds it at once.
     end = data.rfind(b"\xff\xd9", scan)
-    return header, (end - scan if end >= 0 else -1)
+    return end - scan if end >= 0 else -1
+
+
+def decide(data: bytes) -> Decision:
+    """The one rule for a JPEG's bytes (data starting FF D8), for convert and verify alike.
+
+    STORE when TensorFlow's, DALI's and torchvision's decoders all read it as it is; REENCODE (with the
+    summary's reason) when libjpeg decodes it but one of them cannot, or slim re-encodes its kind;
+    REFUSE when no decoder reads it (Pillow's decode, at re-encoding, is the last word on the rest).
+    """
+    try:
+        walk = _walk(data)
+    except ValueError as e:
+        return Decision(REFUSE, f"broken JPEG: {e}", -1, None, -1, data)
+    header = walk.header
+    scan_bytes = _scan_bytes(data, walk.scan)
+    if scan_bytes < 0:
+        return Decision(REFUSE, "truncated JPEG: no end-of-image marker after the image data", len(data),
+                        header, scan_bytes, data)
+    problem = size_problem(header, scan_bytes)
+    if problem:
+        return Decision(REFUSE, problem, -1, header, scan_bytes, data)
+    readable = data
+    if walk.odd:  # what libjpeg reads: the segments it found, without the bytes it skipped
+        pieces: list[tuple[int, int]] = []
+        _walk(data, pieces)
+        readable = b"".join([data[:2], *(data[start:end] for start, end in pieces), data[pieces[-1][1] :]])
+    if not is_storable(header):
+        return Decision(REENCODE, _jpeg_kind(header), walk.sof_at, header, scan_bytes, readable)
+    if walk.odd:
+        return Decision(REENCODE, walk.odd, walk.odd_at, header, scan_bytes, readable)
+    return Decision(STORE, "", -1, header, scan_bytes, data)
+
+
+def readable(data: bytes) -> bytes:
+    """An image's bytes as a decoder that needs a clean header (Pillow) should get them: a JPEG's header
+    without the bytes libjpeg skips, anything else as it is."""
+    return decide(data).readable if data[:2] == b"\xff\xd8" else data
 
 
 def prepare(data: bytes, path: str) -> StoredImage:
@@ -175,18 +329,13 @@ def prepare(data: bytes, path: str) -> StoredImage:
     if not data:
         raise InputError(path, "empty file (0 bytes)")
     if data[:2] == b"\xff\xd8":
-        try:
-            header, scan_bytes = jpeg_facts(data)
-        except ValueError as e:
-            raise InputError(path, f"broken JPEG: {e}") from None
-        if scan_bytes < 0:
-            raise InputError(path, "truncated JPEG: no end-of-image marker after the image data")
-        problem = size_problem(header, scan_bytes)
-        if problem:
-            raise InputError(path, problem)
-        if is_storable(header):
-            return StoredImage(data, header.height, header.width, "")
-        return reencode(data, path, _jpeg_kind(header))
+        decision = decide(data)
+        if decision.action == REFUSE:
+            raise InputError(path, decision.reason)
+        if decision.action == STORE:
+            assert decision.header is not None
+            return StoredImage(data, decision.header.height, decision.header.width, "")
+        return reencode(decision.readable, path, decision.reason)
     return reencode(data, path, None)
 
 
@@ -209,6 +358,8 @@ def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:
             image.load()
             rgb = to_rgb(image)
     except UnidentifiedImageError:
+        if kind:  # a JPEG Pillow cannot open: no decoder reads it (2 components, 12 bits, ...)
+            raise InputError(path, f"cannot decode {kind}: no decoder reads it") from None
         raise InputError(path, "not an image (neither JPEG nor any format Pillow reads)") from None
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise InputError(path, f"cannot decode {kind or 'image'}: {e}") from None
@@ -244,7 +395,7 @@ def exif_orientation(data: bytes) -> int:
     pos, size = 2, len(data)
     while pos + 4 <= size and data[pos] == 0xFF:
         marker = data[pos + 1]
-        if marker in _STANDALONE:
+        if marker in _NO_LENGTH or marker == 0xD8:
             pos += 2
             continue
         if marker == 0xDA or marker == 0xD9:

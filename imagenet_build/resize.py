@@ -291,7 +291,8 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     full = images.prepare(data, path)  # the checks, and the full-size build's bytes
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
     orientation = images.exif_orientation(data) if options.exif_transpose and data[:2] == b"\xff\xd8" else 1
-    source = _Source(data, path, orientation, full.reencoded or None, (full.width, full.height))
+    decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
+    source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
     results: list[images.StoredImage | InputError] = []
     for target in options.targets:

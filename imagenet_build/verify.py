@@ -26,7 +26,7 @@ from imagenet_build.catalog import (
 from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
-from imagenet_build.images import exif_orientation, jpeg_facts, size_problem
+from imagenet_build.images import DALI_STOPS, REENCODE, REFUSE, consequence, decide, exif_orientation
 from imagenet_build.manifest import Manifest, ShardEntry, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
@@ -61,6 +61,7 @@ CHECKS = {
     "shard-set": "shard names consecutive from 00000, one -of-N per split, no strays, no orphan indexes",
     "manifest": "record counts, sizes and sha256 of shards and indexes against manifest.json, and its own sums",
     "example": "every record a slim Example: 15 keys, their types, sane values",
+    "readers": "every JPEG one convert stores untouched: TensorFlow's, DALI's and torchvision's decoders read it",
     "labels": "labels in 1..K, one synset per label, counts against the manifest",
     "decode": "every image decodes to its recorded height and width (--deep)",
     "imagenet": "the full ILSVRC2012 totals (--expect-imagenet)",
@@ -189,17 +190,22 @@ def _box_problems(values: dict[str, tuple[str | None, list[Any]]], label: int) -
 
 
 def _check_jpeg_header(encoded: bytes, height: int, width: int) -> list[Finding]:
-    """The stored JPEG's header against the record, and convert's rule for headers that lie."""
-    try:
-        header, scan_bytes = jpeg_facts(encoded)
-    except ValueError as e:
-        return [("example", f"image/encoded is a broken JPEG: {e}")]
+    """The stored JPEG's header against the record, and convert's rule for what it stores untouched: a JPEG
+    it would refuse (or re-encode: one a decoder we serve cannot read as it is) is a problem."""
+    decision = decide(encoded)
+    header = decision.header
+    if header is None:
+        return [("example", f"image/encoded is a {decision.reason}")]
     found: list[Finding] = []
     if (header.height, header.width) != (height, width):
         found.append(("example", f"JPEG header says {header.width}x{header.height}, record says {width}x{height}"))
-    problem = size_problem(header, scan_bytes) if scan_bytes >= 0 else "JPEG without an end-of-image marker"
-    if problem:
-        found.append(("example", problem))
+    if decision.action == REFUSE:
+        found.append(("example", decision.reason))
+    elif decision.action == REENCODE:
+        at = f"byte {decision.at} of image/encoded"
+        where = f"at {at}" if decision.reason in DALI_STOPS else f"(its frame header at {at})"
+        found.append(("readers", f"{decision.reason} {where}: {consequence(decision.reason)} "
+                      "(convert re-encodes such an image)"))
     orientation = exif_orientation(encoded)
     if orientation != 1:
         turned = "its shape and pixels" if orientation >= 5 else "its pixels"
@@ -620,7 +626,7 @@ def _check_imagenet_totals(manifest: Manifest | None, split_records: dict[str, i
 def _checks_run(manifest: bool, quick: bool, deep: bool, expect_imagenet: bool) -> list[str]:
     """The checks a verify with these options makes, in report order."""
     checks = ["framing", "index", "shard-set"] + (["manifest"] if manifest else [])
-    checks += [] if quick else ["crc", "example", "labels"]
+    checks += [] if quick else ["crc", "example", "readers", "labels"]
     checks += (["decode"] if deep else []) + (["imagenet"] if expect_imagenet else [])
     return [c for c in CHECKS if c in checks]
 

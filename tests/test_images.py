@@ -7,6 +7,8 @@ from PIL import Image
 
 from imagenet_build import images
 from imagenet_build.errors import InputError
+from imagenet_build.images import REFUSE, STORE
+from jpeg_cases import CASES, flat, segments
 
 
 def jpeg(mode="RGB", size=(40, 30), **save):
@@ -118,3 +120,63 @@ def test_twelve_bit_and_lossless_frames_are_not_stored_as_is():
     data[sof_at + 1] = 0xC3  # lossless frame: not decodable by common readers as stored
     with pytest.raises(InputError):
         images.prepare(bytes(data), "x.JPEG")  # Pillow cannot decode it either: a clear error
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_each_odd_jpeg_is_stored_reencoded_or_refused_as_the_decoders_read_it(case):
+    """One rule: untouched only when TensorFlow's, DALI's and torchvision's decoders all read it; re-encoded
+    (saying why) when libjpeg reads it but one of them cannot; refused only when no decoder reads it."""
+    data, expected = CASES[case]
+    if expected == REFUSE:
+        with pytest.raises(InputError) as info:
+            images.prepare(data, "odd/file.jpg")
+        assert info.value.path == "odd/file.jpg" and images.decide(data).action != STORE  # Pillow has the last word
+        return
+    stored = images.prepare(data, "odd/file.jpg")
+    header, _ = images.parse_jpeg_header(data)
+    assert (stored.width, stored.height) == (header.width, header.height)
+    if expected == STORE:
+        assert stored.data is data and stored.reencoded == ""
+    else:
+        assert stored.reencoded == expected and stored.data != data
+        again = images.decide(stored.data)  # what was stored is what the rule stores untouched
+        assert again.action == STORE and (again.header.width, again.header.height) == (header.width, header.height)
+
+
+def test_a_reencoded_header_defect_keeps_the_pixels_libjpeg_decodes():
+    """The junk libjpeg skips is left out before Pillow decodes (Pillow's open() refuses junk right after SOI):
+    the re-encoded image is the clean one re-encoded."""
+    clean_bytes = CASES["baseline"][0]
+    for case in ("junk before APP0", "TEM marker after SOI", "junk before DQT", "APP segment of length 0"):
+        assert images.prepare(CASES[case][0], "x.jpg").data == images.reencode(clean_bytes, "x.jpg", "x").data, case
+
+
+def test_the_offending_byte_is_named():
+    base = CASES["baseline"][0]
+    dqt = [pos for marker, pos in segments(base) if marker == 0xDB][0]
+    assert images.decide(CASES["junk before DQT"][0])[:3] == (images.REENCODE, images.EXTRANEOUS, dqt)
+    sof = [pos for marker, pos in segments(base) if marker == 0xC0][0]
+    assert images.decide(CASES["RST marker among the header segments"][0])[:3] == (
+        images.REENCODE, images.NO_LENGTH, sof)
+    assert images.decide(CASES["CMYK"][0]).reason == "CMYK JPEG"
+
+
+def test_hand_built_jpegs_are_what_they_claim():
+    """The arithmetic-coded, lossless and 2-component test images are real streams: libjpeg decodes the first
+    two to the flat mid-grey they encode."""
+    for sof in (0xC9, 0xC3):
+        with Image.open(io.BytesIO(flat(3, sof))) as image:
+            assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
+    header, _ = images.parse_jpeg_header(flat(2))
+    assert (header.sof, header.components) == (0xC0, 2)
+
+
+def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_reads_it():
+    """Pillow refuses junk right after SOI: the resized build decodes the header as libjpeg reads it, as the
+    full-size build does, and gets the clean image's pixels."""
+    from imagenet_build import resize
+
+    options = resize.ResizeOptions(resize.parse_targets("shorter:24"))
+    odd, = resize.prepare_resized(CASES["junk before APP0"][0], "x.jpg", options)
+    clean, = resize.prepare_resized(CASES["baseline"][0], "x.jpg", options)
+    assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == images.EXTRANEOUS
