@@ -21,6 +21,8 @@ sys.path.insert(0, str(HERE))
 
 from common import images_per_second, make_inputs  # noqa: E402
 
+from imagenet_build.naming import split_shards  # noqa: E402
+
 
 def dali_rate(paths, indexes, batch_size, batches):
     from imagenet_build.trainer import training_pipeline
@@ -55,7 +57,7 @@ def main():
         subprocess.run([sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(work / "inputs/train"),
                         "--labels-file", str(work / "inputs/labels.txt"), "--output-dir", str(build),
                         "--train-shards", "16"], check=True, capture_output=True)
-    paths = sorted(str(p) for p in build.glob("train-*-of-*"))
+    paths = split_shards(str(build), "train")
     indexes = [str(build / "dali_idx" / (Path(p).name + ".idx")) for p in paths]
     runs = {"dali-cpu": [], "tf.data": []}
     for _ in range(args.repeats):

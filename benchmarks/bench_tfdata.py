@@ -8,7 +8,6 @@ Usage: python benchmarks/bench_tfdata.py --build <a convert output> [--batches 3
 """
 
 import argparse
-import glob
 import os
 import statistics
 import sys
@@ -17,6 +16,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import images_per_second  # noqa: E402
+
+from imagenet_build.naming import split_shards  # noqa: E402
 
 
 def naive_dataset(files, batch_size, image_size=224):
@@ -59,7 +60,7 @@ def main():
     args = parser.parse_args()
     from imagenet_build.tfdata import make_dataset
 
-    files = sorted(glob.glob(os.path.join(args.build, "train-*-of-*")))
+    files = split_shards(args.build, "train")
     runs = {"naive": [], "make_dataset": []}
     for _ in range(args.repeats):
         runs["naive"].append(rate(naive_dataset(files, args.batch_size), args.batch_size, args.batches))

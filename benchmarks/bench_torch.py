@@ -19,6 +19,7 @@ Usage: python benchmarks/bench_torch.py [--images 2000] [--device cpu|cuda] [--w
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,8 @@ sys.path.insert(0, str(HERE))
 
 import torch  # noqa: E402
 from common import make_inputs  # noqa: E402
+
+from imagenet_build.naming import split_shards  # noqa: E402
 
 
 def read_bytes(path):
@@ -55,7 +58,7 @@ def readers(build, images_dir):
 
     from imagenet_build.torch import IterableRecordDataset, RecordDataset
 
-    names = sorted(p.name for p in build.glob("train-*-of-*"))
+    names = [os.path.basename(p) for p in split_shards(str(build), "train")]
     return {
         "ours-map": (RecordDataset(build, "train", decode=False), False),  # the dataset shuffles per epoch
         "ours-iterable": (IterableRecordDataset(build, "train", decode=False), False),

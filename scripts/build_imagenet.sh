@@ -28,8 +28,8 @@ OUT="$2"
 shift 2
 
 IB="${IMAGENET_BUILD:-imagenet-build}"
-command -v "$IB" >/dev/null 2>&1 || die "'$IB' is not on PATH. Install it: pip install 'imagenet-build[tf,dali]' \
-(or '[torch]' for the PyTorch trainer check; in its repository, pip install -c constraints.txt '.[tf,dali]'); without them the build still runs, trainer-check is skipped."
+command -v "$IB" >/dev/null 2>&1 || die "'$IB' is not on PATH. Install it in a clone of imagenet-build: pip install -c constraints.txt '.[tf,dali]' \
+(or '.[torch]' for the PyTorch trainer check); without those extras the build still runs, trainer-check is skipped."
 
 TRAIN="$ARCHIVES/ILSVRC2012_img_train.tar"
 VAL="$ARCHIVES/ILSVRC2012_img_val.tar"
