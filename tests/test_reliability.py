@@ -10,8 +10,10 @@ import errno
 import io
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -788,3 +790,44 @@ def test_a_dataloader_worker_started_from_another_thread_outlives_that_thread():
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert wait_until_gone([int(pid)]) == []
+
+
+# ------------------------------------------------------------------ what verify says of a build that is not complete
+
+
+def test_a_convert_stopped_by_bad_input_failed_and_verify_says_so(sample_copy, tmp_path):
+    """verify said "convert was interrupted" of a build whose convert had failed on a broken image."""
+    image = sorted((sample_copy / "validation").glob("*.JPEG"))[2]  # written after every train shard
+    image.write_bytes(image.read_bytes()[:300])
+    out = tmp_path / "out"
+    result = run_cli(*sample_args(sample_copy, out, "--workers", 1))
+    assert result.exit_code == 1 and result.stderr.startswith("error: ") and image.name in result.stderr
+    error = result.stderr.strip()[len("error: "):]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["ended"] == "failed" and manifest["error"] == error
+    verified = run_cli("verify", out, "--json")
+    assert verified.exit_code == 1
+    messages = [p["message"] for p in json.loads(verified.stdout)["problems"] if p["file"] == "manifest.json"]
+    assert messages == [f"the build is not complete: convert failed: {error}"]
+
+
+def test_verify_of_a_folder_a_convert_is_writing_names_the_convert(converted, tmp_path):
+    """verify during a running convert called its temporary files strays."""
+    out = tmp_path / "out"
+    shutil.copytree(converted, out)
+    (out / ".train-00001-of-00004.4242.tmp").write_bytes(b"half a shard")
+    for held in (out, out / "dali_idx"):  # convert's lock on the output, index's on the index folder
+        holder = hold_lock(held)
+        try:
+            result = run_process("verify", out, "--json")
+        finally:
+            holder.kill()
+            holder.wait()
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert re.fullmatch(
+            rf"error: {re.escape(str(held))}: imagenet-build convert \(pid {holder.pid} on "
+            rf"{re.escape(socket.gethostname())}, since \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\) "
+            r"is writing this folder; verify when it ends", result.stderr.strip()), result.stderr
+        assert json.loads(result.stdout)["ok"] is False
+    (out / ".train-00001-of-00004.4242.tmp").unlink()
+    assert run_process("verify", out).returncode == 0  # the lock files the holders left are nobody's
