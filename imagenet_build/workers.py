@@ -59,12 +59,13 @@ def _die_with_parent(parent_pid: int, forked_by_main_thread: bool) -> None:
 
 
 def _init_worker(parent_pid: int, forked_by_main_thread: bool) -> None:
-    """Workers leave Ctrl-C and SIGTERM to the parent (which stops them: a signal to the whole
-    process group must not kill a worker mid-shard) and end when the parent dies."""
+    """Workers ignore Ctrl-C (the parent stops them) and end when the parent dies. SIGTERM ends them
+    (the pool ends a worker with it where its queues may be broken, a worker having died), not the
+    handler a forked worker inherits from the CLI, which would make it a task's error."""
     global _parent_pid
     _parent_pid = parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent(parent_pid, forked_by_main_thread)
 
 
@@ -106,6 +107,7 @@ class Workers:
     def __init__(self, count: int) -> None:
         self.count = max(1, count)
         self._pool: ProcessPoolExecutor | None = None
+        self._processes: list[Any] = []  # kept from a pool told to stop early, to wait for in close()
 
     def __enter__(self) -> Workers:
         if self.count > 1:
@@ -118,8 +120,12 @@ class Workers:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.count, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), main)
             )
-            for future in [self._pool.submit(_noop) for _ in range(self.count)]:
-                future.result()
+            try:
+                for future in [self._pool.submit(_noop) for _ in range(self.count)]:
+                    future.result()
+            except BaseException:  # interrupted while they start: no `with` block will stop them
+                self.close()
+                raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -130,13 +136,25 @@ class Workers:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for process in self._processes:
+            process.join()
+        self._processes = []
+
+    def _stop_early(self, pool: ProcessPoolExecutor) -> None:
+        """No task not yet started will run. The pool's own thread cancels them (a cancel from here races
+        its handling of a worker that died meanwhile, and Python 3.11 then loses that thread to an
+        InvalidStateError, leaving the other workers waiting forever); its processes are kept to be
+        waited for in close(), which the pool no longer does once told not to wait here."""
+        self._processes = list(pool._processes.values())
+        pool.shutdown(wait=False, cancel_futures=True)
 
     def run(self, fn: Callable[..., Any], tasks: Iterable[Any], on_result: Callable[[Any, Any], None]) -> None:
         """fn(*task) for each task; on_result(task, result) in the calling process as each ends.
 
         Stopped early (an interrupt, a task's error), it hands out no more tasks, lets those
         running finish and passes on_result what they did, then raises: a task that finished
-        is never lost (convert records every shard written, even while it stops).
+        is never lost (convert records every shard written, even while it stops). The pool
+        then takes no more tasks.
         """
         todo = iter(tasks)
         pool = self._pool
@@ -160,14 +178,17 @@ class Workers:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
                     on_result(pending[future], future.result())
-                    del pending[future]  # only once handed on: an interrupt in on_result leaves it to _finish
+                    del pending[future]  # only once handed on: an interrupt in on_result leaves it to _hand_on_running
                 _raise_if_interrupted()
                 top_up()
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 Interrupted.stopping = True  # the tasks running now finish; a second signal changes nothing
-            _finish(pending, on_result)
+            self._stop_early(pool)
+            _hand_on_running(pending, on_result)
             if isinstance(e, BrokenProcessPool):
+                if Interrupted.requested:  # SIGTERM to the whole process group ended the workers too
+                    raise Interrupted from None
                 raise BuildError("a worker process died (out of memory, or killed); run the command again") from None
             raise
 
@@ -178,16 +199,12 @@ def _raise_if_interrupted() -> None:
         raise Interrupted
 
 
-def _finish(pending: dict[Future[Any], Any], on_result: Callable[[Any, Any], None]) -> None:
-    """The tasks not started are cancelled; those running end, and what each did is handed on."""
-    for future in pending:
-        future.cancel()
+def _hand_on_running(pending: dict[Future[Any], Any], on_result: Callable[[Any, Any], None]) -> None:
+    """The tasks running when a run stopped end, and what each did is handed on."""
     for future, task in pending.items():
-        if future.cancelled():
-            continue
         try:
             result = future.result()
-        except Exception:  # a task's error, or the pool broken: the error raised already says what went wrong
+        except Exception:  # cancelled, a task's error, or the pool broken: the error raised already says what
             continue
         try:
             on_result(task, result)
