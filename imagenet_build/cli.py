@@ -7,6 +7,7 @@ and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -108,17 +109,30 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise Interrupted
 
 
+def _swallowed(unraisable: Any, other: Callable[[Any], None]) -> None:
+    """sys.unraisablehook while a command runs: a stop signal's raise that Python swallowed (it came
+    in a __del__ or an at-fork hook, where an exception goes nowhere) is raised again a moment later,
+    outside it, instead of being printed and lost (the command then ran on to its end)."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        other(unraisable)
+    elif not Interrupted.stopping:  # _interrupt again, as Ctrl-C would; sent to the main thread, a signal
+        main = threading.main_thread().ident  # also wakes it from a blocking call, as the first one did
+        assert main is not None
+        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+
 def _replace_handler(number: int, handler: Any) -> None:
     _PUT_BACK.setdefault(number, signal.getsignal(number))
     signal.signal(number, handler)
 
 
 def _stopping() -> None:
-    """The stop is under way: later signals are ignored, and so is a child's end (PyTorch's SIGCHLD
-    handler would raise, in some __del__ on the way out, for a DataLoader worker the signal ended)."""
+    """The stop is under way: later signals are ignored, and so is a child's end. PyTorch's SIGCHLD
+    handler would raise for a DataLoader worker the same signal ended, in the DataLoader's __del__ at
+    exit (after the command has printed its line): it is not put back."""
     Interrupted.stopping = True
     if threading.current_thread() is threading.main_thread():
-        _replace_handler(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
 
 def _stop_on_signals() -> Callable[[], None]:
@@ -129,9 +143,12 @@ def _stop_on_signals() -> Callable[[], None]:
         return lambda: None  # only the main thread may set handlers; there, Python's defaults stay
     for number in (signal.SIGINT, signal.SIGTERM):
         _replace_handler(number, _interrupt)
+    unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_swallowed, other=unraisable_hook)
 
     def restore() -> None:
         Interrupted.requested = Interrupted.stopping = False
+        sys.unraisablehook = unraisable_hook
         for number, handler in _PUT_BACK.items():
             if handler is not None:  # None: a handler not set from Python, which cannot be put back
                 signal.signal(number, handler)

@@ -7,13 +7,14 @@ many processes ran.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -66,10 +67,15 @@ def _init_worker(parent_pid: int, forked_by_main_thread: bool) -> None:
     _parent_pid = parent_pid
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # blocked while it started (Workers.__enter__)
     _die_with_parent(parent_pid, forked_by_main_thread)
 
 
 def _init_loader_worker(parent_pid: int, forked_by_main_thread: bool, worker_id: int) -> None:
+    """As Workers': Ctrl-C is the parent's to handle. A worker that took it left its loop with a batch
+    still to hand on, and the parent, stopping, waited 5 s for each such worker before ending it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with_parent(parent_pid, forked_by_main_thread)
 
 
@@ -92,6 +98,25 @@ def exit_if_orphaned() -> None:
 
 def _noop() -> None:
     return None
+
+
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back while worker processes start (as multiprocessing does for its
+    resource tracker): a started one inherits the block until its initializer has set its own
+    handling. A spawned worker took a Ctrl-C to the process group while importing, and printed a
+    KeyboardInterrupt traceback. The parent gets a signal held back as soon as they have started."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 class Workers:
@@ -117,11 +142,17 @@ class Workers:
             can_fork = "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
             context = multiprocessing.get_context("fork" if can_fork else "spawn")
             main = threading.current_thread() is threading.main_thread()
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.count, mp_context=context, initializer=_init_worker, initargs=(os.getpid(), main)
-            )
+            if not can_fork:  # started now, its start would end the hold below (it unblocks both signals)
+                from multiprocessing import resource_tracker
+
+                resource_tracker.ensure_running()
+            with _stop_signals_held():
+                self._pool = ProcessPoolExecutor(
+                    max_workers=self.count, mp_context=context, initializer=_init_worker,
+                    initargs=(os.getpid(), main))
+                futures = [self._pool.submit(_noop) for _ in range(self.count)]
             try:
-                for future in [self._pool.submit(_noop) for _ in range(self.count)]:
+                for future in futures:
                     future.result()
             except BaseException:  # interrupted while they start: no `with` block will stop them
                 self.close()

@@ -604,11 +604,14 @@ class Run:
         assert self.proc.poll() is None, "the run ended before it could be signalled: make it longer"
 
     def signal(self, how):
-        """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`), or to its whole process
-        group (`kill -TERM -PGID`, `timeout`, a batch system's cancel); then its ending."""
-        number = signal.SIGKILL if how == "kill-9" else signal.SIGTERM
-        (os.killpg if how == "sigterm-group" else os.kill)(self.proc.pid, number)
+        """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`) or to its whole process
+        group (`kill -TERM -PGID`, `timeout`, a batch system's cancel), or Ctrl-C (SIGINT to the group);
+        then its ending, which must come within a few seconds."""
+        number = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}.get(how, signal.SIGTERM)
+        (os.killpg if how in ("sigterm-group", "ctrl-c") else os.kill)(self.proc.pid, number)
+        sent = time.monotonic()
         code = self.proc.wait(60)
+        assert time.monotonic() - sent < 5, f"{how}: the command took {time.monotonic() - sent:.0f} s to end"
         for reader in self._readers:
             reader.join(10)
         return code, b"".join(self._out).decode(), b"".join(self._err).decode(errors="replace")
@@ -649,7 +652,7 @@ def longer_build(tmp_path_factory):
     return sample, out
 
 
-SIGNALS = ["kill-9", "sigterm", "sigterm-group"]
+SIGNALS = ["kill-9", "sigterm", "sigterm-group", "ctrl-c"]
 
 
 @contextlib.contextmanager
@@ -835,3 +838,28 @@ def test_verify_of_a_folder_a_convert_is_writing_names_the_convert(converted, tm
         assert json.loads(result.stdout)["ok"] is False
     (out / ".train-00001-of-00004.4242.tmp").unlink()
     assert run_process("verify", out).returncode == 0  # the lock files the holders left are nobody's
+
+
+def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_command():
+    """A signal that arrives while Python runs a __del__ (or an at-fork hook: trainer-check forks its
+    DataLoader workers several times) raises there, where Python prints the exception and drops it:
+    a Ctrl-C at that moment let trainer-check run on to its end and exit 0."""
+    code = (
+        "import os, signal, time\n"
+        "from imagenet_build import cli\n"
+        "class Finalised:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        sum(range(100000))  # the handler runs here, inside __del__\n"
+        "restore = cli._stop_on_signals()\n"
+        "try:\n"
+        "    Finalised()\n"
+        "    time.sleep(10)\n"
+        "    print('ran on', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('stopped', flush=True)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "stopped\n" and result.stderr == "", result.stderr
+    assert time.monotonic() - started < 5  # raised again at once, waking the sleep as the signal did
