@@ -26,7 +26,7 @@ from imagenet_build.boxes import (
     parse_box_lines,
     read_box_csv,
 )
-from imagenet_build.errors import BuildError, PathLike, UsageError
+from imagenet_build.errors import BuildError, PathLike, Stopped, UsageError, one_line
 from imagenet_build.naming import BEAM_RESULTS, LABELS_NAME, MANIFEST_NAME
 from imagenet_build.output import (
     Destination,
@@ -35,6 +35,7 @@ from imagenet_build.output import (
     ignored_entry,
     locked,
     refuse_output_among_inputs,
+    remove_unrecorded,
 )
 from imagenet_build.resize import DEFAULT_QUALITY, RESIZED_FOLDER, ResizeOptions, parse_targets
 from imagenet_build.resume import SHARD_INPUTS, read_previous, shards_to_keep
@@ -357,9 +358,10 @@ def _write(
     _prepare(opts, pool, builds, cat, plans, _describe_inputs(opts, split_inputs, val_labels_file, copy), copy)
     last_write = [time.monotonic()]
 
-    def save(complete: bool) -> None:
+    def save(complete: bool, ended: dict[str, str] | None = None) -> None:
         for build in builds:
-            manifest_mod.write_manifest(build.dest.output, _manifest(build.header, plans, build.done, complete))
+            manifest = _manifest(build.header, plans, build.done, complete)
+            manifest_mod.write_manifest(build.dest.output, cast(manifest_mod.Manifest, dict(manifest, **ended or {})))
         last_write[0] = time.monotonic()
 
     sizes = {name: p.size(k) for p in plans for k, name in enumerate(p.names)}
@@ -387,15 +389,16 @@ def _write(
     tasks = (_shard_task(opts, builds, resize, p, k) for p, k in todo)
     try:
         _run_tasks(opts, pool, builds, resize, tasks, finished)
-    except KeyboardInterrupt:
-        save(False)
-        raise BuildError("interrupted; run the same command again to resume") from None
-    except BaseException:
-        save(False)
+        save(True)
+    except BaseException as e:
+        interrupted = isinstance(e, KeyboardInterrupt)
+        ended = {"ended": "interrupted"} if interrupted else {"ended": "failed", "error": one_line(e)}
+        _stop(pool, builds, lambda: save(False, ended))
+        if interrupted:
+            raise Stopped("interrupted; run the same command again to resume") from None
         raise
     finally:
         bar.close()
-    save(True)
     seconds = time.monotonic() - started
     processed = total_images - kept_images
     summaries = [_summary(b.dest.output, plans, b.done, len(b.written), seconds, processed) for b in builds]
@@ -408,6 +411,18 @@ def _write(
     if boxes:
         summary["boxes"] = _box_figures(boxes, split_inputs)
     return summary
+
+
+def _stop(pool: Workers, builds: list[_Build], save: Callable[[], None]) -> None:
+    """A run stopped early: its workers end (the shards they were writing finished and recorded), every
+    file a build holds that its manifest does not list is removed (a shard renamed into place just as
+    the run stopped, a temporary file), and the manifest is written, saying how the run ended."""
+    try:
+        pool.close()
+        for build in builds:
+            remove_unrecorded(build.dest, set(build.done))
+    finally:
+        save()
 
 
 def _shard_task(

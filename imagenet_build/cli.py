@@ -7,14 +7,18 @@ and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from types import FrameType
 from typing import Any, Callable, NoReturn
 
 import click
+
+from imagenet_build.errors import Interrupted, one_line
 
 
 def _error_line(message: str, as_json: bool, exit_code: int) -> NoReturn:
@@ -44,8 +48,12 @@ class _Commands(click.Group):
 
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
+        restore = _stop_on_signals()
         try:
-            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            try:
+                result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            finally:
+                Interrupted.stopping = True  # what is left is the ending: printed whole, whatever comes
         except click.UsageError as e:
             if type(e).__name__ == "NoArgsIsHelpError":  # bare `imagenet-build`: the help, as click shows it
                 e.show()
@@ -62,15 +70,90 @@ class _Commands(click.Group):
         except BuildError as e:
             _error_line(str(e), as_json, e.exit_code)
         except OSError as e:
-            where = f"{e.filename}: " if e.filename else ""
-            _error_line(f"{where}{e.strerror or e}", as_json, 1)
+            _error_line(one_line(e), as_json, 1)
+        finally:
+            restore()
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)
 
+    def invoke(self, ctx: click.Context) -> Any:
+        """SIGTERM or Ctrl-C anywhere in a verb ends it as convert's does: `error: interrupted`, exit 1
+        (and --json's document), after every `finally` on the way has run. An error the signal set
+        off (a worker it ended too, in the same process group) is that interrupt, not a traceback."""
+        from imagenet_build.errors import Stopped
 
-def _interrupt(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            _stopping()
+            raise Stopped("interrupted") from None
+        except Exception as e:
+            if not Interrupted.requested or isinstance(e, Stopped):
+                raise
+            _stopping()
+            raise Stopped("interrupted") from None
+
+
+_PUT_BACK: dict[int, Any] = {}  # the handlers a command replaced, put back when it ends
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM or Ctrl-C: stop the command where it is, as a KeyboardInterrupt (every `finally` runs:
+    workers stopped, the manifest written, locks and temporary files released). Once the stop is
+    under way, later signals change nothing; until then (a raise lost in a __del__) each raises again."""
+    if Interrupted.stopping:
+        return
+    Interrupted.requested = True
+    raise Interrupted
+
+
+def _swallowed(unraisable: Any, other: Callable[[Any], None]) -> None:
+    """sys.unraisablehook while a command runs: a stop signal's raise that Python swallowed (it came
+    in a __del__ or an at-fork hook, where an exception goes nowhere) is raised again a moment later,
+    outside it, instead of being printed and lost (the command then ran on to its end)."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        other(unraisable)
+    elif not Interrupted.stopping:  # _interrupt again, as Ctrl-C would; sent to the main thread, a signal
+        main = threading.main_thread().ident  # also wakes it from a blocking call, as the first one did
+        assert main is not None
+        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+
+
+def _replace_handler(number: int, handler: Any) -> None:
+    _PUT_BACK.setdefault(number, signal.getsignal(number))
+    signal.signal(number, handler)
+
+
+def _stopping() -> None:
+    """The stop is under way: later signals are ignored, and so is a child's end. PyTorch's SIGCHLD
+    handler would raise for a DataLoader worker the same signal ended, in the DataLoader's __del__ at
+    exit (after the command has printed its line): it is not put back."""
+    Interrupted.stopping = True
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def _stop_on_signals() -> Callable[[], None]:
+    """Every verb: SIGTERM and Ctrl-C end it through _interrupt. Returns what puts the handlers (and the
+    stop's state) back: the CLI may run inside another program, a test's process."""
+    Interrupted.requested = Interrupted.stopping = False
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None  # only the main thread may set handlers; there, Python's defaults stay
+    for number in (signal.SIGINT, signal.SIGTERM):
+        _replace_handler(number, _interrupt)
+    unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_swallowed, other=unraisable_hook)
+
+    def restore() -> None:
+        Interrupted.requested = Interrupted.stopping = False
+        sys.unraisablehook = unraisable_hook
+        for number, handler in _PUT_BACK.items():
+            if handler is not None:  # None: a handler not set from Python, which cannot be put back
+                signal.signal(number, handler)
+        _PUT_BACK.clear()
+
+    return restore
 
 
 def _report_and_exit(
@@ -194,7 +277,6 @@ def convert(as_json: bool, **options: Any) -> None:
     from imagenet_build.build import ConvertOptions
     from imagenet_build.build import convert as run_convert
 
-    signal.signal(signal.SIGTERM, _interrupt)  # `kill` saves progress like Ctrl-C does
     summary = run_convert(ConvertOptions(**options))
     if as_json:
         _print_json(summary)

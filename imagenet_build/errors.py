@@ -26,6 +26,24 @@ class UsageError(BuildError):
     exit_code = 2
 
 
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM or Ctrl-C, as the CLI raises it (cli._interrupt): caught wherever a KeyboardInterrupt is.
+
+    `requested`: a stop signal came (a raise can be lost, in a __del__ say: loops that can look,
+    look); `stopping`: the stop is under way, later signals change nothing. Its own class because
+    CPython 3.11 remembers a bare KeyboardInterrupt that passed through an eval() or exec()
+    (namedtuple and dataclass code run those) and makes `python -m` die of SIGINT at exit, after
+    the command had handled it and printed its error.
+    """
+
+    requested = False
+    stopping = False
+
+
+class Stopped(BuildError):
+    """A command ended by Interrupted: `error: interrupted...`, exit 1."""
+
+
 class InputError(BuildError):
     """One input file (an image, a list file) is unusable."""
 
@@ -36,6 +54,18 @@ class InputError(BuildError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # survive the trip back from a worker process
         return (type(self), (self.path, self.problem))
+
+
+def one_line(error: BaseException) -> str:
+    """The line `error: ...` says for an error that ends a command: a BuildError's message, an
+    OSError's file and reason, else the exception's type and first line."""
+    if isinstance(error, BuildError):
+        return str(error)
+    if isinstance(error, OSError):
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
 
 
 @contextlib.contextmanager

@@ -30,10 +30,48 @@ from imagenet_build.errors import BuildError, PathLike
 from imagenet_build.naming import LOCK_NAME
 
 
+def _where(holder: dict) -> str:
+    """"pid 123 on host, since 2024-05-01 10:00:00 UTC"."""
+    stamp = holder.get("time")
+    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(stamp)) if isinstance(stamp, int) else "?"
+    return f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}, since {since}"
+
+
 def _describe(holder: dict) -> str:
-    since = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(holder.get("time", 0)))
-    command = holder.get("command") or "imagenet-build"
-    return f"{command!r}, pid {holder.get('pid', '?')} on {holder.get('host', '?')}, since {since}"
+    return f"{holder.get('command') or 'imagenet-build'!r}, {_where(holder)}"
+
+
+def writing_now(folder: PathLike) -> str:
+    """"imagenet-build convert (pid 123 on host, since ...)" while a live command holds the folder's lock
+    (a reader, such as verify, would take its unfinished files for strays), else "".
+
+    Local: the lock file's flock is tried and let go at once; a lock file nobody holds (left by a
+    killed run) is none. Object store: the lock object, unless left by a dead process of this host.
+    """
+    path = storage.join(str(folder), LOCK_NAME)
+    if storage.is_url(path):
+        try:
+            holder = _parse(storage.read_bytes(path))
+        except FileNotFoundError:
+            return ""
+        if holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid")):
+            return ""
+    else:
+        import fcntl
+
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no lock file (or none we may read): nobody writes here
+            return ""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return ""
+        except BlockingIOError:
+            holder = _parse(os.pread(fd, 4096, 0))
+        finally:
+            os.close(fd)
+    return f"{holder.get('command') or 'imagenet-build'} ({_where(holder)})"
 
 
 def _parse(raw: bytes) -> dict:

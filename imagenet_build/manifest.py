@@ -62,6 +62,8 @@ class Manifest(TypedDict, total=False):
     splits: Dict[str, SplitFigures]
     shards: List[ShardEntry]
     totals: Dict[str, int]
+    ended: str  # an incomplete build whose run stopped: "interrupted" or "failed" (none: killed, or running)
+    error: str  # "failed": the one line the run ended with
 
 
 # the fields a reader may rely on being there (the others are optional)

@@ -138,6 +138,18 @@ def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool
                 storage.remove(path)  # left by an interrupted run
 
 
+def remove_unrecorded(dest: Destination, recorded: set[str]) -> None:
+    """After a run stopped early, once its workers have ended: remove each shard and index under its final
+    name whose shard is not in `recorded` (what the manifest written last lists), and every temporary
+    file. The folder then holds what its manifest says, and nothing a rerun would trust by mistake."""
+    ours, _, _ = _sort_output(dest)
+    for path in ours:
+        name = storage.basename(path)
+        shard = shard_of_index(name) or name
+        if is_temp_name(name) or (is_build_shard(shard) and shard not in recorded):
+            storage.remove(path)
+
+
 def locked(dest: Destination) -> contextlib.ExitStack:
     """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
     stack = contextlib.ExitStack()

@@ -28,7 +28,7 @@ from imagenet_build.trainer_checks import (
     check_overfit,
     result_of,
 )
-from imagenet_build.workers import progress_bar
+from imagenet_build.workers import end_with_this_process, progress_bar
 
 
 def resolve_device(device: str) -> str:
@@ -82,7 +82,8 @@ def _loader(dataset: Any, batch_size: int, workers: int) -> Any:
 
     torch = require("torch", "trainer-check --framework torch")
     return torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate,
-                                       prefetch_factor=4 if workers else None)
+                                       prefetch_factor=4 if workers else None,
+                                       worker_init_fn=end_with_this_process() if workers else None)
 
 
 def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None, None]:

@@ -27,6 +27,7 @@ from imagenet_build.dali_index import check_index
 from imagenet_build.errors import BuildError, PathLike, UsageError
 from imagenet_build.example import LIST_FIELD, SCHEMA, example_message_class
 from imagenet_build.images import DALI_STOPS, REENCODE, REFUSE, consequence, decide, exif_orientation
+from imagenet_build.lock import writing_now
 from imagenet_build.manifest import Manifest, ShardEntry, read_manifest
 from imagenet_build.naming import (
     LABELS_NAME,
@@ -376,7 +377,7 @@ def _check_manifest(
     manifest: Manifest, results: dict[str, dict[str, Any]], quick: bool, problems: Problems, notes: list[str]
 ) -> None:
     if not manifest.get("complete"):
-        problems.add("manifest", MANIFEST_NAME, None, None, "the build is not complete (convert was interrupted)")
+        problems.add("manifest", MANIFEST_NAME, None, None, f"the build is not complete: {_how_it_ended(manifest)}")
     listed = {entry["name"]: entry for entry in manifest.get("shards", [])}
     for name, result in results.items():
         entry = listed.get(name)
@@ -398,6 +399,16 @@ def _check_manifest(
     _check_manifest_figures(manifest, problems)
     if quick:
         notes.append("--quick: sha256 and label counts against the manifest not checked")
+
+
+def _how_it_ended(manifest: Manifest) -> str:
+    """What the manifest of an incomplete build says of the run that wrote it last."""
+    ended = manifest.get("ended")
+    if ended == "failed":
+        return f"convert failed: {manifest.get('error') or 'no error recorded'}"
+    if ended == "interrupted":
+        return "convert was interrupted (run the same command again to resume)"
+    return "convert stopped without a word (killed, or it crashed); run the same command again to resume"
 
 
 def _same_bytes(results: dict[str, dict[str, Any]], problems: Problems) -> None:
@@ -501,6 +512,14 @@ def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]
                          f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
 
 
+def _refuse_while_written(folders: list[str]) -> None:
+    """A build being written is no build to judge: its temporary files would read as strays."""
+    for folder in dict.fromkeys(folders):
+        writer = writing_now(folder)
+        if writer:
+            raise BuildError(f"{folder}: {writer} is writing this folder; verify when it ends")
+
+
 def expected_totals(manifest: Manifest | None) -> tuple[dict[str, int], str]:
     """({split: records}, what) a full build should hold: ILSVRC2012's, the copy's own (the face-blurred
     release lacks a few images), and a shipped subset's train count."""
@@ -543,6 +562,7 @@ def verify(
     if manifest is None:
         notes.append("no manifest.json: shards verified structurally only")
     index_dir = index_dir_of(folder, manifest, index_dir)
+    _refuse_while_written([folder, index_dir])
     by_split = _shard_set(folder, index_dir, problems)
     paths = [path for shards in by_split.values() for _, path in shards]
     if not paths:

@@ -5,20 +5,25 @@ stderr, a JSON document on stdout with --json, no traceback, the inputs untouche
 nothing under a final name that a clean build would not write.
 """
 
+import contextlib
 import errno
 import io
 import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
 from conftest import (
+    alive,
     children_of,
     run_cli,
     run_process,
@@ -565,3 +570,337 @@ def test_idle_workers_of_a_killed_run_end_with_it():
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert wait_until_gone(workers) == []
+
+
+# ------------------------------------------------------------------ signals: every process of a run ends with it
+
+RUN_MARKER = "IMAGENET_BUILD_TEST_RUN"  # in the environment of every process a run starts (children inherit it)
+
+
+class Run:
+    """A verb as a whole process in its own process group, marked so that every process it starts
+    (workers, DataLoader workers, the resource tracker, grandchildren) can be found in /proc.
+    With tty=True its stderr is a terminal, as a user's is (progress bars shown: tqdm's thread
+    makes the worker pools spawn rather than fork, with multiprocessing's resource tracker)."""
+
+    def __init__(self, *args, tty=False):
+        import pty
+        import threading
+        import uuid
+
+        self.marker = uuid.uuid4().hex
+        env = dict(os.environ, **{RUN_MARKER: self.marker})
+        master = slave = None
+        if tty:
+            master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "imagenet_build", *map(str, args)], env=env,
+                                     stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE,
+                                     start_new_session=True)
+        self._out, self._err = [], []
+        if tty:
+            os.close(slave)
+        # read on threads: a process left behind holds the pipes open, and must fail the test, not hang it
+        self._readers = [threading.Thread(target=self._read, args=(fd, into), daemon=True) for fd, into in (
+            (self.proc.stdout.fileno(), self._out), (master if tty else self.proc.stderr.fileno(), self._err))]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(fd, into):
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # a terminal whose other end closed: every process of the run let go of it
+                break
+            if not chunk:
+                break
+            into.append(chunk)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for pid in self.processes():  # what a failed test found left behind: not left to the next test
+            os.kill(pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def processes(self):
+        """Pids of the live processes of this run."""
+        needle = f"{RUN_MARKER}={self.marker}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    environ = (entry / "environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if needle in environ and alive(int(entry.name)):
+                    found.append(int(entry.name))
+        return found
+
+    def wait_for(self, ready, seconds=90):
+        deadline = time.monotonic() + seconds
+        while self.proc.poll() is None and time.monotonic() < deadline and not ready(self):
+            time.sleep(0.005)
+        assert self.proc.poll() is None, "the run ended before it could be signalled: make it longer"
+
+    def signal(self, how):
+        """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`) or to its whole process
+        group (`kill -TERM -PGID`, `timeout`, a batch system's cancel), or Ctrl-C (SIGINT to the group);
+        then its ending, which must come within a few seconds."""
+        number = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}.get(how, signal.SIGTERM)
+        (os.killpg if how in ("sigterm-group", "ctrl-c") else os.kill)(self.proc.pid, number)
+        sent = time.monotonic()
+        code = self.proc.wait(60)
+        assert time.monotonic() - sent < 5, f"{how}: the command took {time.monotonic() - sent:.0f} s to end"
+        for reader in self._readers:
+            reader.join(10)
+        return code, b"".join(self._out).decode(), b"".join(self._err).decode(errors="replace")
+
+
+def dali_running(run):
+    """A DALI pipeline runs in the main process: its threads are there (named "[DALI]...")."""
+    names = []
+    for task in Path(f"/proc/{run.proc.pid}/task").glob("*/comm"):
+        try:
+            names.append(task.read_text())
+        except OSError:
+            continue
+    return any(name.startswith("[DALI]") for name in names)
+
+
+def assert_ended_as_interrupted(code, out, err):
+    """What SIGTERM gives every verb: exit 1, one `error: interrupted` line, with --json the document."""
+    assert code == 1, (code, err)
+    errors = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("error: ")]
+    assert errors == ["error: interrupted"], err
+    for noise in ("Traceback", "leaked semaphore", "Exception ignored"):
+        assert noise not in err, err
+    assert json.loads(out) == {"ok": False, "error": "interrupted", "exit_code": 1}
+
+
+@pytest.fixture(scope="module")
+def longer_build(tmp_path_factory):
+    """A build that verify --deep takes about a second to read with two workers."""
+    from imagenet_build.sample import make_sample
+
+    sample = tmp_path_factory.mktemp("longer")
+    make_sample(sample, classes=8, per_class=150, validation_per_class=2, min_size=200, max_size=400)
+    out = tmp_path_factory.mktemp("longer-build")
+    result = run_process("convert", "--train-dir", sample / "train", "--labels-file", sample / "labels.txt",
+                         "--output-dir", out, "--train-shards", 32, "--layout-threads", 4, "--workers", 2)
+    assert result.returncode == 0, result.stderr
+    return sample, out
+
+
+SIGNALS = ["kill-9", "sigterm", "sigterm-group", "ctrl-c"]
+
+
+@contextlib.contextmanager
+def trainer_check_running(converted, framework):
+    """trainer-check on the CPU, once it reads: the DataLoader's workers at work, or DALI's pipeline."""
+    pytest.importorskip("torch" if framework == "torch" else "nvidia.dali.plugin.tf")
+    args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json"]
+    with Run(*args, *(["--workers", 2] if framework == "torch" else [])) as run:
+        if framework == "torch":
+            run.wait_for(lambda r: len(r.processes()) >= 3)
+        else:
+            run.wait_for(dali_running)
+        time.sleep(0.5)
+        if framework == "dali":
+            assert run.processes() == [run.proc.pid]  # DALI's CPU pipelines run on threads: no process of its own
+        yield run
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find a run's processes")
+@pytest.mark.parametrize("how", SIGNALS)
+@pytest.mark.parametrize("framework", ["torch", "dali"])
+def test_trainer_check_stopped_leaves_no_process(converted, framework, how):
+    """trainer-check's DataLoader workers stayed after kill -9 or SIGTERM (parent pid 1, 300-500 MB each);
+    SIGTERM gave exit 143 and no JSON. DALI's CPU pipelines start no process (threads only): whatever
+    it would start must end too."""
+    with trainer_check_running(converted, framework) as run:
+        started = run.processes()
+        code, out, err = run.signal(how)
+        assert wait_until_gone(started + run.processes()) == []
+    if how != "kill-9":
+        assert_ended_as_interrupted(code, out, err)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find a run's processes")
+@pytest.mark.parametrize("how", SIGNALS)
+def test_verify_stopped_leaves_no_process(longer_build, how):
+    """verify --json with two workers, on a terminal: SIGTERM gave exit 143, no JSON and multiprocessing's
+    "leaked semaphore" warning."""
+    with Run("verify", longer_build[1], "--deep", "--workers", 2, "--json", tty=True) as run:
+        run.wait_for(lambda r: len(r.processes()) >= 3)
+        time.sleep(0.1)
+        started = run.processes()
+        code, out, err = run.signal(how)
+        assert wait_until_gone(started + run.processes()) == []
+    if how != "kill-9":
+        assert_ended_as_interrupted(code, out, err)
+
+
+def sha256_of(path):
+    import hashlib
+
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", ["sigterm", "sigterm-group"])
+def test_sigterm_during_a_two_worker_convert_records_every_shard_on_disk(longer_build, tmp_path, how):
+    """Shards that finished after the signal were on disk but missing from the manifest written on the
+    way out, and the rerun wrote them again. (SIGTERM to the whole group ends the workers mid-shard:
+    what they were writing is removed, and redone by the rerun.)"""
+    sample, reference = longer_build
+    out = tmp_path / "out"
+    args = ["convert", "--train-dir", sample / "train", "--labels-file", sample / "labels.txt", "--output-dir", out,
+            "--train-shards", 32, "--layout-threads", 4, "--workers", 2, "--json"]
+    with Run(*args) as run:
+        run.wait_for(lambda r: len(list(out.glob("train-*"))) >= 3)
+        code, stdout, err = run.signal(how)
+    assert code == 1 and err.splitlines() == ["error: interrupted; run the same command again to resume"], err
+    assert json.loads(stdout)["error"] == "interrupted; run the same command again to resume"
+    manifest = json.loads((out / "manifest.json").read_text())
+    listed = {entry["name"]: entry for entry in manifest["shards"]}
+    on_disk = sorted(p.name for p in out.glob("train-*"))
+    assert on_disk == sorted(listed) and len(on_disk) < 32
+    if how == "sigterm":  # the workers finished what they had, and it is recorded
+        assert len(on_disk) >= 3
+    assert manifest["complete"] is False and manifest["ended"] == "interrupted"
+    for name, entry in listed.items():
+        assert sha256_of(out / name) == entry["sha256"]
+        assert sha256_of(out / "dali_idx" / f"{name}.idx") == entry["index_sha256"]
+    assert sorted(p.name for p in (out / "dali_idx").iterdir()) == [f"{name}.idx" for name in on_disk]
+    assert not [p for p in out.rglob("*") if p.name.startswith(".") and p.name != LOCK_NAME]
+    rerun = run_process(*args)
+    assert rerun.returncode == 0
+    summary = json.loads(rerun.stdout)
+    assert summary["shards_kept"] == len(listed) and summary["shards_written"] == 32 - len(listed)
+    assert tree_digest(out) == tree_digest(reference)
+
+
+def slow_square(x):
+    time.sleep(0.5 if x else 0)
+    return x * x
+
+
+def test_tasks_running_when_a_run_stops_finish_and_are_handed_on():
+    """Stopped (here by an interrupt while the first result is recorded), a pool hands out no more tasks,
+    but what its workers were doing finishes and reaches on_result: convert records a shard written while
+    it stops instead of leaving it on disk unlisted."""
+    from imagenet_build.errors import Interrupted
+    from imagenet_build.workers import Workers
+
+    got = []
+
+    def on_result(task, result):
+        got.append(task[0])
+        if got == [0]:
+            raise KeyboardInterrupt  # as Ctrl-C does, while the other worker is busy with task 1
+
+    try:
+        with Workers(2) as pool, pytest.raises(KeyboardInterrupt):
+            pool.run(slow_square, [(k,) for k in range(20)], on_result)
+    finally:
+        Interrupted.stopping = False  # what Workers.run set on the way out
+    assert got[:2] == [0, 0] and 1 in got, got  # task 0 again: the interrupt may have come before it was recorded
+    assert set(got) <= {0, 1, 2, 3}, got  # nothing started after it stopped: two tasks per worker at most
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_a_dataloader_worker_started_from_another_thread_outlives_that_thread():
+    """The kernel's parent-death signal fires when the parent *thread* ends: a worker started from a thread
+    that then ended must live on (a watchdog ends it with its process), and still end when that is killed."""
+    code = (
+        "import multiprocessing, threading, time\n"
+        "from imagenet_build.workers import end_with_this_process\n"
+        "def child(init):\n"
+        "    init(0); time.sleep(60)\n"
+        "started = []\n"
+        "def start():\n"
+        "    p = multiprocessing.get_context('fork').Process(target=child, args=(end_with_this_process(),))\n"
+        "    p.start(); started.append(p)\n"
+        "thread = threading.Thread(target=start); thread.start(); thread.join()\n"
+        "time.sleep(1.5)\n"
+        "print('alive' if started[0].is_alive() else 'ended', started[0].pid, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    state, pid = proc.stdout.readline().split()
+    try:
+        assert state == "alive"
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert wait_until_gone([int(pid)]) == []
+
+
+# ------------------------------------------------------------------ what verify says of a build that is not complete
+
+
+def test_a_convert_stopped_by_bad_input_failed_and_verify_says_so(sample_copy, tmp_path):
+    """verify said "convert was interrupted" of a build whose convert had failed on a broken image."""
+    image = sorted((sample_copy / "validation").glob("*.JPEG"))[2]  # written after every train shard
+    image.write_bytes(image.read_bytes()[:300])
+    out = tmp_path / "out"
+    result = run_cli(*sample_args(sample_copy, out, "--workers", 1))
+    assert result.exit_code == 1 and result.stderr.startswith("error: ") and image.name in result.stderr
+    error = result.stderr.strip()[len("error: "):]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["complete"] is False and manifest["ended"] == "failed" and manifest["error"] == error
+    verified = run_cli("verify", out, "--json")
+    assert verified.exit_code == 1
+    messages = [p["message"] for p in json.loads(verified.stdout)["problems"] if p["file"] == "manifest.json"]
+    assert messages == [f"the build is not complete: convert failed: {error}"]
+
+
+def test_verify_of_a_folder_a_convert_is_writing_names_the_convert(converted, tmp_path):
+    """verify during a running convert called its temporary files strays."""
+    out = tmp_path / "out"
+    shutil.copytree(converted, out)
+    (out / ".train-00001-of-00004.4242.tmp").write_bytes(b"half a shard")
+    for held in (out, out / "dali_idx"):  # convert's lock on the output, index's on the index folder
+        holder = hold_lock(held)
+        try:
+            result = run_process("verify", out, "--json")
+        finally:
+            holder.kill()
+            holder.wait()
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert re.fullmatch(
+            rf"error: {re.escape(str(held))}: imagenet-build convert \(pid {holder.pid} on "
+            rf"{re.escape(socket.gethostname())}, since \d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d UTC\) "
+            r"is writing this folder; verify when it ends", result.stderr.strip()), result.stderr
+        assert json.loads(result.stdout)["ok"] is False
+    (out / ".train-00001-of-00004.4242.tmp").unlink()
+    assert run_process("verify", out).returncode == 0  # the lock files the holders left are nobody's
+
+
+def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_command():
+    """A signal that arrives while Python runs a __del__ (or an at-fork hook: trainer-check forks its
+    DataLoader workers several times) raises there, where Python prints the exception and drops it:
+    a Ctrl-C at that moment let trainer-check run on to its end and exit 0."""
+    code = (
+        "import os, signal, time\n"
+        "from imagenet_build import cli\n"
+        "class Finalised:\n"
+        "    def __del__(self):\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        sum(range(100000))  # the handler runs here, inside __del__\n"
+        "restore = cli._stop_on_signals()\n"
+        "try:\n"
+        "    Finalised()\n"
+        "    time.sleep(10)\n"
+        "    print('ran on', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('stopped', flush=True)\n"
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout == "stopped\n" and result.stderr == "", result.stderr
+    assert time.monotonic() - started < 5  # raised again at once, waking the sleep as the signal did
