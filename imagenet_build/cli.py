@@ -306,6 +306,8 @@ def convert(as_json: bool, **options: Any) -> None:
 
 def _print_build(summary: dict[str, Any], indent: str = "") -> None:
     """One build's lines of convert's report."""
+    from imagenet_build.sources.base import SHOWN
+
     def echo(line: str) -> None:
         click.echo(indent + line)
 
@@ -319,6 +321,10 @@ def _print_build(summary: dict[str, Any], indent: str = "") -> None:
     reencoded = [r for r in summary["reencoded"] if r["reencoded"]]
     if reencoded:
         echo(f"re-encoded as RGB JPEG: {len(reencoded)} ({', '.join(sorted({r['reencoded'] for r in reencoded}))})")
+    for r in reencoded[:SHOWN]:
+        echo(f"re-encoded: {r['file']}: {r['reencoded']}")
+    if len(reencoded) > SHOWN:
+        echo(f"re-encoded: {len(reencoded) - SHOWN} more (--json lists every one)")
     for r in summary["reencoded"]:
         if r["note"]:
             echo(f"note: {r['file']}: {r['note']}")

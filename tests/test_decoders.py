@@ -107,7 +107,7 @@ def test_the_text_summary_says_why_each_image_was_reencoded(odd_build, tmp_path)
                      "--output-dir", tmp_path / "out", "--train-shards", 1, "--layout-threads", 1, "--workers", 1)
     assert result.exit_code == 0, result.output
     name = file_name("junk before DQT")
-    assert f"note: odd/{name}: re-encoded (extraneous bytes before a header marker)" in result.stdout
+    assert f"re-encoded: odd/{name}: extraneous bytes before a header marker" in result.stdout
     assert f"skipped: odd/{file_name('truncated scan')}: truncated JPEG" in result.stdout
 
 
