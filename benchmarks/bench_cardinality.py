@@ -82,7 +82,7 @@ def write_linked(folder, names, data):
 
 
 def make_inputs(inputs, data):
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file, read_validation_labels
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file, read_validation_labels
 
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
     counts = class_counts(len(synsets), TRAIN_IMAGES)

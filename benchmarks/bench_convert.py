@@ -28,9 +28,9 @@ from common import make_inputs, timed  # noqa: E402
 
 
 def bench_plan():
-    from imagenet_build.catalog import load_catalog
+    from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.model import SplitInput
     from imagenet_build.plan import SplitPlan
-    from imagenet_build.sources import SplitInput
 
     cat = load_catalog()
     split = SplitInput("train", "/", "folders")

@@ -21,12 +21,12 @@ sys.path.insert(0, str(HERE))
 
 from common import images_per_second, make_inputs  # noqa: E402
 
-from imagenet_build.naming import split_shards  # noqa: E402
+from imagenet_build.format.naming import split_shards  # noqa: E402
 
 
 def dali_rate(paths, indexes, batch_size, batches):
-    from imagenet_build.trainer import training_pipeline
-    from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD
+    from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
+    from imagenet_build.readback.dali import training_pipeline
 
     pipe = training_pipeline(paths, indexes, "cpu", batch_size, DLE_MEAN, DLE_STD)
     pipe.build()

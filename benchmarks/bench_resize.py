@@ -57,7 +57,7 @@ def make_photos(root, images, classes):
     import skimage
     from PIL import Image
 
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 
     data = Path(skimage.__file__).parent / "data"
     photos = [Image.open(data / name).convert("RGB") for name in PHOTOS]
@@ -88,7 +88,7 @@ def quality(files, size, limit):
     from PIL import Image
     from skimage.metrics import structural_similarity
 
-    from imagenet_build import resize
+    from imagenet_build.encode import resize
 
     target = resize.Target("shorter", size)
     options = resize.ResizeOptions((target,), QUALITY)
@@ -128,7 +128,7 @@ def main():
     parser.add_argument("--quality-images", type=int, default=None, help="images in the PSNR/SSIM figure [all]")
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs there are reused")
     args = parser.parse_args()
-    from imagenet_build import resize
+    from imagenet_build.encode import resize
 
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-resize-"))
     inputs = work / "inputs"

@@ -58,7 +58,7 @@ def cardinality(work, per_class=1281):
 
     from PIL import Image
 
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 
     data = work / "tiny" / "data"
     if not data.exists():

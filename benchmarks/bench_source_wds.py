@@ -51,9 +51,9 @@ def pack(inputs, folder, per_shard=1250):
 
 def scan_seconds(folder, labels, workers):
     """The scan alone, in this process: listing the shards and reading the .cls of every sample."""
-    from imagenet_build.catalog import load_catalog
+    from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.infra.workers import Workers
     from imagenet_build.sources import find_copy
-    from imagenet_build.workers import Workers
 
     catalog = load_catalog(labels)
     with Workers(workers) as pool:

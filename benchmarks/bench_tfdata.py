@@ -17,7 +17,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import images_per_second  # noqa: E402
 
-from imagenet_build.naming import split_shards  # noqa: E402
+from imagenet_build.format.naming import split_shards  # noqa: E402
 
 
 def naive_dataset(files, batch_size, image_size=224):

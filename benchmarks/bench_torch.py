@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE))
 import torch  # noqa: E402
 from common import make_inputs  # noqa: E402
 
-from imagenet_build.naming import split_shards  # noqa: E402
+from imagenet_build.format.naming import split_shards  # noqa: E402
 
 
 def read_bytes(path):

@@ -34,7 +34,7 @@ def make_inputs(root, images, classes):
     """`images` JPEGs in `classes` folders; 64 distinct pictures reused (convert never decodes them)."""
     from PIL import Image
 
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 
     rng = random.Random(0)
     pictures = []

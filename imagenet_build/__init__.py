@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from imagenet_build.manifest import Manifest
+    from imagenet_build.build.manifest import Manifest
 
 __version__ = "0.1.0"
 
 
 def write_arrays(*args: Any, **kwargs: Any) -> Manifest:
-    """NumPy images and labels -> sharded TFRecords with indexes and manifest (see imagenet_build.arrays)."""
-    from imagenet_build.arrays import write_arrays as write
+    """NumPy images and labels -> sharded TFRecords with indexes and manifest (see imagenet_build.build.arrays)."""
+    from imagenet_build.build.arrays import write_arrays as write
 
     return write(*args, **kwargs)
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, NoReturn
 
 import click
 
-from imagenet_build.errors import Interrupted, one_line
+from imagenet_build.infra.errors import Interrupted, one_line
 
 
 def _error_line(message: str, as_json: bool, exit_code: int) -> NoReturn:
@@ -44,7 +44,7 @@ class _Commands(click.Group):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        from imagenet_build.errors import BuildError, UsageError
+        from imagenet_build.infra.errors import BuildError, UsageError
 
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
@@ -81,7 +81,7 @@ class _Commands(click.Group):
         """SIGTERM or Ctrl-C anywhere in a verb ends it as convert's does: `error: interrupted`, exit 1
         (and --json's document), after every `finally` on the way has run. An error the signal set
         off (a worker it ended too, in the same process group) is that interrupt, not a traceback."""
-        from imagenet_build.errors import Stopped
+        from imagenet_build.infra.errors import Stopped
 
         try:
             return super().invoke(ctx)
@@ -274,8 +274,8 @@ def convert(as_json: bool, **options: Any) -> None:
     and manifest.json (written last). Running the same command again resumes:
     shards the manifest lists, whose sha256 still matches, are kept.
     """
-    from imagenet_build.build import ConvertOptions
-    from imagenet_build.build import convert as run_convert
+    from imagenet_build.build.run import ConvertOptions
+    from imagenet_build.build.run import convert as run_convert
 
     summary = run_convert(ConvertOptions(**options))
     if as_json:
@@ -355,8 +355,8 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
     record is a slim Example with sane values. Reports every problem with file,
     record and byte offset. Exit 0 when sound, 1 when problems were found.
     """
-    from imagenet_build.verify import format_report
-    from imagenet_build.verify import verify as run_verify
+    from imagenet_build.verify.run import format_report
+    from imagenet_build.verify.run import verify as run_verify
 
     result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
                         expect_imagenet=expect_imagenet, workers=workers)
@@ -379,7 +379,7 @@ def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json:
     no index: tfrecord2idx would write a partial one and exit 0. Exit 1 if any
     file was refused.
     """
-    from imagenet_build.dali_index import index_shards
+    from imagenet_build.format.dali_index import index_shards
 
     result = index_shards(inputs, index_dir=index_dir, workers=workers)
     if as_json:
@@ -424,7 +424,7 @@ class _ChannelOptions(click.Command):
 
 
 def _split_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    from imagenet_build.naming import SPLIT_NAME
+    from imagenet_build.format.naming import SPLIT_NAME
 
     if not SPLIT_NAME.fullmatch(value):
         raise click.BadParameter("a split is named with letters, digits, '_', '.' and '-' (train, validation, test)")
@@ -482,20 +482,20 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     the `torch` extra; both run on the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
-    from imagenet_build.trainer_checks import DLE_MEAN, DLE_STD, format_report
+    from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
 
     mean, std = mean or DLE_MEAN, std or DLE_STD
     if framework == "torch":
         if compare_tf:
             raise click.UsageError("--compare-tf goes with --framework dali")
-        from imagenet_build.torch_trainer import trainer_check as run_torch
+        from imagenet_build.readback.torch_check import trainer_check as run_torch
 
         result = run_torch(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
                            num_shards=num_shards, mean=mean, std=std, workers=workers)
     else:
         if workers is not None:
             raise click.UsageError("--workers goes with --framework torch")
-        from imagenet_build.trainer import trainer_check as run
+        from imagenet_build.readback.dali import trainer_check as run
 
         result = run(folder, split=split, device="gpu" if device == "cuda" else device, steps=steps,
                      batch_size=batch_size, model=model, num_shards=num_shards, mean=mean, std=std,
@@ -522,9 +522,9 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     sorted. Counts go to stderr. A malformed XML file, one without a size or
     with a zero side is named and skipped (--strict: fails).
     """
-    from imagenet_build.atomic import write_atomic
-    from imagenet_build.boxes import boxes_to_csv_lines
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.catalog.boxes import boxes_to_csv_lines
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.infra.atomic import write_atomic
 
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
@@ -564,7 +564,7 @@ def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as
     convert never needs this (it reads the flat folder and the labels file).
     Safe to run twice, works on a partial set, never overwrites a file.
     """
-    from imagenet_build.prepare_val import prepare_validation
+    from imagenet_build.tools.prepare_val import prepare_validation
 
     done = prepare_validation(val_dir, labels, method, dry_run)
     if as_json:
@@ -620,7 +620,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
     OUT/validation_labels.txt, OUT/labels.txt and OUT/bboxes.csv; includes CMYK,
     PNG-named-JPEG, grayscale, progressive and EXIF-rotated images.
     """
-    from imagenet_build.sample import convert_command, make_sample
+    from imagenet_build.tools.sample import convert_command, make_sample
 
     counts = make_sample(out, **options)
     if as_json:

@@ -9,25 +9,22 @@ depend on how many workers ran or whether the run was resumed.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
 import random
 from array import array
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from imagenet_build.boxes import unpack_boxes
-from imagenet_build.errors import BuildError, UsageError
-from imagenet_build.naming import shard_name
+from imagenet_build.catalog.boxes import unpack_boxes
+from imagenet_build.format.naming import shard_name
+from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.model import ImageEntry, ShardSpec
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.sources import SplitInput
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.model import SplitInput
 
 SHUFFLE_SEED = 12345
-FORMAT_VERSION = 1  # bump when the bytes written for the same plan change
+
 
 
 def linspace_int(start: int, stop: int, num: int) -> list[int]:
@@ -76,63 +73,6 @@ def shuffled_order(num_items: int) -> array[int]:
     order = array("I", range(num_items))
     random.Random(SHUFFLE_SEED).shuffle(order)
     return order
-
-
-class ImageEntry(NamedTuple):
-    """One image of a shard: its path under the split's root, its label, its boxes,
-    and for an image inside a tarball its byte range there."""
-
-    relpath: str
-    label: int
-    boxes: tuple[tuple[float, ...], ...] = ()  # (xmin, ymin, xmax, ymax) each
-    offset: int = -1
-    size: int = 0
-    extra: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
-
-    @property
-    def filename(self) -> str:
-        return self.relpath.rsplit("/", 1)[-1]
-
-
-@dataclass(frozen=True)
-class ShardSpec:
-    """One shard to write: its name, where its images are, and the images in record order."""
-
-    split: str
-    index: int
-    num_shards: int
-    source_root: str  # a folder, or an archive
-    source_kind: str  # which Reader reads its entries (sources.READERS)
-    entries: tuple[ImageEntry, ...]  # in record order
-    classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
-    source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
-    imagenet: bool = True  # ILSVRC2012's classes: a re-encode is compared with slim's name lists
-    member_prefix: str = ""  # in an archive read by member name (a zip), what precedes relpath in that name
-
-    @property
-    def name(self) -> str:
-        return shard_name(self.split, self.index, self.num_shards)
-
-    def path_of(self, entry: ImageEntry) -> str:
-        return os.path.join(self.source_root, entry.relpath)
-
-    def fingerprint(self, on_error: str, codec: str = "", variant: str = "") -> str:
-        """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
-
-        `codec` is the encoder's version when the shard holds re-encoded images: another
-        Pillow or libjpeg, other bytes. `variant` names a resized build's options ("" for
-        the full-size build, whose fingerprints stay as they were).
-        """
-        fixed = [FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec]
-        head = json.dumps(fixed + [variant] if variant else fixed)
-        lines = "\n".join(f"{e.relpath}\t{e.label}\t{e.boxes!r}" for e in self.entries)
-        return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
-
-    def input_state(self, identities: Iterable[str]) -> str:
-        """Hash of the inputs' state (the identity of each, and an archive's own size and mtime):
-        a changed input changes it, and its shard is redone. See sources.Reader.identity."""
-        lines = "\n".join([self.source_stamp, *identities])
-        return hashlib.sha256(lines.encode()).hexdigest()
 
 
 class SplitPlan:

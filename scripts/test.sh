@@ -10,6 +10,9 @@ echo "== ruff check imagenet_build tests benchmarks"
 "$PY" -m ruff check imagenet_build tests benchmarks
 echo "== mypy imagenet_build"
 "$PY" -m mypy imagenet_build
+echo "== lint-imports (the import contracts of pyproject.toml) and the size rule"
+"$VENV/bin/lint-imports" --no-cache
+"$PY" scripts/check_sizes.py
 "$PY" -m pytest "$@"
 
 echo "== sample -> convert -> verify"

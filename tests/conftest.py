@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from imagenet_build.cli import cli
-from imagenet_build.sample import make_sample
+from imagenet_build.tools.sample import make_sample
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

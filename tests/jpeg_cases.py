@@ -15,7 +15,7 @@ import sys
 
 from PIL import Image
 
-from imagenet_build.images import ARITHMETIC, EXTRANEOUS, LOSSLESS, NO_LENGTH, REFUSE, SHORT_SEGMENT, STORE
+from imagenet_build.encode.images import ARITHMETIC, EXTRANEOUS, LOSSLESS, NO_LENGTH, REFUSE, SHORT_SEGMENT, STORE
 
 SIZE = (64, 48)  # width, height of every case but the hand-built ones
 

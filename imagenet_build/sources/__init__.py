@@ -21,7 +21,6 @@ from imagenet_build.sources.base import (
     SHOWN,
     VALIDATION_NAME,
     Reader,
-    SplitInput,
     input_identities,
     reader_for,
 )
@@ -40,6 +39,6 @@ from imagenet_build.sources.tars import (
 
 __all__ = [
     "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "Reader",
-    "SplitInput", "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
+    "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
     "scan_validation", "scan_validation_tar", "stat_identity",
 ]

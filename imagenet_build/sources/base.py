@@ -17,18 +17,16 @@ import functools
 import os
 import re
 import zlib
-from array import array
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from imagenet_build.errors import InputError, PathLike, input_errors
+from imagenet_build.infra.errors import InputError, PathLike, input_errors
+from imagenet_build.model import SplitInput, Where, utf8_name
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.model import ImageEntry, ShardSpec
 
-Where = Optional[Tuple[int, ...]]  # an image's (offset, size[, extra]) in an archive; None in a folder
 
 
 class DeflateCodec(NamedTuple):
@@ -67,125 +65,6 @@ SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
 
 
-NOT_UTF8 = "file name is not UTF-8 (slim's image/filename is UTF-8 text): rename it"
-
-
-def utf8_name(name: str | bytes, folder: str, sep: str = "/") -> str:
-    """The one name rule of every copy: a file or member name it lists is UTF-8 text, else InputError.
-
-    `name` as listed: str (a file system's or tar's name, bytes that are not UTF-8 kept as
-    surrogates) or raw bytes (a zip's). Checked where names are listed, before any is
-    matched against a pattern: a name no pattern matches would otherwise be dropped silently.
-    The error names it at `folder` + `sep` + the name, its bad bytes escaped.
-    """
-    try:
-        text = name.decode() if isinstance(name, bytes) else name
-        text.encode()
-    except UnicodeError:
-        shown = (name.decode("utf-8", "backslashreplace") if isinstance(name, bytes)
-                 else name.encode("utf-8", "backslashreplace").decode())
-        raise InputError(f"{folder}{sep}{shown}" if folder else shown, NOT_UTF8) from None
-    return text
-
-
-class StringColumn:
-    """A growing list of short strings held as one UTF-8 buffer and an array of end offsets.
-
-    ~38 bytes a file name instead of ~88 for a list of str (a str object is 49 bytes plus its
-    characters, rounded to 8, plus the list's pointer): 1.33 M ImageNet names, ~50 MB instead
-    of ~117 MB. Indexing, len() and iteration give str, as the list did.
-    """
-
-    def __init__(self, items: Iterable[str] = ()) -> None:
-        self._data = bytearray()
-        self._ends = array("Q")
-        for item in items:
-            self.append(item)
-
-    def append(self, item: str) -> None:
-        try:
-            self._data += item.encode()
-        except UnicodeEncodeError:  # listed without the name check: the same error
-            utf8_name(item, "")
-            raise
-        self._ends.append(len(self._data))
-
-    def __len__(self) -> int:
-        return len(self._ends)
-
-    def __getitem__(self, i: int) -> str:
-        if i < 0:
-            i += len(self._ends)
-        end = self._ends[i]  # IndexError as a list's
-        return self._data[self._ends[i - 1] if i else 0 : end].decode()
-
-    def __iter__(self) -> Iterator[str]:
-        start = 0
-        for end in self._ends:
-            yield self._data[start:end].decode()
-            start = end
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Iterable):
-            return NotImplemented
-        return list(self) == list(other)
-
-
-@dataclass
-class SplitInput:
-    """A split's images in slim's order, as parallel arrays (compact: ImageNet has 1.28 M).
-
-    From a folder, relpath is the path under `root`; from an archive (`root` the
-    archive), each image is also a byte range of it (offsets, sizes).
-    """
-
-    split: str
-    root: str
-    layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
-    reader: str = "folder"  # the Reader kind its shards are read with (READERS)
-    relpaths: StringColumn = field(default_factory=StringColumn)
-    labels: array[int] = field(default_factory=lambda: array("I"))
-    offsets: array[int] = field(default_factory=lambda: array("Q"))
-    sizes: array[int] = field(default_factory=lambda: array("Q"))
-    extras: array[int] = field(default_factory=lambda: array("Q"))  # optional: one more number a Reader needs
-    ignored: list[str] = field(default_factory=list)  # files present but not images slim would take
-    left_out: list[tuple[str, str]] = field(default_factory=list)  # (relpath, reason) left out: --on-error skip
-    empty_classes: list[str] = field(default_factory=list)  # synsets with no images
-    notes: list[str] = field(default_factory=list)
-    stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
-    member_prefix: str = ""  # in an archive read by name (a zip), what precedes relpath in a member's name
-
-    def __len__(self) -> int:
-        return len(self.relpaths)
-
-    @property
-    def archive(self) -> bool:
-        return bool(self.offsets)
-
-    def only(self, names: frozenset[str] | set[str]) -> SplitInput:
-        """A copy holding only the images whose file name is in `names`, in the same order."""
-        kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
-                          left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
-                          stamp=self.stamp, member_prefix=self.member_prefix)
-        archive = self.archive
-        for i, relpath in enumerate(self.relpaths):
-            if basename(relpath) in names:
-                where: Where = None  # a folder's image: no byte range
-                if archive:
-                    where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ())
-                kept.add(relpath, self.labels[i], where)
-        return kept
-
-    def add(self, relpath: str, label: int, where: Where = None) -> None:
-        self.relpaths.append(relpath)
-        self.labels.append(label)
-        if where is not None:
-            self.offsets.append(where[0])
-            self.sizes.append(where[1])
-            if len(where) > 2:  # (offset, size, extra): e.g. a zip member's CRC-32 and inflated size
-                self.extras.append(where[2])
-
-
 def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
     """(folders, files) directly under root, each sorted by name."""
     folders: list[str] = []
@@ -207,11 +86,6 @@ def is_image_name(name: str, any_image: bool = False) -> bool:
     if name.startswith("."):
         return False
     return name.lower().endswith(ANY_IMAGE_SUFFIXES) if any_image else name.endswith(IMAGE_SUFFIX)
-
-
-def basename(name: str) -> str:
-    """The last part of a member name, whatever the archive's folder prefix."""
-    return name.rstrip("/").rsplit("/", 1)[-1]
 
 
 def match_classes(

@@ -28,10 +28,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Callable
 
-from imagenet_build import storage
+from imagenet_build.infra import storage
+from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     SHOWN,
-    SplitInput,
     add_class,
     flat_validation,
     lies_in,
@@ -46,8 +46,8 @@ from imagenet_build.sources.spool import spool_all, spool_splits, stamp
 if TYPE_CHECKING:
     from pathlib import Path as _Path
 
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.workers import Workers
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
 
 NAME = "face-blurred ILSVRC2012 (image-net.org)"
 ARCHIVES = {"train_blurred.tar.gz": "train", "val_blurred.tar.gz": "validation"}
@@ -161,7 +161,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
 
     from PIL import Image
 
-    from imagenet_build.sample import _tar_add, enough_for
+    from imagenet_build.sources.samples import enough_for, tar_add
 
     sample = Path(ilsvrc_sample)
     out = Path(out)
@@ -180,7 +180,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
         with gzip.GzipFile(out / name, "wb", mtime=0) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for n, (synset, path) in enumerate(members):
-                    _tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
+                    tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
 
     train = sorted(sample.glob("train/*/*.JPEG"))
     validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))

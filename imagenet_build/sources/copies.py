@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from imagenet_build import storage
-from imagenet_build.errors import InputError, UsageError
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import InputError, UsageError
 
 # prepare(pool): work for every split at once, before the scans (the .tar.gz copies decompress all archives)
 # scan_train(catalog, on_error, pool) -> SplitInput

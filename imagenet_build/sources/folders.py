@@ -11,12 +11,12 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from imagenet_build.errors import PathLike, input_errors
+from imagenet_build.infra.errors import PathLike, input_errors
+from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     READERS,
     VALIDATION_NAME,
     Reader,
-    SplitInput,
     add_class,
     flat_validation,
     match_classes,
@@ -26,8 +26,8 @@ from imagenet_build.sources.base import (
 )
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.model import ImageEntry, ShardSpec
 
 
 def scan_class_folders(
@@ -68,7 +68,7 @@ def scan_validation(
                                validation_labels_file, on_error)
     if folders:
         return scan_class_folders("validation", root, catalog, on_error)
-    from imagenet_build.errors import InputError
+    from imagenet_build.infra.errors import InputError
 
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
 

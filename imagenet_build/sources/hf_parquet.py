@@ -29,11 +29,11 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from imagenet_build import optional, storage
-from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
-from imagenet_build.errors import InputError, input_errors
+from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
+from imagenet_build.infra import optional, storage
+from imagenet_build.infra.errors import InputError, input_errors
+from imagenet_build.model import utf8_name
 from imagenet_build.sources import huggingface
-from imagenet_build.sources.base import utf8_name
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.spool import Listing, spool_splits
 from imagenet_build.sources.tars import BLOCK, write_header
@@ -187,7 +187,7 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
-    from imagenet_build.sample import enough_for
+    from imagenet_build.sources.samples import enough_for
 
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)

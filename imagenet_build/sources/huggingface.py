@@ -24,13 +24,12 @@ from array import array
 from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from imagenet_build import storage
-from imagenet_build.errors import InputError
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import InputError
+from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources.base import (
     SHOWN,
-    SplitInput,
     add_class,
-    basename,
     flat_validation,
     match_classes,
     refuse_disagreeing,
@@ -43,8 +42,8 @@ from imagenet_build.sources.spool import SHIFT, spool_all, spool_splits, stamp
 if TYPE_CHECKING:
     from pathlib import Path as _Path
 
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.workers import Workers
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
 
 NAME = "Hugging Face ILSVRC/imagenet-1k"
 TRAIN_ARCHIVES = 5
@@ -92,7 +91,7 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
         for i, member in enumerate(members):
             if not files[i]:
                 continue
-            base = basename(member)
+            base = file_name(member)
             match = TRAIN_MEMBER.match(base)
             if not match:
                 result.ignored.append(f"{archive}:{member}")
@@ -167,7 +166,7 @@ def _validation_items(archive: str, k: int, listed: tuple, validation_labels: li
     for i, member in enumerate(members):
         if not files[i]:
             continue
-        base = basename(member)
+        base = file_name(member)
         match = VALIDATION_MEMBER.match(base)
         if not match:
             result.ignored.append(base)
@@ -219,7 +218,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
     import tarfile
     from pathlib import Path
 
-    from imagenet_build.sample import _tar_add, enough_for
+    from imagenet_build.sources.samples import enough_for, tar_add
 
     ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -228,7 +227,7 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
         with gzip.GzipFile(data / name, "wb", mtime=0) as gz:
             with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for member, path in members:
-                    _tar_add(tar, member, path.read_bytes())
+                    tar_add(tar, member, path.read_bytes())
 
     train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
     validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))

@@ -12,15 +12,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from imagenet_build import storage
-from imagenet_build.errors import PathLike, UsageError
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import PathLike, UsageError
 from imagenet_build.sources.base import VALIDATION_NAME
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.tars import scan_train_tar, scan_validation_tar
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
+    from imagenet_build.catalog.classes import Catalog
 
 NAME = "ILSVRC2012 (image-net.org)"
 ARCHIVES = {
@@ -84,7 +84,7 @@ def assemble(pieces: list) -> Copy:
         copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
             val_dir, catalog, labels, labels_file, on_error)
     if "bbox-tar" in roles:
-        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+        from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 
         def boxes(catalog: Catalog, bbox_tar: str = roles["bbox-tar"]) -> dict[str, bytes]:
             lines, _, _ = boxes_to_csv_lines(bbox_tar, catalog.synsets)

@@ -37,27 +37,26 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Tuple, Union
 
-from imagenet_build import storage
-from imagenet_build.errors import InputError, PathLike, input_errors
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import InputError, PathLike, input_errors
+from imagenet_build.model import SplitInput, utf8_name
 from imagenet_build.sources.base import (
     READERS,
-    SplitInput,
     add_class,
     deflate_codec,
     flat_validation,
     lies_in,
     match_classes,
     require_images,
-    utf8_name,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.tars import ArchiveReader, read_range
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.plan import ImageEntry, ShardSpec
-    from imagenet_build.workers import Workers
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
+    from imagenet_build.model import ImageEntry, ShardSpec
 
 NAME = "Kaggle imagenet-object-localization-challenge"
 ZIP_NAME = "imagenet-object-localization-challenge.zip"
@@ -662,7 +661,7 @@ class KaggleZip:
         return result
 
     def boxes(self, catalog: Catalog) -> dict[str, bytes]:
-        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+        from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 
         listed = self.listing
         source = f"{self.path}:{listed.prefix}{ANNOTATIONS.rstrip('/')}"
@@ -743,7 +742,7 @@ class KaggleTree:
         return result
 
     def boxes(self, catalog: Catalog) -> dict[str, bytes]:
-        from imagenet_build.boxes import boxes_to_csv_lines, parse_box_lines
+        from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 
         folder = os.path.join(self.root, ANNOTATIONS)
         if not os.path.isdir(folder):
@@ -782,7 +781,7 @@ def assemble(pieces: list[Piece]) -> Copy:
     if "old" in roles:
         raise InputError(roles["old"], UNPACK_OLD)
     if len(roles) > 1:
-        from imagenet_build.errors import UsageError
+        from imagenet_build.infra.errors import UsageError
 
         raise UsageError(f"--from was given both the Kaggle zip {roles['zip']} and an extracted tree "
                          f"{roles['tree']}; give one of them")
@@ -893,7 +892,7 @@ def sample_members(ilsvrc_sample: PathLike) -> list[ZipMember]:
     import xml.etree.ElementTree as ET
     from pathlib import Path
 
-    from imagenet_build.catalog import DEFAULT_METADATA_FILE, read_labels_file, read_metadata_file
+    from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_labels_file, read_metadata_file
 
     sample = Path(ilsvrc_sample)
     synsets = read_labels_file(sample / "labels.txt")
@@ -956,7 +955,7 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """`imagenet-object-localization-challenge.zip`, shaped as Kaggle's download, from the ILSVRC sample."""
     from pathlib import Path
 
-    from imagenet_build.sample import enough_for
+    from imagenet_build.sources.samples import enough_for
 
     enough_for(len(list(Path(ilsvrc_sample).glob("validation/*.JPEG"))), 1, "validation", "kaggle")
 

@@ -58,16 +58,16 @@ from array import array
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build import storage
-from imagenet_build.errors import BuildError, InputError, input_errors
-from imagenet_build.naming import LISTINGS_NAME, SPOOL_PREFIX
+from imagenet_build.format.naming import LISTINGS_NAME, SPOOL_PREFIX
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError, InputError, input_errors
 from imagenet_build.sources.base import READERS, Reader, deflate_codec, will_need
 from imagenet_build.sources.tars import BLOCK, list_members, read_member
 
 if TYPE_CHECKING:
-    from imagenet_build.plan import ImageEntry, ShardSpec
+    from imagenet_build.infra.workers import Workers
+    from imagenet_build.model import ImageEntry, ShardSpec
     from imagenet_build.sources.copies import Copy
-    from imagenet_build.workers import Workers
 
 # (member names, data offsets, sizes, is a regular file, header CRCs, [(member, problem)] of members left out)
 # of one decompressed archive (a parquet file's rows: see hf_parquet)
@@ -506,7 +506,7 @@ def _parse_listing(body: bytes) -> Listing:
 def keep_listings(copy: Copy) -> None:
     """Write the listings of the archives decompressed by this run into the output, each atomically:
     called once the output folder is checked (a refused folder gets nothing)."""
-    from imagenet_build.atomic import write_atomic
+    from imagenet_build.infra.atomic import write_atomic
 
     for path, data in copy.listings.items():
         os.makedirs(os.path.dirname(path), exist_ok=True)

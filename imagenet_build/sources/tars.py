@@ -16,27 +16,25 @@ import zlib
 from array import array
 from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
 
-from imagenet_build import storage
-from imagenet_build.errors import InputError, PathLike, input_errors
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import InputError, PathLike, input_errors
+from imagenet_build.model import SplitInput, file_name, utf8_name
 from imagenet_build.sources.base import (
     READERS,
     VALIDATION_NAME,
     Reader,
-    SplitInput,
     add_class,
-    basename,
     flat_validation,
     lies_in,
     match_classes,
     require_images,
-    utf8_name,
     will_need,
 )
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.plan import ImageEntry, ShardSpec
-    from imagenet_build.workers import Workers
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
+    from imagenet_build.model import ImageEntry, ShardSpec
 
 # (name, data offset, data size, is a regular file, CRC-32 of its header block: what read_member checks)
 Member = Tuple[str, int, int, bool, int]
@@ -226,7 +224,7 @@ def inner_members(
         for name, data_offset, data_size, is_file, crc in list_members(RangeFile(f, offset, size), size,
                                                                        f"{archive}:{inner_name}"):
             if is_file:
-                names.append(basename(name))
+                names.append(file_name(name))
                 offsets.append(offset + data_offset)
                 sizes.append(data_size)
                 crcs.append(crc)
@@ -307,7 +305,7 @@ def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Wor
     inner: dict[str, tuple[str, int, int]] = {}
     strangers: list[str] = []
     for name, offset, size, is_file, _ in members:
-        base = basename(name)
+        base = file_name(name)
         if is_file and base.endswith(".tar"):
             inner[base[: -len(".tar")]] = (name, offset, size)
         elif is_file:
@@ -349,7 +347,7 @@ def scan_validation_tar(
     on_error: str,
 ) -> SplitInput:
     """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
-    members = [(basename(n), (o, s, crc)) for n, o, s, is_file, crc in outer_members(archive) if is_file]
+    members = [(file_name(n), (o, s, crc)) for n, o, s, is_file, crc in outer_members(archive) if is_file]
     if not any(VALIDATION_NAME.match(n) for n, _ in members):
         if any(n.endswith(".tar") for n, _ in members):
             raise InputError(archive, "holds <synset>.tar class archives, not validation images: "

@@ -40,26 +40,17 @@ from functools import partial
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 
-from imagenet_build import storage
-from imagenet_build.errors import InputError, PathLike, UsageError, input_errors
-from imagenet_build.sources.base import (
-    READERS,
-    VALIDATION_NAME,
-    Reader,
-    SplitInput,
-    Where,
-    basename,
-    once_each,
-    refuse_empty_pieces,
-    will_need,
-)
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
+from imagenet_build.model import SplitInput, Where, file_name
+from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, once_each, refuse_empty_pieces, will_need
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog import Catalog
-    from imagenet_build.plan import ImageEntry, ShardSpec
-    from imagenet_build.workers import Workers
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
+    from imagenet_build.model import ImageEntry, ShardSpec
 
 NAME = "WebDataset shards"
 SHARD = re.compile(r"^(?P<prefix>.+)-(?P<split>train|validation|val)-(?P<number>\d+)\.tar$")
@@ -78,7 +69,7 @@ ShardColumns = Tuple[List[str], "array[int]", "array[int]", "array[int]", "array
 
 def _sorted_synsets() -> tuple[str, ...]:
     """What `.cls` indexes: the 1000 ILSVRC2012 synsets, sorted (TFDS's imagenet2012 labels, timm's order)."""
-    from imagenet_build.catalog import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 
     synsets = tuple(read_labels_file(DEFAULT_LABELS_FILE))
     assert list(synsets) == sorted(synsets)
@@ -98,7 +89,7 @@ def cls_synsets() -> tuple[str, ...]:
 
 def _validation_labels(path: str) -> list[str]:
     if path not in _VALIDATION_LABELS:
-        from imagenet_build.catalog import read_validation_labels
+        from imagenet_build.catalog.classes import read_validation_labels
 
         _VALIDATION_LABELS[path] = read_validation_labels(path)
     return _VALIDATION_LABELS[path]
@@ -184,7 +175,7 @@ def _original_name(key: str, read_json: Callable[[], Any]) -> tuple[str, bool]:
     if isinstance(meta, dict):
         name = meta.get("filename") or meta.get("file_name")
         if isinstance(name, str) and name.strip("/"):
-            return basename(name), False
+            return file_name(name), False
     return stem + ".JPEG", True
 
 
@@ -491,7 +482,7 @@ def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
     """
     from PIL import Image
 
-    from imagenet_build.sample import enough_for
+    from imagenet_build.sources.samples import enough_for
 
     sample, folder = Path(ilsvrc_sample), Path(out)
     number = {s: i for i, s in enumerate(cls_synsets())}

@@ -1,0 +1,177 @@
+"""manifest.json: the commit point of a build.
+
+Written atomically (temp name, fsync, rename), rewritten as shards complete with
+`"complete": false`, and a last time with `"complete": true`. Resume trusts only
+the shards it lists. It holds nothing that varies between runs (no times, no
+worker count), so an interrupted and resumed build ends with the same bytes as
+an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Dict, List, TypedDict, Union, get_origin, get_type_hints
+
+from imagenet_build.format.naming import MANIFEST_NAME
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import PathLike
+
+FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
+
+
+class ShardEntry(TypedDict, total=False):
+    """One shard of a build, as manifest.json lists it."""
+
+    split: str
+    name: str
+    records: int
+    bytes: int
+    sha256: str
+    index_bytes: int
+    index_sha256: str
+    skipped: List[dict]  # inputs left out under --on-error skip: {file, label, reason}
+    reencoded: List[dict]  # inputs stored re-encoded, or noted: {file, reencoded, note}
+    fingerprint: str  # what the bytes depend on (plan.ShardSpec.fingerprint)
+    resized: int  # resized builds: images decoded, resized and encoded
+
+
+class SplitFigures(TypedDict, total=False):
+    """One split of a build."""
+
+    shards: int
+    shards_done: int
+    records: int
+    bytes: int
+    left_out: List[dict]
+    label_counts: Dict[str, int]  # "<label>": records, once every shard is done
+    encoding: str  # write_arrays: how its images are stored ("JPEG q95", "PNG")
+    layout_threads: int  # write_arrays: the split's layout (convert's is in options, for both splits)
+
+
+class Manifest(TypedDict, total=False):
+    """manifest.json, the commit point of a build: written by convert and write_arrays, read by verify,
+    resume, trainer-check and the readers. `read_manifest` checks every field against these types."""
+
+    format: Union[int, str]
+    complete: bool
+    options: Dict[str, Any]  # the layout options: a rerun must repeat them
+    inputs: Dict[str, Any]  # where the images came from, and each shard's inputs' state
+    num_classes: int
+    synsets: List[str]  # label k is synsets[k - 1]
+    splits: Dict[str, SplitFigures]
+    shards: List[ShardEntry]
+    totals: Dict[str, int]
+    ended: str  # an incomplete build whose run stopped: "interrupted" or "failed" (none: killed, or running)
+    error: str  # "failed": the one line the run ended with
+
+
+# the fields a reader may rely on being there (the others are optional)
+_REQUIRED = {
+    Manifest: {"complete", "options", "num_classes", "synsets", "splits", "shards"},
+    SplitFigures: {"shards", "records"},
+    ShardEntry: {"split", "name", "records", "bytes", "sha256", "index_sha256", "skipped", "reencoded"},
+}
+
+READABLE = {"imagenet-build/1": 1, 1: 1, 2: 2}  # what this version reads ("imagenet-build/1": the first)
+
+
+def dumps(manifest: Manifest) -> bytes:
+    return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
+
+
+def write_manifest(output_dir: PathLike, manifest: Manifest) -> None:
+    """Atomically: a temp file renamed, or one upload for an object store."""
+    storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(manifest))
+
+
+def read_manifest(output_dir: PathLike) -> Manifest | None:
+    """The manifest dict, or None when there is none.
+
+    ValueError ("<path>: <field>: <what is wrong>") when it is not ours, unreadable, or
+    any field the readers rely on has the wrong shape: every reader (verify, resume,
+    trainer-check, the one-shot script) goes through this one check.
+    """
+    path = storage.join(output_dir, MANIFEST_NAME)
+    try:
+        text = storage.read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    try:
+        manifest = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    version = manifest.get("format") if isinstance(manifest, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
+        raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
+                         f"up to {FORMAT}): upgrade imagenet-build")
+    if version not in READABLE or isinstance(version, bool):
+        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
+                         f"{', '.join(map(str, sorted(READABLE.values())))})")
+    problem = schema_problem(manifest)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return manifest
+
+
+_TYPE_NAMES = {int: "a whole number >= 0", str: "a string", bool: "true or false", list: "a list",
+               dict: "an object"}
+
+
+def _table(model: type) -> dict[str, tuple[type, bool]]:
+    """field -> (the JSON type it must have, whether it must be there), from a TypedDict above."""
+    hints = get_type_hints(model)
+    return {key: (get_origin(hint) or hint, key in _REQUIRED[model]) for key, hint in hints.items()
+            if key != "format"}  # format is checked first, by read_manifest
+
+
+_TOP, _SPLIT, _SHARD = _table(Manifest), _table(SplitFigures), _table(ShardEntry)
+
+
+def _field_problem(table: dict[str, tuple[type, bool]], record: Mapping[str, Any], where: str) -> str:
+    for key, (kind, required) in table.items():
+        if key not in record:
+            if required:
+                return f"{where}{key}: missing"
+            continue
+        value = record[key]
+        # bool is an int in Python, and an int is no bool: check both ways
+        ok = isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+        if ok and kind is int:
+            ok = value >= 0
+        if not ok:
+            return f"{where}{key}: {json.dumps(value)[:40]} is not {_TYPE_NAMES[kind]}"
+    return ""
+
+
+def schema_problem(manifest: Manifest) -> str:
+    """"<field>: <what is wrong>" for the first field of the wrong shape, or ""."""
+    problem = _field_problem(_TOP, manifest, "")
+    if problem:
+        return problem
+    synsets = manifest["synsets"]
+    if not all(isinstance(s, str) and s for s in synsets):
+        return "synsets: every entry must be a non-empty string"
+    if len(synsets) != manifest["num_classes"]:
+        return f"synsets: {len(synsets)} entries for num_classes {manifest['num_classes']}"
+    index_dir = manifest["options"].get("index_dir")
+    if index_dir is not None and not isinstance(index_dir, str):
+        return "options.index_dir: not a string"
+    for split, figures in manifest["splits"].items():
+        if not isinstance(figures, dict):
+            return f"splits.{split}: not an object"
+        problem = _field_problem(_SPLIT, figures, f"splits.{split}.")
+        if problem:
+            return problem
+        counts = figures.get("label_counts", {})
+        if not all(k.isdigit() and isinstance(v, int) and not isinstance(v, bool) for k, v in counts.items()):
+            return f"splits.{split}.label_counts: expected {{\"<label>\": <count>}}"
+    for number, shard in enumerate(manifest["shards"]):
+        if not isinstance(shard, dict):
+            return f"shards[{number}]: not an object"
+        problem = _field_problem(_SHARD, shard, f"shards[{number}].")
+        if problem:
+            return problem
+    return ""

@@ -1,0 +1,148 @@
+"""Resume: which shards of a previous run in the output this run may keep as they are.
+
+manifest.json is the commit point: a shard counts only when it lists it. A listed
+shard is kept when its bytes and its index's still match their sha256, its
+fingerprint matches this plan, and its inputs are as they were (see ShardSpec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from imagenet_build.build import manifest as manifest_mod
+from imagenet_build.build.folder import Destination
+from imagenet_build.build.manifest import ShardEntry
+from imagenet_build.build.writer import INPUT_STATE, codec_of, rebuilt_sha256, variant_of
+from imagenet_build.encode.resize import ResizeOptions
+from imagenet_build.format.naming import index_name
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.workers import Workers
+from imagenet_build.model import ShardSpec
+from imagenet_build.plan import SplitPlan
+from imagenet_build.sources import input_identities
+
+SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
+
+
+class ResumeCheck(NamedTuple):
+    """One worker task: may the previous run's shard be kept?"""
+
+    spec: ShardSpec
+    entry: ShardEntry  # the shard's entry in the previous manifest
+    previous_state: str | None
+    dest: Destination
+    on_error: str
+    verify_inputs: bool
+    resize: ResizeOptions | None = None  # a resized build's one target and options
+
+
+def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> manifest_mod.Manifest | None:
+    """The manifest of an earlier run in the output that this run may resume, or None."""
+    if overwrite:
+        return None
+    try:
+        previous = manifest_mod.read_manifest(output)
+    except ValueError as e:
+        raise BuildError(f"{e}; use --overwrite to start over") from None
+    if previous and previous.get("options") != options:
+        changes = "; ".join(option_changes(previous.get("options") or {}, options))
+        raise BuildError(f"{output}: holds a build made with other options ({changes}); "
+                         "use --overwrite to replace it, or another --output-dir")
+    return previous
+
+
+# how a manifest's options.<key> (or options.resize.<key>) is given on the command line; a flag's value is
+# shown as given / not given (larger_only the other way round: --resize-all)
+_OPTION_NAMES = {
+    "splits": "splits built", "train_shards": "--train-shards", "validation_shards": "--validation-shards",
+    "layout_threads": "--layout-threads", "index_dir": "--index-dir", "classes_from_folders": "--classes-from-folders",
+    "subset": "--subset", "resize": "--resize", "resize.target": "--resize", "resize.quality": "--quality",
+    "resize.larger_only": "--resize-all", "resize.exif_transpose": "--exif-transpose",
+}
+
+
+def _shown(key: str, value: Any) -> str:
+    if key == "resize.larger_only" and isinstance(value, bool):
+        value = not value
+    if isinstance(value, bool):
+        return "given" if value else "not given"
+    if value is None:
+        return "none"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return str(value)
+
+
+def option_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Each option a rerun changed, as `--train-shards 4 before, 8 now`: what the user typed, not a dict."""
+    def flat(options: dict[str, Any]) -> dict[str, Any]:
+        out = {k: v for k, v in options.items() if not (k == "resize" and isinstance(v, dict))}
+        if isinstance(options.get("resize"), dict):
+            out.update({f"resize.{k}": v for k, v in options["resize"].items()})
+        return out
+
+    before, now = flat(old), flat(new)
+    changes = []
+    for key in sorted(set(before) | set(now), key=lambda k: (list(_OPTION_NAMES).index(k) if k in _OPTION_NAMES
+                                                              else len(_OPTION_NAMES), k)):
+        if before.get(key) != now.get(key):
+            changes.append(f"{_OPTION_NAMES.get(key, key)}: {_shown(key, before.get(key))} before, "
+                           f"{_shown(key, now.get(key))} now")
+    return changes
+
+
+def shards_to_keep(
+    previous: manifest_mod.Manifest | None,
+    plans: Sequence[SplitPlan],
+    dest: Destination,
+    on_error: str,
+    pool: Workers,
+    verify_inputs: bool,
+    resize: ResizeOptions | None = None,
+) -> dict[str, dict[str, Any]]:
+    """{name: manifest entry} of the previous run's shards that this plan would write identically.
+
+    A shard is kept when its sha256 and its index's still match the files, its fingerprint
+    matches this plan, and its inputs are as they were (a file's size and mtime, an archive
+    member's place: sources.Reader.identity); with verify_inputs, its inputs are also read and the shard rebuilt in
+    memory to the same sha256 (then a touched but unchanged input does not count as changed).
+    """
+    listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
+    states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
+    tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs, resize)
+             for p in plans for k, name in enumerate(p.names) if name in listed]
+    kept: dict[str, dict[str, Any]] = {}
+
+    def keep(task: ResumeCheck, state: str | None) -> None:
+        if state is not None:
+            kept[task.spec.name] = dict(task.entry, **{INPUT_STATE: state})
+
+    pool.run(still_matches, tasks, keep)
+    return kept
+
+
+def still_matches(
+    spec: ShardSpec,
+    entry: ShardEntry,
+    previous_state: str | None,
+    dest: Destination,
+    on_error: str,
+    verify_inputs: bool,
+    resize: ResizeOptions | None = None,
+) -> str | None:
+    """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
+    codec = codec_of(entry["reencoded"], entry.get("resized", 0))
+    if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
+        return None
+    state = spec.input_state(input_identities(spec))
+    if not verify_inputs and state != previous_state:
+        return None
+    if storage.sha256(storage.join(dest.output, spec.name)) != entry["sha256"]:
+        return None
+    if storage.sha256(storage.join(dest.index, index_name(spec.name))) != entry["index_sha256"]:
+        return None
+    if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
+        return None
+    return state

@@ -1,0 +1,327 @@
+"""One shard: its images read, prepared and framed, written with its DALI index, atomically.
+
+A worker is a pure function of its ShardSpec; the DALI index is computed from the
+offsets while the shard is written (no second pass), and so is the sha256. Files
+appear under their final names only when complete (temp name, fsync, rename).
+A resized build writes the same shard once per target from one read of each image:
+one ShardSink per target, each its own build's shard, index and manifest entry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from imagenet_build.build.folder import Destination
+from imagenet_build.build.manifest import ShardEntry
+from imagenet_build.encode import images
+from imagenet_build.encode.example import encode_example_parts
+from imagenet_build.encode.resize import ResizeOptions, prepare_resized
+from imagenet_build.encode.resize import codec as prepare_codec
+from imagenet_build.format.dali_index import index_text
+from imagenet_build.format.naming import index_name, temp_name
+from imagenet_build.format.tfrecord import frame
+from imagenet_build.infra import storage
+from imagenet_build.infra.atomic import fsync_dir, write_temp
+from imagenet_build.infra.errors import BuildError, InputError, PathLike
+from imagenet_build.infra.workers import exit_if_orphaned
+from imagenet_build.model import ShardSpec
+from imagenet_build.sources import Reader, reader_for
+
+WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
+INPUT_STATE = "input_state"  # a worker's figure for the manifest's inputs, not for its shard entry
+
+
+class ShardFigures(NamedTuple):
+    """What writing one shard produced."""
+
+    records: int
+    bytes: int
+    sha256: str
+    index_bytes: int
+    index_sha256: str
+
+
+def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[dict] = (),
+                reencoded: Iterable[dict] = ()) -> ShardEntry:
+    """A shard's entry in manifest.json, for every kind of build (convert, write_arrays)."""
+    return {
+        "split": split,
+        "name": name,
+        "records": figures.records,
+        "bytes": figures.bytes,
+        "sha256": figures.sha256,
+        "index_bytes": figures.index_bytes,
+        "index_sha256": figures.index_sha256,
+        "skipped": list(skipped),
+        "reencoded": list(reencoded),
+    }
+
+
+class ShardTask(NamedTuple):
+    """One worker task: write this shard there."""
+
+    spec: ShardSpec
+    dest: Destination
+    on_error: str
+
+
+class ResizedShardTask(NamedTuple):
+    """One worker task of a resized build: write this shard once per target, each to its destination."""
+
+    spec: ShardSpec
+    dests: tuple  # one Destination per target of `resize`
+    on_error: str
+    resize: ResizeOptions
+
+
+def _write_all(fd: int, parts: Sequence[bytes]) -> None:
+    """os.writev until every byte of `parts` is written (no copy of the payload)."""
+    total = sum(len(p) for p in parts)
+    written = os.writev(fd, parts)
+    if written < total:  # rare partial write: finish the rest plainly
+        os.write(fd, b"".join(parts)[written:])
+
+
+def _start_writeback(fd: int, offset: int, length: int) -> None:
+    """Start writing a range of the shard to disk now, without waiting, so that the
+    fsync at the end of the shard has little left to wait for; where the hint is
+    missing the fsync simply does it all."""
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
+
+
+class ShardSink:
+    """One shard and its DALI index being written, a record at a time; atomic on finish().
+
+    Several sinks can be open at once in one process: a resized build writes one shard per
+    target from each image read. The shard and the index appear under their names only
+    when both are complete; close() without finish() leaves nothing behind.
+    """
+
+    def __init__(self, name: str, output_dir: PathLike, index_dir: PathLike) -> None:
+        self.name, self.output_dir = name, output_dir
+        self.shard_path = Path(output_dir) / name
+        self.index_path = Path(index_dir) / index_name(name)
+        self.shard_tmp, self.index_tmp = temp_name(self.shard_path), temp_name(self.index_path)
+        self._digest = hashlib.sha256()
+        self._offsets: list[tuple[int, int]] = []
+        self._offset = self._flushed = 0
+        self._fd: int | None = None
+        with self._said():
+            self._fd = os.open(self.shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    @contextlib.contextmanager
+    def _said(self) -> Iterator[None]:
+        """A full disk, a quota: say where, and that nothing is lost."""
+        try:
+            yield
+        except OSError as e:
+            raise BuildError(f"{self.output_dir}: {e.strerror or e} while writing {self.name}; free space, then run "
+                             "the same command again to resume") from None
+
+    def add(self, payload: Sequence[bytes]) -> None:
+        """Frame one record's payload parts and write them (without joining the parts)."""
+        head, foot = frame(*payload)
+        record = (head, *payload, foot)
+        assert self._fd is not None, "add() after finish()"
+        with self._said():
+            _write_all(self._fd, record)
+        for part in record:
+            self._digest.update(part)
+        size = sum(len(part) for part in record)
+        self._offsets.append((self._offset, size))
+        self._offset += size
+        if self._offset - self._flushed >= WRITEBACK_EVERY:
+            _start_writeback(self._fd, self._flushed, self._offset - self._flushed)
+            self._flushed = self._offset
+
+    def finish(self) -> ShardFigures:
+        """fsync, write the index, rename both into place; returns the ShardFigures."""
+        assert self._fd is not None, "finish() twice"
+        with self._said():
+            os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = None
+            index_bytes = index_text(self._offsets).encode()
+            write_temp(self.index_path, index_bytes)  # renamed after the shard: an index never comes first
+            os.replace(self.shard_tmp, self.shard_path)
+            os.replace(self.index_tmp, self.index_path)
+            fsync_dir(self.shard_path.parent)
+            if self.index_path.parent != self.shard_path.parent:
+                fsync_dir(self.index_path.parent)
+        return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
+                            hashlib.sha256(index_bytes).hexdigest())
+
+    def close(self) -> None:
+        """Remove what an unfinished shard left (its temp files)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        for tmp in (self.shard_tmp, self.index_tmp):
+            if tmp.exists():
+                tmp.unlink()
+
+    def __enter__(self) -> ShardSink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def write_records(name: str, output_dir: PathLike, index_dir: PathLike,
+                  payloads: Iterable[Sequence[bytes]]) -> ShardFigures:
+    """Write one shard and its DALI index from serialized Examples, atomically.
+
+    `payloads` yields each record's payload as parts (written without joining).
+    Returns its ShardFigures. The shard and the index appear under their names only
+    when both are complete.
+    """
+    with ShardSink(name, output_dir, index_dir) as sink:
+        for payload in payloads:
+            sink.add(payload)
+        return sink.finish()
+
+
+class _Output(NamedTuple):
+    """What one of a shard task's outputs collects: the records it left out and re-encoded, its resized count."""
+
+    skipped: list
+    reencoded: list
+    resized: list  # [count], mutable
+
+
+def _full_size(data: bytes, path: str) -> list[images.StoredImage | InputError]:
+    return [images.prepare(data, path)]
+
+
+def _preparer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[images.StoredImage | InputError]]:
+    """image bytes, path -> [StoredImage or InputError] per output: the full-size build, or one per target."""
+    if resize is None:
+        return _full_size
+    return functools.partial(prepare_resized, options=resize)
+
+
+def _payloads(spec: ShardSpec, reader: Reader, on_error: str, outputs: list[_Output],
+              prepare: Callable[[bytes, str], list[images.StoredImage | InputError]]
+              ) -> Iterator[list[tuple[bytes, ...] | None]]:
+    """For each image, each output's payload parts (None where it is left out), in order.
+
+    Bad inputs raise (fail) or go to that output's `skipped` (skip). Each image is read once.
+    """
+    for number, entry in enumerate(spec.entries):
+        exit_if_orphaned()
+        try:
+            results = prepare(*reader.read(number))
+        except InputError as e:
+            results = [e] * len(outputs)
+        payloads: list[tuple[bytes, ...] | None] = []
+        synset, text = spec.classes[entry.label]
+        assert len(results) == len(outputs)
+        for output, stored in zip(outputs, results):
+            if isinstance(stored, InputError):
+                if on_error == "fail":
+                    raise stored
+                output.skipped.append({"file": entry.relpath, "label": entry.label, "reason": stored.problem})
+                payloads.append(None)
+                continue
+            note = images.name_disagreement(entry.filename, stored) if spec.imagenet else ""  # slim's lists: ImageNet's
+            if stored.reencoded or note:
+                output.reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
+            output.resized[0] += stored.resized
+            payloads.append(encode_example_parts(
+                encoded=stored.data,
+                filename=entry.filename,
+                height=stored.height,
+                width=stored.width,
+                label=entry.label,
+                synset=synset,
+                text=text,
+                boxes=entry.boxes,
+            ))
+        yield payloads
+
+
+def codec_of(reencoded: Iterable[dict], resized: int = 0) -> str:
+    """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images."""
+    if resized:
+        return prepare_codec()
+    return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
+
+
+def _write(spec: ShardSpec, dests: Sequence[Destination], on_error: str, resize: ResizeOptions | None,
+           variants: Sequence[str]) -> list[dict[str, Any]]:
+    """Write the shard to every destination from one read of its images; the manifest entries, in order."""
+    outputs = [_Output([], [], [0]) for _ in dests]
+    with contextlib.ExitStack() as stack, reader_for(spec) as reader:
+        folders: list[tuple[str, str]] = []
+        for dest in dests:
+            if dest.remote:
+                staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="imagenet-build-"))
+                folders.append((staging, staging))
+            else:
+                folders.append((dest.output, dest.index))
+        sinks = [stack.enter_context(ShardSink(spec.name, out, index)) for out, index in folders]
+        for payloads in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+            for sink, payload in zip(sinks, payloads):
+                if payload is not None:
+                    sink.add(payload)
+        figures = [sink.finish() for sink in sinks]
+        for dest, (staging, _) in zip(dests, folders):
+            if dest.remote:  # shard first, then its index: a listed index always has its shard
+                storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
+                storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
+        identities = reader.identities
+    assert len(outputs) == len(figures) == len(variants) == len(dests)
+    entries = []
+    for output, figure, variant in zip(outputs, figures, variants):
+        # the manifest's entry, and the driver's figure for the manifest's inputs (INPUT_STATE)
+        entry: dict[str, Any] = dict(shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded))
+        if resize is not None:
+            entry["resized"] = output.resized[0]
+        entry["fingerprint"] = spec.fingerprint(on_error, codec_of(output.reencoded, output.resized[0]), variant)
+        entry[INPUT_STATE] = spec.input_state(identities)  # moved to the manifest's "inputs" by the driver
+        entries.append(entry)
+    return entries
+
+
+def write_shard(spec: ShardSpec, dest: Destination, on_error: str) -> dict[str, Any]:
+    """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
+    return _write(spec, [dest], on_error, None, [""])[0]
+
+
+def variant_of(resize: ResizeOptions | None) -> str:
+    """The fingerprint's record of a one-target resized build's options ("" for a full-size build)."""
+    if resize is None:
+        return ""
+    (target,) = resize.targets
+    return json.dumps(resize.recorded(target), sort_keys=True)
+
+
+def write_resized_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: str,
+                        resize: ResizeOptions) -> list[dict[str, Any]]:
+    """Write one planned shard once per target of `resize`, to the destination of each, from one read
+    of its images; return the manifest entries in target order."""
+    variants = [variant_of(resize.only([t])) for t in resize.targets]
+    return _write(spec, dests, on_error, resize, variants)
+
+
+def rebuilt_sha256(spec: ShardSpec, on_error: str, resize: ResizeOptions | None = None) -> str:
+    """sha256 of the shard the inputs give now, built in memory and not written (--verify-inputs)."""
+    digest = hashlib.sha256()
+    outputs = [_Output([], [], [0])]
+    with reader_for(spec) as reader:
+        for (payload,) in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+            if payload is None:
+                continue
+            head, foot = frame(*payload)
+            for part in (head, *payload, foot):
+                digest.update(part)
+    return digest.hexdigest()

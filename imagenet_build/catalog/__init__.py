@@ -1,0 +1,1 @@
+"""What the classes are: synsets, texts, validation labels, subsets, bounding boxes."""

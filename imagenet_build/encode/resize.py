@@ -1,0 +1,309 @@
+"""Resized builds: --resize parsed into targets, and each image's bytes for each target.
+
+An image already within a target's size is stored as the full-size build stores it
+(untouched, or the RGB re-encode of a CMYK/PNG input), unless --resize-all. Any other
+image is decoded, resized with Lanczos and encoded as a baseline RGB JPEG at --quality,
+without EXIF or ICC data, so that every decoder sees the same pixels.
+
+Fast: libjpeg-turbo decodes a JPEG at 1/2, 1/4 or 1/8 scale straight from its DCT
+coefficients (Pillow's draft; its SIMD reduced IDCTs), used where the image stays at
+least DCT_GAP times the target on both sides; Lanczos then resizes that smaller image,
+with the source box set to the exact scaled extent (the decoder rounds the scaled size
+up, and resizing the rounded image would shift the grid by up to half a pixel — 2 to 5
+dB of PSNR). The Lanczos is fast_image_resize's (package cykooz.resizer: SIMD, 6-7x
+Pillow's on one core; the same bytes with AVX2, SSE4.1 or no SIMD), Pillow's where it has
+no wheel (Linux on ARM, figures in `lanczos`). Each target's bytes are a function of the
+image and that target only, so one pass to several targets writes the same bytes as one
+run per target; an image is read once, and decoded once per distinct scale among the
+targets (targets whose rule picks the same scale share it).
+
+Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5-0.7 ms, Lanczos
+0.4 ms (Pillow's: 2.5 ms), encode 0.3 ms; see docs/benchmarks.md for what else was tried.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from imagenet_build.encode import images
+from imagenet_build.infra.errors import InputError, UsageError
+
+# Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
+# Measured over 300 photo-like images x {160, 224, 288} (Lanczos, quality 90): mean PSNR against a full
+# decode + float Lanczos, minus that of a full decode + the same Lanczos, by the ratio (decoded shorter side
+# / target): at 4/8, -1.0, -0.67, -0.33, -0.19, -0.17 dB in steps of 0.1 from 1.0 to 1.6 (worst image -1.7 dB
+# at 1.25-1.3), -0.06 at [1.6, 2); 2/8 and 1/8 alike. The other scales libjpeg-turbo offers (3/8, 5/8-7/8)
+# use scalar IDCTs that cost more than a full decode (0.9-1.3 ms against 0.5-0.7 ms for a 500x375 image)
+# and, with a SIMD Lanczos, save less than that (docs/benchmarks.md).
+DCT_GAP = 1.6
+DCT_SCALES = (1, 2, 4)  # of 8: the reduced IDCTs Pillow's draft asks libjpeg for
+DEFAULT_QUALITY = 90
+_SPEC = re.compile(r"^(shorter|longer):([0-9]+(?:,[0-9]+)*)$")  # ASCII digits only: int() takes '٢٢٤' too
+# Pillow's default decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS): the cap when a program has lifted it
+DEFAULT_PIXEL_CAP = 2 * 89_478_485
+# EXIF orientation -> the transposition that shows the image upright (Pillow's Image.Transpose values)
+_TRANSPOSE = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
+
+
+RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # a resized build's folder: Target.folder
+
+
+class Target(NamedTuple):
+    """One size to build: the shorter (or longer) side becomes `size`, the aspect kept."""
+
+    side: str  # "shorter" or "longer"
+    size: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.side}:{self.size}"
+
+    @property
+    def folder(self) -> str:
+        """The build's folder under --output-dir: shorter-256, longer-500."""
+        return f"{self.side}-{self.size}"
+
+    def fits(self, width: int, height: int) -> bool:
+        """True when the image is already within the size (the side is not larger)."""
+        side = min(width, height) if self.side == "shorter" else max(width, height)
+        return side <= self.size
+
+    def size_for(self, width: int, height: int) -> tuple[int, int]:
+        """The stored size: the chosen side = size, the other rounded half up (integers only: no float drift)."""
+        side = min(width, height) if self.side == "shorter" else max(width, height)
+
+        def scaled(v: int) -> int:
+            return max(1, (2 * v * self.size + side) // (2 * side))
+
+        return (self.size, scaled(height)) if side == width else (scaled(width), self.size)
+
+
+def pixel_cap() -> int:
+    """The most pixels a resized image may have: Pillow's decompression-bomb limit, what inputs are held to
+    (images.bomb_pixels), so no output is one a reader refuses, and no worker allocates gigabytes for one image."""
+    return images.bomb_pixels() or DEFAULT_PIXEL_CAP
+
+
+def max_size() -> int:
+    """The largest N of shorter:N or longer:N: an N x N image must stay within pixel_cap()."""
+    return min(math.isqrt(pixel_cap()), images.JPEG_MAX_SIDE)
+
+
+def parse_targets(text: str) -> tuple[Target, ...]:
+    """`shorter:256`, `longer:500`, `shorter:160,224,288` -> Targets (UsageError otherwise).
+
+    Sizes are bounded before any work: shorter:N makes every resized image at least N x N (and
+    --resize-all resizes every image), longer:N at most that; an N x N beyond Pillow's limit is refused.
+    """
+    match = _SPEC.match(text.replace(" ", ""))
+    if not match:
+        raise UsageError(f"--resize {text!r}: expected shorter:N or longer:N, or several sizes as shorter:160,224,288")
+    sizes = [int(v) for v in match.group(2).split(",")]
+    largest = max_size()
+    if any(not 1 <= s <= largest for s in sizes):
+        raise UsageError(f"--resize {text!r}: sizes must be between 1 and {largest:,} (an image of "
+                         f"{largest + 1:,}x{largest + 1:,} pixels would pass Pillow's decompression-bomb limit of "
+                         f"{pixel_cap():,} pixels)")
+    if len(set(sizes)) != len(sizes):
+        raise UsageError(f"--resize {text!r}: a size is repeated")
+    return tuple(Target(match.group(1), s) for s in sizes)
+
+
+def output_problem(width: int, height: int) -> str:
+    """Why a resized image of width x height cannot be made, or "": checked before any pixel is decoded."""
+    problem = images.jpeg_size_problem(width, height)
+    if problem:
+        return problem
+    if width * height > pixel_cap():
+        return f"{width * height:,} pixels, beyond Pillow's decompression-bomb limit of {pixel_cap():,}"
+    return ""
+
+
+@dataclass(frozen=True)
+class ResizeOptions:
+    """What a resized build's bytes depend on besides the images; `targets` are built in one pass."""
+
+    targets: tuple
+    quality: int = DEFAULT_QUALITY
+    larger_only: bool = True
+    exif_transpose: bool = False
+
+    def only(self, targets: Iterable[Target]) -> ResizeOptions:
+        return ResizeOptions(tuple(targets), self.quality, self.larger_only, self.exif_transpose)
+
+    def recorded(self, target: Target) -> dict:
+        """The manifest's options.resize of one target's build (a layout option: a rerun must repeat it)."""
+        return {"target": target.label, "quality": self.quality, "larger_only": self.larger_only,
+                "exif_transpose": self.exif_transpose}
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_resize_module() -> Any:
+    """fast_image_resize's Python package where installed, else None: `cykooz_resizer` from 4.0, and
+    `cykooz.resizer` before (3.1, the last with wheels for Python 3.9), with the same classes."""
+    import importlib
+
+    for name in ("cykooz_resizer", "cykooz.resizer"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_resizer() -> Any:
+    """fast_image_resize's resizer (package cykooz.resizer) where installed, else None (Pillow's Lanczos)."""
+    module = _fast_resize_module()
+    return None if module is None else module.Resizer()
+
+
+def resampler() -> str:
+    """Which Lanczos resizes images here, with its version: part of what resized bytes depend on."""
+    if _fast_resizer() is None:
+        return "Pillow Lanczos"
+    from importlib.metadata import version
+
+    return f"cykooz.resizer {version('cykooz.resizer')} Lanczos3"
+
+
+def lanczos(image: Any, size: tuple[int, int], box: tuple[float, float, float, float]) -> Any:
+    """`image` (RGB) resized to `size` from the region `box` (left, top, right, bottom; fractions allowed).
+
+    fast_image_resize's Lanczos3 is Pillow's filter (support 3, the same normalised weights) with
+    SIMD: 500x375 -> 384x288 in 0.38 ms against Pillow's 2.52 ms on one core here (AVX2; SSE4.1
+    0.50 ms, none 1.10 ms, the same bytes with each); its output is within rounding of Pillow's
+    (PSNR > 45 dB against it; a few edge pixels of a fractional box differ more), and it runs on
+    one thread. Without it (no wheel: Linux on ARM), Pillow's.
+    """
+    from PIL import Image
+
+    resizer = _fast_resizer()
+    if resizer is None:
+        return image.resize(size, Image.Resampling.LANCZOS, box=box)
+    fast = _fast_resize_module()
+    left, top, right, bottom = box
+    out = Image.new("RGB", size, None)  # not filled: the resize writes every pixel
+    options = fast.ResizeOptions(resize_alg=fast.ResizeAlg.convolution(fast.FilterType.lanczos3),
+                                 crop_box=fast.CropBox(left, top, right - left, bottom - top))
+    resizer.resize_pil(image, out, options)
+    return out
+
+
+def codec() -> str:
+    """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, the resampler, the rule."""
+    return f"{images.encoder_version()}, {resampler()}, scales {DCT_SCALES} from {DCT_GAP}x"
+
+
+def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
+    """The smallest M in DCT_SCALES whose M/8 decode of an image of `size` is at least DCT_GAP times `out`
+    on both sides (8: a full decode)."""
+    width, height = size
+    gap = round(DCT_GAP * 100)  # in integers: no float rounding in the choice
+    for m in DCT_SCALES:
+        if -(-width * m // 8) * 100 >= out[0] * gap and -(-height * m // 8) * 100 >= out[1] * gap:
+            return m
+    return 8
+
+
+class _Source:
+    """One input image, decoded on demand at the scales its targets need (each scale once)."""
+
+    def __init__(self, data: bytes, path: str, orientation: int, kind: str | None, size: tuple[int, int]) -> None:
+        self.data, self.path = data, path
+        self.kind = kind  # None: a JPEG the full-size build stores as is, which libjpeg can decode scaled
+        self.orientation = orientation
+        self.size = size  # (width, height) as stored, before any EXIF transposition
+        self._decoded: dict[int, tuple[Any, float]] = {}
+
+    def decoded(self, out: tuple[int, int]) -> tuple[Any, float]:
+        """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), and the factor from stored
+        to decoded size.
+
+        Returns (image, factor) where factor is a fraction M/8 (1 for a full decode): the decoded
+        image covers width*factor x height*factor stored pixels' worth, rounded up.
+        """
+        scale = self._scale(out)
+        if scale not in self._decoded:
+            self._decoded[scale] = self._decode(scale)
+        return self._decoded[scale]
+
+    def _scale(self, out: tuple[int, int]) -> int:
+        """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
+        return decode_scale(self.size, out) if self.kind is None else 8
+
+    def _decode(self, scale: int) -> tuple[Any, float]:
+        from PIL import Image
+
+        width, height = self.size
+        try:
+            with Image.open(io.BytesIO(self.data)) as opened:
+                if scale != 8:  # Pillow picks 1/d with d <= width // requested: ask for exactly 1/d
+                    opened.draft("RGB", (width // (8 // scale), height // (8 // scale)))
+                opened.load()
+                image = images.to_rgb(opened)
+        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+            raise InputError(self.path, f"cannot decode {self.kind or 'image'}: {e}") from None
+        for m in range(1, 9):  # the scale the decoder used: libjpeg rounds the scaled size up
+            if image.size == (-(-width * m // 8), -(-height * m // 8)):
+                return image, m / 8
+        raise InputError(self.path, f"decoded to {image.size[0]}x{image.size[1]}, not a scale of {width}x{height}")
+
+
+def _encode(image: Any, quality: int, path: str) -> bytes:
+    """Baseline RGB JPEG, 4:2:0, no EXIF, no ICC, no optimisation pass: the same bytes for the same pixels."""
+    return images.encode_jpeg(image, path, quality=quality, subsampling=2, optimize=False, progressive=False)
+
+
+def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
+    width, height = source.size
+    swap = options.exif_transpose and source.orientation in (5, 6, 7, 8)
+    shown = (height, width) if swap else (width, height)
+    keep = options.larger_only and target.fits(*shown)  # only here to be turned upright: no upscaling
+    out_w, out_h = shown if keep else target.size_for(*shown)
+    problem = output_problem(out_w, out_h)
+    if problem:  # shorter:N of a 1 x 10,000 image: 100 x 1,000,000 for shorter:100; said before decoding
+        raise InputError(source.path, f"resized to {target.label} it would be {out_w:,}x{out_h:,}: {problem}")
+    stored_out = (out_h, out_w) if swap else (out_w, out_h)  # the output size before transposing
+    image, factor = source.decoded(stored_out)
+    box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
+    if image.size != stored_out or factor != 1:
+        image = lanczos(image, stored_out, box)
+    if options.exif_transpose and source.orientation in _TRANSPOSE:
+        image = image.transpose(_TRANSPOSE[source.orientation])
+    kind = source.kind or ""
+    data = _encode(image, options.quality, source.path)
+    return images.StoredImage(data, image.height, image.width, kind, resized=True)
+
+
+def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
+    """For each target, the StoredImage to write, or the InputError that keeps it out.
+
+    A problem every target meets (an empty or broken file) is raised; one that only decoding
+    meets is given for the targets that decode, so each target's result depends on it alone.
+    """
+    full = images.prepare(data, path)  # the checks, and the full-size build's bytes
+    # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
+    orientation = images.exif_orientation(data) if options.exif_transpose and data[:2] == b"\xff\xd8" else 1
+    decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
+    source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
+    upright = not (options.exif_transpose and orientation in _TRANSPOSE)
+    results: list[images.StoredImage | InputError] = []
+    for target in options.targets:
+        width, height = source.size
+        if options.larger_only and upright and target.fits(width, height):
+            results.append(full)
+            continue
+        try:
+            results.append(_resized(source, target, options))
+        except InputError as e:
+            results.append(e)
+        except (OSError, ValueError) as e:  # the resampler's own: still this image's failure, named and skippable
+            results.append(InputError(path, f"cannot resize to {target.label}: {e}"))
+    return results

@@ -1,0 +1,1 @@
+"""The files of a build: names, TFRecord framing, DALI indexes."""

@@ -1,0 +1,133 @@
+"""The names of a build's files — shards, their DALI indexes, the manifest, labels.txt — in one place.
+
+Every module that writes, finds or judges these files formats, parses and globs
+them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" or
+"indexes live in `dali_idx/` unless the manifest says otherwise" has one home.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+from imagenet_build.infra import storage
+from imagenet_build.infra.atomic import is_temp_name, temp_name  # noqa: F401  (a build's file names, all here)
+from imagenet_build.infra.lock import LOCK_NAME  # noqa: F401
+
+SPLITS = ("train", "validation")  # the splits convert writes
+MANIFEST_NAME = "manifest.json"
+LABELS_NAME = "labels.txt"  # the class of each label, for builds whose classes are not the labels file's
+INDEX_SUFFIX = ".idx"
+DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
+BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
+SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
+LISTINGS_NAME = ".imagenet-build-listings"  # each .tar.gz input's listing, kept for a rerun (sources/spool.py)
+
+SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
+_SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
+# What `index` takes from a folder: shard-named files and the usual TFRecord suffixes.
+_TFRECORD = re.compile(r"(^.+-\d{5}-of-\d{5}$)|(\.tfrecords?$)|(\.tfrec$)")
+
+
+class ShardName(NamedTuple):
+    split: str
+    number: int  # 0-based
+    total: int  # the N of -of-N
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    """`train-00000-of-01024`: slim's names."""
+    return f"{split}-{index:05d}-of-{count:05d}"
+
+
+def parse_shard_name(name: str) -> ShardName | None:
+    """(split, index, count) of any `<split>-NNNNN-of-NNNNN` name, else None."""
+    match = _SHARD.match(name)
+    if not match:
+        return None
+    return ShardName(match["split"], int(match["index"]), int(match["count"]))
+
+
+def is_build_shard(name: str) -> bool:
+    """A shard name convert itself writes (train or validation)."""
+    parsed = parse_shard_name(name)
+    return parsed is not None and parsed.split in SPLITS
+
+
+def is_shard_of(name: str, split: str) -> bool:
+    """`name` is a shard of `split`: exactly `<split>-NNNNN-of-NNNNN` (not its index, not another split's
+    shard whose name starts alike, such as train-small-00000-of-00001 for train)."""
+    parsed = parse_shard_name(name)
+    return parsed is not None and parsed.split == split
+
+
+def is_shard_index(name: str) -> bool:
+    """`name` is the DALI index of a shard-named file (`train-00000-of-00004.idx`)."""
+    shard = shard_of_index(name)
+    return shard is not None and parse_shard_name(shard) is not None
+
+
+def split_shards(folder: str, split: str) -> list[str]:
+    """The paths of a split's shards in a folder or URL prefix, in name order: the one rule by which
+    every reader finds them (is_shard_of; folders named like shards are left out)."""
+    listed = storage.listdir(folder)
+    names = sorted(name for name, is_dir in listed.items() if not is_dir and is_shard_of(name, split))
+    return [storage.join(folder, name) for name in names]
+
+
+def no_shards_message(folder: str, what: str) -> str:
+    """`<folder>: holds no <what>`, naming the builds in its sub-folders (a --resize build's top folder
+    holds one per size: shorter-224/, ...), so the user sees which folder to name instead."""
+    below = sorted(name for name, is_dir in storage.listdir(folder).items()
+                   if is_dir and storage.exists(storage.join(folder, name, MANIFEST_NAME)))
+    message = f"{folder}: holds no {what}"
+    if below:
+        message += f"; its sub-folders {', '.join(n + '/' for n in below)} hold builds: name one of them"
+    return message
+
+
+def is_tfrecord_name(name: str) -> bool:
+    return bool(_TFRECORD.search(name))
+
+
+
+
+def index_name(shard: str) -> str:
+    """The DALI index file name of a shard (path or name)."""
+    return storage.basename(shard) + INDEX_SUFFIX
+
+
+def shard_of_index(name: str) -> str | None:
+    """The shard an index file name belongs to, or None for a name that is no index."""
+    return name[: -len(INDEX_SUFFIX)] if name.endswith(INDEX_SUFFIX) else None
+
+
+def index_path(shard_path: str, index_dir: str) -> str:
+    return storage.join(index_dir, index_name(shard_path))
+
+
+def index_dir_of(output_dir: str, manifest: Mapping[str, Any] | None, override: str | None = None) -> str:
+    """Where a build's DALI indexes are: as given, as its manifest records it, else <output>/dali_idx."""
+    if override:
+        return str(override)
+    label = (manifest or {}).get("options", {}).get("index_dir")
+    if label and (storage.is_url(label) or label.startswith("/")):
+        return label
+    if label == ".":  # beside the shards
+        return output_dir
+    return storage.join(output_dir, label or DEFAULT_INDEX_DIR)
+
+
+def index_placement(output_dir: str, index_dir: str) -> str:
+    """Where the index folder is: "inside" the output (a folder of it: dali_idx/ by default), "beside"
+    the shards (the output folder itself, each index next to its shard), or "elsewhere". Compared as
+    real paths: o/dali_idx, o/dali_idx/ and ./o/dali_idx are one folder."""
+    if storage.is_url(output_dir):
+        output, index = output_dir.rstrip("/"), index_dir.rstrip("/")
+    else:
+        output, index = os.path.realpath(output_dir), os.path.realpath(index_dir)
+    if index == output:
+        return "beside"
+    return "inside" if storage.parent(index) == output else "elsewhere"

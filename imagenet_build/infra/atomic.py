@@ -1,0 +1,62 @@
+"""Atomic file writes: a temporary name in the same folder, fsync, rename.
+
+A reader (or a rerun after a crash) sees either the old file or the whole new
+one, never a part.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from imagenet_build.infra.errors import PathLike
+
+_TEMP = re.compile(r"^\..+\.\d+\.tmp$")
+
+
+def temp_name(path: str | os.PathLike[str]) -> Path:
+    """A hidden temporary name beside `path`, unique to the writing process."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def is_temp_name(name: str) -> bool:
+    """A name temp_name gives: what a writer killed mid-write leaves behind."""
+    return bool(_TEMP.match(name))
+
+
+def fsync_dir(path: PathLike) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_temp(path: PathLike, data: bytes) -> Path:
+    """Write bytes to a temporary name beside `path` and fsync; returns that name (to rename, or
+    to remove). On failure nothing is left."""
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_atomic(path: PathLike, data: bytes) -> None:
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
+    path = Path(path)
+    tmp = write_temp(path, data)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        # the old file stays whole under its name, and no temp file is left
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)

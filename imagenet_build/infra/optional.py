@@ -1,0 +1,119 @@
+"""The one door for optional dependencies: a missing one is a BuildError naming the extra.
+
+The build path needs none of them; a verb that does imports it through
+`require` (or `require_all`), so a user without the extra reads what to install
+instead of a ModuleNotFoundError traceback. imagenet-build is installed from a
+clone of its repository, not from a package index: the hints say how there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from types import ModuleType
+
+from imagenet_build.infra.errors import BuildError
+
+# module prefix -> (the extra that installs it, what the user calls it)
+EXTRAS = {
+    "fsspec": ("s3", "fsspec"),
+    "s3fs": ("s3", "s3fs"),
+    "gcsfs": ("gcs", "gcsfs"),
+    "apache_beam": ("beam", "Apache Beam"),
+    "tensorflow": ("tf", "TensorFlow"),
+    "nvidia.dali.plugin.tf": ("dali", "DALI's TensorFlow plugin"),
+    "nvidia.dali": ("dali", "NVIDIA DALI"),
+    "numpy": ("tf", "numpy"),
+    "torchvision": ("torch", "torchvision"),
+    "torch": ("torch", "PyTorch"),
+    "pyarrow": ("parquet", "pyarrow"),
+}
+
+
+def _extra_of(module: str) -> tuple[str, str]:
+    for prefix, extra in EXTRAS.items():
+        if module == prefix or module.startswith(prefix + "."):
+            return extra
+    return ("", module)
+
+
+PLUGIN = "nvidia.dali.plugin.tf"
+PLUGIN_INSTALL = ("pip install -c constraints.txt --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' "
+                  "(after TensorFlow and DALI)")
+
+
+def install_hint(modules: Sequence[str]) -> str:
+    """How to install these modules: the extras that bring them, as installed from a clone of the
+    repository (the package is not on a package index), and DALI's TF plugin after them."""
+    extras = sorted({_extra_of(m)[0] for m in modules if m != PLUGIN and _extra_of(m)[0]})
+    others = sorted(m for m in modules if m != PLUGIN and not _extra_of(m)[0])
+    steps = []
+    if extras:
+        steps.append(f"in a clone of imagenet-build, pip install -c constraints.txt '.[{','.join(extras)}]'")
+    steps += [f"pip install {m}" for m in others]
+    if PLUGIN in modules:
+        steps.append(PLUGIN_INSTALL)
+    return "; then ".join(steps)
+
+
+def missing_message(module: str, purpose: str) -> str:
+    return missing_all_message([module], purpose)
+
+
+def missing_all_message(modules: Sequence[str], purpose: str) -> str:
+    names = [_extra_of(m)[1] for m in modules]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    verb = "is" if len(names) == 1 else "are"
+    return f"{purpose} needs {listed}, which {verb} not installed: {install_hint(modules)}"
+
+
+def is_installed(module: str) -> bool:
+    """Whether `module` can be imported, found without importing it (a missing parent package: False)."""
+    if sys.modules.get(module, False) is None:  # set to None: import refused
+        return False
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_all(modules: Sequence[str], purpose: str) -> None:
+    """One BuildError naming every module of `modules` that is not installed, and how to install them
+    all; each is then imported (a module that is present but fails to import raises as it does)."""
+    missing = [m for m in modules if not is_installed(m)]
+    if missing:
+        raise BuildError(missing_all_message(missing, purpose))
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Silence file descriptor 2 itself: TensorFlow's C++ logging writes there on import,
+    before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
+
+
+def require(module: str, purpose: str, quiet: bool = False) -> ModuleType:
+    """Import `module`, or raise one BuildError line saying which extra brings it.
+
+    quiet: keep the module's native start-up chatter off stderr (errors still come as exceptions).
+    """
+    try:
+        if quiet and module not in sys.modules:
+            with _native_stderr_silenced():
+                return importlib.import_module(module)
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise BuildError(missing_message(module, purpose)) from e

@@ -1,0 +1,262 @@
+"""trainer-check --framework torch: the shards through the PyTorch reader into real training steps.
+
+The same checks as the DALI path, from trainer_checks.py: one epoch read by
+--num-shards simulated ranks (each with its DataLoader workers) must deliver
+every record once and no record to two ranks; labels and histogram; batches;
+normalisation; a finite loss; a small fixed subset that is learned. One code
+path for both devices: `BatchTransform` decodes and augments on the CPU or,
+with the device switched, on the GPU (nvJPEG); the GPU run uses ResNet-50
+(torchvision) in bf16 autocast and channels_last. torch and torchvision come
+from the `torch` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Generator, Iterator, Sequence
+
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.optional import require
+from imagenet_build.infra.workers import end_with_this_process, progress_bar
+from imagenet_build.readback.checks import (
+    DLE_MEAN,
+    DLE_STD,
+    Report,
+    check_batches,
+    check_epoch,
+    check_loss,
+    check_overfit,
+    result_of,
+)
+
+
+def resolve_device(device: str) -> str:
+    """"cuda" or "cpu" for --device auto|gpu|cuda|cpu."""
+    torch = require("torch", "trainer-check --framework torch")
+    if device == "cpu":
+        return "cpu"
+    available = torch.cuda.is_available()
+    if device in ("gpu", "cuda") and not available:
+        raise BuildError(f"--device {device}: PyTorch sees no GPU (torch.cuda.is_available() is False); "
+                         "use --device cpu or auto")
+    return "cuda" if available else "cpu"
+
+
+def small_resnet(classes: int) -> Any:
+    """A small ResNet for CPU runs (the DALI path's, in PyTorch): a stride-4 stem, three residual stages."""
+    torch = require("torch", "trainer-check --framework torch")
+    nn = torch.nn
+
+    class Block(nn.Module):  # type: ignore[name-defined]  # torch comes from require() at run time
+        def __init__(self, cin: int, cout: int, stride: int) -> None:
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+            self.shortcut = (nn.Identity() if stride == 1 and cin == cout else
+                             nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)))
+
+        def forward(self, x: Any) -> Any:
+            return torch.relu(self.body(x) + self.shortcut(x))
+
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 7, 4, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes))
+
+
+def build_model(name: str, classes: int, device: str) -> Any:
+    torch = require("torch", "trainer-check --framework torch")
+    if name == "resnet50":
+        models = require("torchvision.models", "trainer-check --framework torch --model resnet50")
+        model = models.resnet50(weights=None, num_classes=classes)
+    else:
+        model = small_resnet(classes)
+    torch.manual_seed(0)
+    return model.to(device, memory_format=torch.channels_last if device == "cuda" else torch.contiguous_format)
+
+
+def _loader(dataset: Any, batch_size: int, workers: int) -> Any:
+    from imagenet_build.readback.torch_dataset import collate
+
+    torch = require("torch", "trainer-check --framework torch")
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate,
+                                       prefetch_factor=4 if workers else None,
+                                       worker_init_fn=end_with_this_process() if workers else None)
+
+
+def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None, None]:
+    """Batches epoch after epoch (set_epoch before each, as a training loop does)."""
+    epoch = 0
+    while True:
+        dataset.set_epoch(epoch)
+        yield from _loader(dataset, batch_size, workers)
+        epoch += 1
+
+
+def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_size: int = 64) -> list[tuple]:
+    """[(rank, shard, offset, filename, label as stored)] for one epoch of every simulated rank."""
+    from imagenet_build.readback.torch_dataset import RecordDataset
+
+    seen: list[tuple] = []
+    bar = progress_bar(None, 0, "epoch", "rec")
+    for rank in range(num_shards):
+        dataset = RecordDataset(folder, split, rank=rank, world_size=num_shards, decode=False, shuffle=True)
+        for batch in _loader(dataset, batch_size, workers):
+            for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
+                                                  batch["label"].tolist()):
+                seen.append((rank, shard, offset, name, label + 1))  # the check wants the stored label
+            bar.update(len(batch["filename"]))
+    bar.close()
+    return seen
+
+
+def _train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, device: str,
+           losses: list[float], until: Callable[[list[float]], bool] | None = None) -> str:
+    """Train on batches(), appending each loss; returns why training stopped early, or "".
+
+    `until(losses)`, looked at every 5 steps, ends training early when it holds.
+    """
+    torch = require("torch", "trainer-check --framework torch")
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    model.train()
+    pending: list[Any] = []  # losses stay on the device until the end: no sync per step
+    bar = progress_bar(None, 0, "train", "step")
+    failure = ""
+    try:
+        for images, labels in batches():
+            bad = (labels < 0) | (labels >= classes)
+            if bool(bad.any()):  # checked on the CPU: on a GPU a bad label is a device-side assert
+                failure = (f"training stopped at step {len(pending) + 1}: label {int(labels[bad][0])} outside "
+                           f"[0, {classes}) (records stored 0-based?)")
+                break
+            with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+                loss = loss_fn(model(images), labels.to(device, non_blocking=True))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            pending.append(loss.detach().float())
+            bar.update(1)
+            if until is not None and len(pending) % 5 == 0 and until(torch.stack(pending).cpu().tolist()):
+                break
+    except RuntimeError as e:
+        failure = f"training failed after {len(pending)} steps: {str(e).splitlines()[0][:200]}"
+    finally:
+        bar.close()
+    if pending:
+        losses.extend(torch.stack(pending).cpu().tolist())
+    return failure
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        require("torch", "trainer-check --framework torch").cuda.synchronize()
+
+
+def trainer_check(folder: str, split: str = "train", **options: Any) -> dict:
+    """Run every check through the PyTorch reader; the report dict, shaped as the DALI path's.
+
+    A DataLoader worker's error reaches here rebuilt by PyTorch with the worker's whole traceback in
+    its message: the BuildError it was becomes that one line again.
+    """
+    try:
+        return _trainer_check(folder, split, **options)
+    except (BuildError, RuntimeError) as e:
+        text = str(e).strip()
+        if "Original Traceback" not in text:
+            raise
+        last = text.splitlines()[-1]  # "imagenet_build.infra.errors.BuildError: <the line>"
+        raise BuildError(last.split(": ", 1)[1] if ": " in last else last) from None
+
+
+def _trainer_check(folder: str, split: str = "train", device: str = "auto", steps: int | None = None,
+                   batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
+                   mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
+                   workers: int | None = None) -> dict:
+    torch = require("torch", "trainer-check --framework torch")
+    from imagenet_build.readback.torch_dataset import BatchTransform, RecordDataset, Records, share
+
+    started = time.monotonic()
+    records = Records(folder, split)  # a missing or unreadable index: one line, before anything starts
+    device = resolve_device(device)
+    gpu = device == "cuda"
+    steps = steps or (300 if gpu else 30)
+    batch_size = batch_size or (256 if gpu else 16)
+    model = model or ("resnet50" if gpu else "small")
+    workers = min(8, os.cpu_count() or 1) if workers is None and gpu else (2 if workers is None else workers)
+    share(len(records), num_shards - 1, num_shards)
+    classes = (records.manifest or {}).get("num_classes")
+    report = Report()
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
+
+    seen = read_epoch(folder, split, num_shards, workers)
+    if not seen:
+        raise BuildError(f"{folder}: the PyTorch reader read no {split} records at all")
+    classes = classes or max(label for *_, label in seen)
+    check_epoch(report, seen, records.manifest, split, records.paths, num_shards, classes, reader="the PyTorch reader")
+
+    # read + decode + augment alone: its speed, and batches to look at
+    dataset = RecordDataset(folder, split, decode=False, shuffle=True)
+    augment = BatchTransform(device, training=True, mean=mean, std=std, channels_last=gpu)
+    stream = _cycle(dataset, batch_size, workers)
+    augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
+    _sync(device)
+    kept, timed_images = [], 0
+    t0 = time.perf_counter()
+    for k in range(max(4, min(20, len(seen) // batch_size))):
+        images = augment(next(stream)["image"])
+        if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
+            kept.append(images)
+        timed_images += len(images)
+    _sync(device)
+    pipeline_rate = timed_images / (time.perf_counter() - t0)
+    stream.close()
+    batches = [images.permute(0, 2, 3, 1).float().cpu().numpy() for images in kept]  # NHWC, as the checks take
+    channel_mean, channel_std = check_batches(report, batches)
+
+    # training from the reader, end to end
+    net = build_model(model, classes, device)
+    stream = _cycle(dataset, batch_size, workers)
+
+    after_first_step: list[float] = []
+
+    def training_batches() -> Iterator[tuple]:
+        for step in range(steps):
+            if step == 1:
+                after_first_step.append(time.perf_counter())
+            batch = next(stream)
+            yield augment(batch["image"]), batch["label"]
+
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    failure = _train(net, training_batches, classes, device, losses)
+    _sync(device)
+    if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
+        train_rate = (len(losses) - 1) * batch_size / (time.perf_counter() - after_first_step[0])
+    else:
+        train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
+    stream.close()  # its DataLoader workers end here
+    del net
+    check_loss(report, losses, failure)
+
+    # overfit a small fixed subset: eval-style images held on the device, trained on repeatedly (until
+    # the loss is down to a quarter, well past the halving the check asks for, or max(steps, 30) steps)
+    subset = RecordDataset(folder, split, decode=False, shuffle=False)
+    first = next(iter(_loader(subset, batch_size, 0)))
+    images = BatchTransform(device, training=False, mean=mean, std=std, channels_last=gpu)(first["image"])
+    labels = first["label"]
+    fixed: list[float] = []
+    failure = _train(build_model(model, classes, device), lambda: ((images, labels) for _ in range(max(steps, 30))),
+                     classes, device, fixed, until=lambda so_far: so_far[-1] < 0.25 * so_far[0])
+    check_overfit(report, fixed, failure, len(labels))
+
+    result = result_of(report, split=split, device=device, model=model, batch_size=batch_size, steps=steps,
+                       ranks=num_shards, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
+                       losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std,
+                       started=started)
+    return dict(result, framework="torch", reader="PyTorch reader (imagenet_build.torch)",
+                device_name=torch.cuda.get_device_name() if gpu else "cpu", torch=torch.__version__,
+                workers=workers)

@@ -1,0 +1,1 @@
+"""Helpers around a build: the sample dataset, prepare-val."""

@@ -1,0 +1,94 @@
+"""prepare-val: put flat ILSVRC2012_val_*.JPEG files into synset folders, slim's layout.
+
+Only for users who want that layout: convert reads the flat folder directly.
+Unlike slim's helper it is safe to run twice, works on a partial set, never
+overwrites a file, and by default hard-links so the flat originals stay.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from imagenet_build.catalog.classes import (
+    DEFAULT_VALIDATION_LABELS_FILE,
+    read_validation_labels,
+)
+from imagenet_build.infra.errors import InputError, PathLike, UsageError
+from imagenet_build.infra.lock import FolderLock
+from imagenet_build.sources import VALIDATION_NAME
+
+METHODS = ("link", "copy", "move")
+
+
+def prepare_validation(
+    val_dir: PathLike, labels_file: PathLike | None = None, method: str = "link", dry_run: bool = False
+) -> dict[str, Any]:
+    """Place each flat validation image into `<val_dir>/<synset>/`; returns what was (or would be) done."""
+    if method not in METHODS:
+        raise UsageError(f"method must be one of {', '.join(METHODS)}")
+    val_dir = Path(val_dir)
+    if not val_dir.is_dir():
+        raise InputError(val_dir, "folder not found")
+    labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
+    labels = read_validation_labels(labels_file)
+    if dry_run:
+        _refuse_other_labels(val_dir, labels, labels_file)
+        return _place(val_dir, labels, method, dry_run)
+    with FolderLock(val_dir):
+        _refuse_other_labels(val_dir, labels, labels_file)
+        return _place(val_dir, labels, method, dry_run)
+
+
+def _refuse_other_labels(val_dir: Path, labels: list[str], labels_file: PathLike) -> None:
+    """Images already in a synset folder that this labels file does not give them: placed by a run with
+    another labels file. Going on would leave such an image in two folders (under two labels), so refuse."""
+    misplaced = []
+    for folder in sorted(entry for entry in os.listdir(val_dir) if (val_dir / entry).is_dir()):
+        for name in sorted(os.listdir(val_dir / folder)):
+            match = VALIDATION_NAME.match(name)
+            if match and int(match.group(1)) <= len(labels) and labels[int(match.group(1)) - 1] != folder:
+                misplaced.append((folder, name, labels[int(match.group(1)) - 1]))
+    if misplaced:
+        folder, name, synset = misplaced[0]
+        raise InputError(val_dir / folder / name,
+                         f"in folder {folder}, but {labels_file} gives {synset} ({len(misplaced)} such image(s)): "
+                         "placed by a run with another labels file; remove the synset folders it made (with --link "
+                         "or --copy the flat files are still there) or give that run's labels file")
+
+
+def _place(val_dir: Path, labels: list[str], method: str, dry_run: bool) -> dict[str, Any]:
+    done: dict[str, Any] = {"placed": 0, "already_in_place": 0, "conflicts": [], "no_label": [], "method": method,
+            "dry_run": dry_run}
+    names = sorted(n for n in os.listdir(val_dir) if VALIDATION_NAME.match(n) and (val_dir / n).is_file())
+    if not names:
+        raise InputError(val_dir, "holds no flat ILSVRC2012_val_*.JPEG files")
+    for name in names:
+        match = VALIDATION_NAME.match(name)
+        assert match is not None  # names were filtered by this pattern
+        number = int(match.group(1))
+        if number > len(labels):
+            done["no_label"].append(name)
+            continue
+        source, target = val_dir / name, val_dir / labels[number - 1] / name
+        if target.exists():
+            if os.path.samefile(source, target) or target.read_bytes() == source.read_bytes():
+                done["already_in_place"] += 1
+                if method == "move" and not dry_run:
+                    source.unlink()  # the copy in its folder is the same file or the same bytes
+            else:
+                done["conflicts"].append(str(target))  # never overwritten
+            continue
+        done["placed"] += 1
+        if dry_run:
+            continue
+        target.parent.mkdir(exist_ok=True)
+        if method == "link":
+            os.link(source, target)
+        elif method == "copy":
+            shutil.copy2(source, target)
+        else:
+            os.replace(source, target)
+    return done

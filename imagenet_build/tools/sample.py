@@ -1,0 +1,252 @@
+"""A small ImageNet-shaped dataset to try everything on, made with Pillow.
+
+Layout, as the ILSVRC2012 archives unpack:
+  OUT/train/<synset>/<synset>_<n>.JPEG      train images, one folder per class
+  OUT/validation/ILSVRC2012_val_%08d.JPEG   flat validation images
+  OUT/validation_labels.txt                 synset of validation image i on line i
+  OUT/labels.txt                            the synsets used (a labels file)
+  OUT/bbox/<synset>/<image>.xml            box annotations, as the bbox archive unpacks
+  OUT/bboxes.csv                            the same boxes in slim's CSV format
+and with tarballs=True the three ILSVRC2012 archives made from them:
+  OUT/ILSVRC2012_img_train.tar (a tar of <synset>.tar), OUT/ILSVRC2012_img_val.tar,
+  OUT/ILSVRC2012_bbox_train_v2.tar.gz
+It holds the awkward cases of the real thing: CMYK JPEGs, a PNG (with alpha)
+behind a .JPEG name, grayscale, progressive, and an EXIF-rotated JPEG. Each
+class has its own colour and stripe direction, so a small network can learn it.
+Same options -> same bytes.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import gzip
+import io
+import random
+import tarfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from imagenet_build.catalog.boxes import boxes_to_csv_lines
+from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
+from imagenet_build.infra.errors import BuildError, PathLike, UsageError
+from imagenet_build.sources.samples import tar_add
+
+if TYPE_CHECKING:
+    from PIL.Image import Image
+
+
+def _picture(rng: random.Random, label_index: int, num_classes: int, width: int, height: int) -> Image:
+    from PIL import Image, ImageDraw
+
+    hue = label_index / max(num_classes, 1)
+    base = tuple(int(255 * c) for c in colorsys.hsv_to_rgb(hue, 0.7, 0.5 + 0.4 * rng.random()))
+    image = Image.new("RGB", (width, height), base)
+    draw = ImageDraw.Draw(image)
+    period = 8 + (label_index % 4) * 6
+    stripe = tuple(255 - c for c in base)
+    if label_index % 2:
+        for x in range(rng.randrange(period), width, period):
+            draw.line([(x, 0), (x, height)], fill=stripe, width=max(1, period // 3))
+    else:
+        for y in range(rng.randrange(period), height, period):
+            draw.line([(0, y), (width, y)], fill=stripe, width=max(1, period // 3))
+    noise = Image.frombytes("L", (width, height), rng.randbytes(width * height)).convert("RGB")
+    return Image.blend(image, noise, 0.25)
+
+
+def _encode(image: Image, kind: str, quality: int) -> bytes:
+    out = io.BytesIO()
+    if kind == "cmyk":
+        image.convert("CMYK").save(out, "JPEG", quality=quality)
+    elif kind == "png":
+        rgba = image.convert("RGBA")
+        rgba.putalpha(200)
+        rgba.save(out, "PNG")
+    elif kind == "gray":
+        image.convert("L").save(out, "JPEG", quality=quality)
+    elif kind == "progressive":
+        image.save(out, "JPEG", quality=quality, progressive=True)
+    elif kind == "exif-rotated":
+        exif = image.getexif()
+        exif[0x0112] = 6  # orientation: rotate 90 degrees when shown
+        image.save(out, "JPEG", quality=quality, exif=exif.tobytes())
+    else:
+        image.save(out, "JPEG", quality=quality)
+    return out.getvalue()
+
+
+def _random_box(rng: random.Random, width: int, height: int) -> tuple[int, int, int, int]:
+    """A box in pixels, now and then reaching past the image as some ImageNet boxes do."""
+    x0, x1 = sorted(rng.randint(-5, width + 5) for _ in range(2))
+    y0, y1 = sorted(rng.randint(-5, height + 5) for _ in range(2))
+    return x0, y0, x1, y1
+
+
+def _annotation(
+    name: str, synset: str, width: int, height: int, boxes: list[tuple[int, int, int, int]], floats: bool = False
+) -> str:
+    """A Pascal-VOC XML annotation as ImageNet's bbox archive has them."""
+    def number(v: int) -> str:
+        return f"{v}.0" if floats else str(v)
+
+    objects = "".join(
+        f"<object><name>{synset}</name><pose>Unspecified</pose><truncated>0</truncated>"
+        f"<difficult>0</difficult><bndbox><xmin>{number(x0)}</xmin><ymin>{number(y0)}</ymin>"
+        f"<xmax>{number(x1)}</xmax><ymax>{number(y1)}</ymax></bndbox></object>"
+        for x0, y0, x1, y1 in boxes
+    )
+    return (
+        f"<annotation><folder>{synset}</folder><filename>{name[: -len('.JPEG')]}</filename>"
+        f"<source><database>ILSVRC_2012</database></source><size><width>{width}</width>"
+        f"<height>{height}</height><depth>3</depth></size><segmented>0</segmented>{objects}</annotation>\n"
+    )
+
+
+def _sample_in_layout(out: PathLike, layout: str, **options: Any) -> dict[str, Any]:
+    """The ILSVRC sample made aside, then rewritten in the layout's shape under `out`."""
+    import shutil
+    import tempfile
+
+    from imagenet_build.sources.copies import sample_layouts
+
+    layouts = sample_layouts()
+    if layout not in layouts:
+        raise UsageError(f"--layout: one of {', '.join(sorted(layouts))}, not {layout!r}")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise BuildError(f"{out}: not empty; choose a new folder for the sample")
+    with tempfile.TemporaryDirectory(prefix="imagenet-build-sample-") as staging:
+        counts = make_sample(Path(staging) / "ilsvrc", tarballs=True, **options)
+        out.mkdir(parents=True, exist_ok=True)
+        layouts[layout].write_sample(Path(staging) / "ilsvrc", out)
+        for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
+            if not (out / name).exists():
+                shutil.copy(Path(staging) / "ilsvrc" / name, out / name)
+    return dict(counts, layout=layout)
+
+
+def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
+    """The convert command `sample` prints for the sample it wrote in `layout` under `out` (OUTPUT to fill in).
+
+    Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images:
+    the same labels files and shard layout, and the boxes from bboxes.csv wherever the copy
+    carries none of its own (every layout but ilsvrc's archives and Kaggle's).
+    """
+    import shlex
+
+    def path(name: str) -> str:
+        return shlex.quote(str(Path(out) / name))
+
+    if layout == "ilsvrc":
+        where = (f"--train-dir {path('train')} --validation-dir {path('validation')} "
+                 f"--bounding-box-file {path('bboxes.csv')}")
+    else:
+        from imagenet_build.sources import find_copy
+
+        copy = find_copy([out])
+        where = f"--from {shlex.quote(str(out))}" + ("" if copy.boxes else f" --bounding-box-file {path('bboxes.csv')}")
+    return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
+            f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
+            "--output-dir OUTPUT")
+
+
+def write_tarballs(out: PathLike) -> None:
+    """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
+    out = Path(out)
+    with tarfile.open(out / "ILSVRC2012_img_train.tar", "w", format=tarfile.GNU_FORMAT) as outer:
+        for folder in sorted((out / "train").iterdir()):
+            inner = io.BytesIO()
+            with tarfile.open(fileobj=inner, mode="w", format=tarfile.GNU_FORMAT) as tar:
+                for image in sorted(folder.iterdir()):
+                    tar_add(tar, image.name, image.read_bytes())
+            tar_add(outer, f"{folder.name}.tar", inner.getvalue())
+    with tarfile.open(out / "ILSVRC2012_img_val.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+        for image in sorted((out / "validation").iterdir()):
+            tar_add(tar, image.name, image.read_bytes())
+    with gzip.GzipFile(out / "ILSVRC2012_bbox_train_v2.tar.gz", "wb", mtime=0) as gz:
+        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+            for xml in sorted((out / "bbox").glob("*/*.xml")):
+                tar_add(tar, f"{xml.parent.name}/{xml.name}", xml.read_bytes())
+
+
+# Which train images (by position over all of them) get an awkward encoding.
+_SPECIAL = {2: "cmyk", 4: "png", 9: "cmyk", 3: "gray", 5: "progressive", 7: "exif-rotated"}
+
+
+def _kind(position: int) -> str:
+    if position in _SPECIAL:
+        return _SPECIAL[position]
+    if position % 13 == 6:
+        return "gray"
+    if position % 11 == 8:
+        return "progressive"
+    return "rgb"
+
+
+def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation_per_class: int = 4,
+                min_size: int = 64, max_size: int = 160, quality: int = 90, seed: int = 0,
+                labels_file: PathLike | None = None, tarballs: bool = False, layout: str = "ilsvrc") -> dict[str, Any]:
+    """Write the sample tree under `out` (which must not hold files yet). Returns counts.
+
+    layout: another copy's shape (`sample --layout`): the same images (for the same seed)
+    written as that copy is laid out, with labels.txt, validation_labels.txt and
+    bboxes.csv beside them.
+    """
+    if layout != "ilsvrc":
+        return _sample_in_layout(out, layout, classes=classes, per_class=per_class,
+                                 validation_per_class=validation_per_class, min_size=min_size, max_size=max_size,
+                                 quality=quality, seed=seed, labels_file=labels_file)
+    if classes < 1 or per_class < 1 or validation_per_class < 0:
+        raise BuildError("--classes and --per-class must be at least 1")
+    if not 8 <= min_size <= max_size:
+        raise BuildError("image sizes must satisfy 8 <= --min-size <= --max-size")
+    all_synsets = read_labels_file(labels_file or DEFAULT_LABELS_FILE)
+    if classes > len(all_synsets):
+        raise BuildError(f"--classes: at most {len(all_synsets)} synsets are known")
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise BuildError(f"{out}: not empty; choose a new folder for the sample")
+    rng = random.Random(seed)
+    synsets = all_synsets[:classes]
+    counts: dict[str, Any] = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
+
+    (out / "bbox").mkdir(parents=True)
+    position = 0
+    for label_index, synset in enumerate(synsets):
+        folder = out / "train" / synset
+        folder.mkdir(parents=True)
+        for n in range(per_class):
+            width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
+            kind = _kind(position)
+            name = f"{synset}_{n + 1}.JPEG"
+            image = _picture(rng, label_index, classes, width, height)
+            (folder / name).write_bytes(_encode(image, kind, quality))
+            counts["special"][kind] = counts["special"].get(kind, 0) + 1
+            boxes = [_random_box(rng, width, height) for _ in range(rng.choice((0, 1, 1, 2)))]
+            if boxes:
+                xml = out / "bbox" / synset / f"{name[: -len('.JPEG')]}.xml"
+                xml.parent.mkdir(parents=True, exist_ok=True)
+                xml.write_text(_annotation(name, synset, width, height, boxes, floats=position % 5 == 1))
+            position += 1
+    counts["train"] = position
+    counts["special"].pop("rgb", None)
+
+    val_synsets = [s for s in synsets for _ in range(validation_per_class)]
+    rng.shuffle(val_synsets)
+    val_folder = out / "validation"
+    val_folder.mkdir(parents=True)
+    for number, synset in enumerate(val_synsets, start=1):
+        width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
+        image = _picture(rng, synsets.index(synset), classes, width, height)
+        kind = "gray" if number % 7 == 3 else "rgb"
+        (val_folder / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(_encode(image, kind, quality))
+    counts["validation"] = len(val_synsets)
+
+    (out / "labels.txt").write_text("".join(s + "\n" for s in synsets))
+    (out / "validation_labels.txt").write_text("".join(s + "\n" for s in val_synsets))
+    lines, _, _ = boxes_to_csv_lines(out / "bbox", synsets)
+    (out / "bboxes.csv").write_text("".join(line + "\n" for line in lines))
+    counts["boxes"] = len(lines)
+    if tarballs:
+        write_tarballs(out)
+    return counts

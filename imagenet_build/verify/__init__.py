@@ -1,0 +1,1 @@
+"""verify: the checks of a build folder and their report."""

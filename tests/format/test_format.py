@@ -1,0 +1,126 @@
+"""Record bytes against TensorFlow's own Example and TFRecord writer."""
+
+import io
+
+import pytest
+
+from helpers import FRAMING_DAMAGE, GOOD
+from imagenet_build.encode.example import decode_example, encode_example
+from imagenet_build.format import tfrecord
+
+
+@pytest.fixture(scope="module")
+def tf():
+    return pytest.importorskip("tensorflow")
+
+
+def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes):
+    """slim's _convert_to_example, verbatim in structure."""
+    xmin, ymin, xmax, ymax = [], [], [], []
+    for b in boxes:
+        for lst, point in zip([xmin, ymin, xmax, ymax], b):
+            lst.append(point)
+
+    def ints(v):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=v))
+
+    def floats(v):
+        return tf.train.Feature(float_list=tf.train.FloatList(value=v))
+
+    def byts(v):
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
+
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "image/height": ints([height]),
+                "image/width": ints([width]),
+                "image/colorspace": byts(b"RGB"),
+                "image/channels": ints([3]),
+                "image/class/label": ints([label]),
+                "image/class/synset": byts(synset.encode()),
+                "image/class/text": byts(text.encode()),
+                "image/object/bbox/xmin": floats(xmin),
+                "image/object/bbox/xmax": floats(xmax),
+                "image/object/bbox/ymin": floats(ymin),
+                "image/object/bbox/ymax": floats(ymax),
+                "image/object/bbox/label": ints([label] * len(xmin)),
+                "image/format": byts(b"JPEG"),
+                "image/filename": byts(filename.encode()),
+                "image/encoded": byts(encoded),
+            }
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "boxes",
+    [(), ((0.1, 0.2, 0.3, 0.4),), ((0.0, 0.0, 1.0, 1.0), (0.1234, 0.5, 0.9876, 0.75), (0.3333, 0.1, 0.6667, 0.2))],
+    ids=["no-box", "one-box", "three-boxes"],
+)
+def test_example_equals_slims_example(tf, boxes):
+    args = dict(
+        encoded=b"\xff\xd8" + bytes(range(256)) * 10,
+        filename="n01440764_10026.JPEG",
+        height=375,
+        width=500,
+        label=1,
+        synset="n01440764",
+        text="tench, Tinca tinca",
+        boxes=boxes,
+    )
+    ours = encode_example(**args)
+    theirs = slim_example(tf, **args)
+    assert tf.train.Example.FromString(ours) == theirs
+    assert ours == theirs.SerializeToString(deterministic=True)
+    decoded = decode_example(ours)
+    assert decoded["image/object/bbox/label"] == [1] * len(boxes)
+    assert len(decoded) == 15
+
+
+def test_framing_equals_tensorflow_writer(tf, tmp_path):
+    payloads = [b"", b"a", bytes(range(256)) * 400, b"\x00" * 70000]
+    ours = io.BytesIO()
+    for p in payloads:
+        head, foot = tfrecord.frame(p)
+        ours.write(head + p + foot)
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for p in payloads:
+            writer.write(p)
+    assert ours.getvalue() == open(path, "rb").read()
+    data = ours.getvalue()
+    read = list(tfrecord.read_records(io.BytesIO(data), len(data)))
+    assert [p for _, p, _ in read] == payloads and all(ok for _, _, ok in read)
+    scanned = list(tfrecord.scan_lengths(io.BytesIO(data), len(data)))
+    assert scanned == [(offset, len(p)) for offset, p, _ in read]
+
+
+@pytest.mark.parametrize("name", list(FRAMING_DAMAGE))
+def test_both_readers_refuse_broken_framing_naming_the_offset(name):
+    data, offset, message = FRAMING_DAMAGE[name]
+    for reader in (tfrecord.scan_lengths, tfrecord.read_records):
+        with pytest.raises(tfrecord.FramingError, match=message) as info:
+            list(reader(io.BytesIO(data), len(data)))
+        assert info.value.offset == offset
+
+
+def test_flipped_payload_byte_is_a_crc_failure_of_that_record_only():
+    data = bytearray(GOOD)
+    data[14] ^= 0x20
+    read = list(tfrecord.read_records(io.BytesIO(bytes(data)), len(data)))
+    assert [ok for _, _, ok in read] == [False, True]
+
+
+def test_unframe_gives_a_records_payload_or_says_why_not():
+    """One record read at its index entry (the PyTorch reader's path): each fault named, CRCs optional."""
+    first, second = GOOD[:21], GOOD[21:]
+    assert tfrecord.unframe(first) == b"first" and tfrecord.unframe(second) == b"second payload"
+    damaged_payload = first[:13] + bytes([first[13] ^ 1]) + first[14:]
+    for data, message in ((first[:10], "10 bytes where a record needs at least 16"),
+                          (first + b"xxxx", "the record is 5 bytes, its index entry says 9"),
+                          (bytes([first[0] ^ 1]) + first[1:], "length CRC mismatch"),
+                          (damaged_payload, "payload CRC mismatch")):
+        with pytest.raises(tfrecord.FramingError, match=message):
+            tfrecord.unframe(data)
+    assert tfrecord.unframe(damaged_payload, check_crc=False) == b"fhrst"  # unchecked: the bytes as they are

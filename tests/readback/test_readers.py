@@ -1,0 +1,204 @@
+"""Every reader the project ships x every index defect: refused in one line naming index, line and shard,
+or, where sound, read exactly (every record of the shards once).
+
+The readers: the PyTorch datasets, tf.data's make_dataset (which reads the shards' own framing and no
+index: it must read every record exactly, whatever the indexes say), and trainer-check's epoch through
+DALI and through the PyTorch reader. A reader added to the project is added to READERS.
+"""
+
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from conftest import run_process, sample_args
+from helpers import SHARD
+from imagenet_build.build.manifest import read_manifest
+from imagenet_build.format.dali_index import record_entries
+from imagenet_build.infra.errors import BuildError
+
+# torch before TensorFlow in one process, and without triton (see test_torch.py)
+sys.modules.setdefault("triton", None)
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+
+
+def torch_dataset(folder):
+    from imagenet_build.torch import RecordDataset
+
+    dataset = RecordDataset(folder, "train", decode=False, shuffle=False)
+    return [(sample["shard"], sample["offset"], sample["label"]) for sample in map(dataset.__getitem__,
+                                                                                  range(len(dataset)))]
+
+
+def torch_iterable(folder):
+    from imagenet_build.torch import IterableRecordDataset
+
+    return [(s["shard"], s["offset"], s["label"]) for s in IterableRecordDataset(folder, "train", decode=False,
+                                                                                 shuffle=False)]
+
+
+def tf_data(folder):
+    """make_dataset reads no index: its records, labels only (it yields no place)."""
+    pytest.importorskip("tensorflow")
+    from imagenet_build.tfdata import make_dataset
+
+    dataset = make_dataset(folder, training=True, repeat=False, drop_remainder=False, augment=False, seed=0,
+                           batch_size=16, image_size=32)  # a folder's train shards, each record once
+    return [(None, None, int(label)) for _, labels in dataset for label in labels.numpy()]
+
+
+def dali_epoch(folder, ranks=2):
+    """trainer-check's epoch through DALI (CPU): [(rank, shard, offset, file name, stored label)]."""
+    pytest.importorskip("nvidia.dali")
+    from imagenet_build.readback import dali as trainer
+
+    _, paths, indexes = trainer.split_files(folder, "train")
+    return trainer.read_epoch(paths, indexes, ranks)
+
+
+def torch_epoch(folder, ranks=2):
+    """trainer-check's epoch through the PyTorch reader, as dali_epoch."""
+    from imagenet_build.readback import torch_check as torch_trainer
+
+    return torch_trainer.read_epoch(folder, "train", ranks, workers=0)
+
+
+def trainer_dali(folder):
+    return [(file, offset, label - 1) for _, file, offset, _, label in dali_epoch(folder)]
+
+
+def trainer_torch(folder):
+    return [(shard, offset, label - 1) for _, shard, offset, _, label in torch_epoch(folder)]
+
+
+READERS = {  # name: (read one epoch of the train split -> [(shard, offset, 0-based label)], reads indexes)
+    "RecordDataset": (torch_dataset, True),
+    "IterableRecordDataset": (torch_iterable, True),
+    "tfdata.make_dataset": (tf_data, False),
+    "trainer-check dali": (trainer_dali, True),
+    "trainer-check torch": (trainer_torch, True),
+}
+
+
+def damaged(lines):
+    """{defect: (index lines, the line an error must name, or None)} of a sound index's lines."""
+    offset, size = map(int, lines[2].split())
+    return {
+        "short": (lines[:-1], f"line {len(lines) - 1}: the last entry ends"),
+        "empty": ([], "index file is empty"),
+        "duplicated line": (lines[:3] + [lines[2]] + lines[3:], "line 4: repeats the line before it"),
+        "off by one": (lines[:2] + [f"{offset + 1} {size}\n"] + lines[3:], "line 3: starts at byte"),
+        "size off by one": (lines[:2] + [f"{offset} {size + 1}\n"] + lines[3:], "line 4: starts at byte"),
+        "header line": (["offset size\n"] + lines, "line 1: a header line"),
+    }
+
+
+DEFECTS = ["short", "empty", "duplicated line", "off by one", "size off by one", "header line"]
+
+
+@pytest.fixture(scope="module")
+def beside(sample_dir, tmp_path_factory):
+    """The sample converted with --index-dir OUTPUT_DIR: each index beside its shard."""
+    out = tmp_path_factory.mktemp("beside") / "build"
+    result = run_process(*sample_args(sample_dir, out, "--workers", 1, "--index-dir", out))
+    assert result.returncode == 0, result.stderr
+    assert (out / f"{SHARD}.idx").is_file() and not (out / "dali_idx").exists()
+    return out
+
+
+def assert_read_exactly(folder, got):
+    """Every record of the train shards once, by place where the reader says it, else by count and labels."""
+    paths = sorted(str(p) for p in Path(folder).glob("train-?????-of-?????"))
+    places = Counter((shard, offset) for shard, offset, _ in got if shard is not None)
+    if places:
+        assert places == Counter((p, offset) for p in paths for offset, _ in record_entries(p))
+    wanted = read_manifest(str(folder))["splits"]["train"]["label_counts"]
+    assert {str(label + 1): n for label, n in Counter(label for *_, label in got).items()} == wanted
+    assert len(got) == sum(wanted.values()) == 48
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("defect", DEFECTS)
+def test_every_reader_refuses_an_index_that_does_not_cover_its_shard(build, reader, defect):
+    read, reads_indexes = READERS[reader]
+    index = build / "dali_idx" / f"{SHARD}.idx"
+    lines, where = damaged(index.read_text().splitlines(keepends=True))[defect]
+    index.write_text("".join(lines))
+    if not reads_indexes:
+        assert_read_exactly(build, read(build))
+        return
+    with pytest.raises(BuildError) as refused:
+        read(build)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{index}: {where}"), message
+    assert f"(the index of {build / SHARD})" in message, message
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("layout", ["dali_idx", "beside the shards"])
+def test_every_reader_reads_a_sound_build_exactly(converted, beside, reader, layout):
+    folder = converted if layout == "dali_idx" else beside
+    read, _ = READERS[reader]
+    assert_read_exactly(folder, read(folder))
+
+
+@pytest.fixture(scope="module")
+def class_folders(tmp_path_factory):
+    """convert --classes-from-folders on 4 classes that each hold img000.jpg ... img011.jpg."""
+    root = tmp_path_factory.mktemp("classes")
+    for k, name in enumerate(["ant", "bee", "cat", "dog"]):
+        (root / "train" / name).mkdir(parents=True)
+        for i in range(12):
+            Image.new("RGB", (40 + i, 32), (60 * k, 20 * i, 90)).save(root / "train" / name / f"img{i:03d}.jpg")
+    out = root / "build"
+    result = run_process("convert", "--train-dir", root / "train", "--classes-from-folders", "--output-dir", out,
+                         "--train-shards", 4, "--layout-threads", 2, "--workers", 1)
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+@pytest.mark.parametrize("epoch", [dali_epoch, torch_epoch], ids=["dali", "torch"])
+def test_trainer_check_epoch_passes_on_one_file_name_in_every_class(class_folders, epoch):
+    """A record is its place (shard, offset): img000.jpg in each of 4 classes is 4 records, not one image
+    present 4 times."""
+    from imagenet_build.readback.checks import Report, check_epoch
+
+    seen = epoch(class_folders)
+    assert Counter(name for *_, name, _ in seen)["img000.jpg"] == 4
+    report = Report()
+    paths = sorted(str(p) for p in class_folders.glob("train-?????-of-?????"))
+    check_epoch(report, seen, read_manifest(str(class_folders)), "train", paths, 2, classes=4)
+    assert report.ok, report.checks
+
+
+def test_shards_are_found_by_one_rule(tmp_path):
+    """naming.split_shards: exactly <split>-NNNNN-of-NNNNN; not an index beside a shard, not a split whose
+    name starts alike, not a folder."""
+    from imagenet_build.format.naming import split_shards
+
+    for name in ["train-00000-of-00002", "train-00001-of-00002", "train-00000-of-00002.idx",
+                 "train-small-00000-of-00001", "train-00000-of-00002.tmp", "validation-00000-of-00001"]:
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "train-00002-of-00002").mkdir()
+    assert split_shards(str(tmp_path), "train") == [str(tmp_path / "train-00000-of-00002"),
+                                                     str(tmp_path / "train-00001-of-00002")]
+    assert split_shards(str(tmp_path), "train-small") == [str(tmp_path / "train-small-00000-of-00001")]
+
+
+def test_a_resized_builds_top_folder_names_its_size_folders(converted, tmp_path):
+    """verify and every reader on the folder above a --resize build's size folders name them."""
+    from imagenet_build.torch import RecordDataset
+
+    for size in ("shorter-160", "shorter-224"):
+        shutil.copytree(converted, tmp_path / size)
+    fragment = "its sub-folders shorter-160/, shorter-224/ hold builds: name one of them"
+    with pytest.raises(BuildError, match=fragment):
+        RecordDataset(tmp_path)
+    result = run_process("verify", tmp_path)
+    assert result.returncode == 1 and fragment in result.stderr, result.stderr
+    result = run_process("trainer-check", tmp_path, "--framework", "torch", "--device", "cpu")
+    assert result.returncode == 1 and fragment in result.stderr, result.stderr

@@ -1,0 +1,316 @@
+"""The PyTorch reader (imagenet_build.torch) and trainer-check --framework torch, on the CPU.
+
+Every record once across simulated ranks x DataLoader workers, values equal to
+TensorFlow's parse of the same records, CPU decode equal to Pillow's, and the
+trainer check passing on the sample and failing on planted faults.
+"""
+
+import io
+import shutil
+import subprocess
+import sys
+from collections import Counter
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from conftest import run_cli
+from helpers import (
+    SHARD,
+    edit_record,
+    expect_error,
+    index_lines,
+    read_with_tensorflow,
+    records_of,
+    set_index,
+    trainer_report,
+)
+from imagenet_build.format.dali_index import record_entries
+from imagenet_build.infra.errors import BuildError
+
+# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
+# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
+# tests compile nothing with triton, so torch runs here without it.
+sys.modules.setdefault("triton", None)
+torch = pytest.importorskip("torch")
+# torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+pytest.importorskip("torchvision")
+
+from imagenet_build.torch import (  # noqa: E402
+    AREA,
+    ASPECT,
+    BatchTransform,
+    IterableRecordDataset,
+    RecordDataset,
+    collate,
+    decode_images,
+)
+
+
+def all_records(folder, split):
+    """{(shard path, offset)} of every record, from the shards' own framing."""
+    return {(str(p), offset) for p in sorted(folder.glob(f"{split}-*-of-*")) for offset, _ in record_entries(str(p))}
+
+
+def read_all(dataset_class, folder, split, world_size, workers=2, epoch=0, **kwargs):
+    """[(rank, shard, offset, filename)] of one epoch over every rank, each through a DataLoader with workers."""
+    got = []
+    for rank in range(world_size):
+        dataset = dataset_class(folder, split, rank=rank, world_size=world_size, decode=False, **kwargs)
+        dataset.set_epoch(epoch)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=workers, collate_fn=collate)
+        for batch in loader:
+            got += [(rank, s, o, f) for s, o, f in zip(batch["shard"], batch["offset"].tolist(), batch["filename"])]
+    return got
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3])
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_every_record_once_across_ranks_and_workers(converted, dataset_class, world_size):
+    for split in ("train", "validation"):
+        got = read_all(dataset_class, converted, split, world_size)
+        sources = Counter((s, o) for _, s, o, _ in got)
+        assert set(sources) == all_records(converted, split) and set(sources.values()) == {1}, split
+        assert len({f for *_, f in got}) == len(got)
+        sizes = Counter(rank for rank, *_ in got)
+        assert len(sizes) == world_size and max(sizes.values()) - min(sizes.values()) <= 1
+
+
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_order_is_deterministic_per_seed_and_epoch(converted, dataset_class):
+    order = lambda **kw: [f for *_, f in read_all(dataset_class, converted, "train", 2, workers=0, **kw)]  # noqa: E731
+    assert order(epoch=1) == order(epoch=1)
+    assert order(epoch=1) != order(epoch=2) and sorted(order(epoch=1)) == sorted(order(epoch=2))
+    assert order(epoch=1) != order(epoch=1, seed=7)
+    assert order(epoch=1, shuffle=False) == order(epoch=2, shuffle=False)
+
+
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_set_epoch_reaches_persistent_workers(converted, dataset_class):
+    """DataLoader(persistent_workers=True) starts its 2 workers once: each epoch's order is still the
+    one set_epoch sets, the same as with workers started anew for every epoch."""
+    def orders(persistent):
+        buffer = {"shuffle_buffer": 4} if dataset_class is IterableRecordDataset else {}
+        dataset = dataset_class(converted, "train", decode=False, shuffle=True, **buffer)
+        loader = torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=2, collate_fn=collate,
+                                             persistent_workers=persistent)
+        epochs = []
+        for epoch in (1, 2, 3):
+            dataset.set_epoch(epoch)
+            epochs.append([f for batch in loader for f in batch["filename"]])
+        return epochs
+
+    persistent = orders(True)
+    assert persistent == orders(False)
+    assert len(set(map(tuple, persistent))) == 3 and len({frozenset(o) for o in persistent}) == 1
+
+
+def test_values_equal_tensorflows_parse(converted):
+    pytest.importorskip("tensorflow")
+
+    for split in ("train", "validation"):
+        ours = list(RecordDataset(converted, split, decode=False, boxes=True, shuffle=False))
+        theirs = [r for p in sorted(converted.glob(f"{split}-*-of-*")) for r in read_with_tensorflow(str(p))]
+        assert len(ours) == len(theirs) == {"train": 48, "validation": 16}[split]
+        for mine, tf in zip(ours, theirs):
+            assert mine["image"] == tf["image/encoded"]
+            assert mine["label"] == tf["image/class/label"] - 1
+            assert mine["filename"] == tf["image/filename"].decode()
+            boxes = np.array([tf[f"image/object/bbox/{c}"] for c in ("xmin", "ymin", "xmax", "ymax")],
+                             dtype=np.float32).T.reshape(-1, 4)
+            assert np.array_equal(mine["boxes"].numpy(), boxes)
+    assert any(len(s["boxes"]) for s in RecordDataset(converted, "train", decode=False, boxes=True))
+
+
+def test_cpu_decode_equals_pillow(converted):
+    """Grayscale, progressive, EXIF-rotated and the re-encoded CMYK and PNG images among them."""
+    raw = {s["filename"]: s["image"] for s in RecordDataset(converted, "train", decode=False)}
+    modes = set()
+    for sample in IterableRecordDataset(converted, "train"):
+        with Image.open(io.BytesIO(raw[sample["filename"]])) as image:
+            modes.add(image.mode)
+            expected = np.asarray(image.convert("RGB")).transpose(2, 0, 1)
+        assert sample["image"].dtype == torch.uint8
+        assert np.array_equal(sample["image"].numpy(), expected), sample["filename"]
+    assert modes == {"RGB", "L"}
+
+
+def test_batch_transform_crop_ranges_and_repeatability(converted):
+    transform = BatchTransform("cpu", seed=3)
+    for height, width in [(100, 100), (375, 500), (500, 60)]:
+        for _ in range(200):
+            top, left, h, w = transform.crop_box(height, width)
+            assert 0 <= top <= height - h and 0 <= left <= width - w
+            if (h, w) != (height, width):
+                assert AREA[0] * 0.9 <= h * w / (height * width) <= AREA[1]
+                assert ASPECT[0] * 0.9 <= w / h <= ASPECT[1] * 1.1
+    encoded = [s["image"] for s in RecordDataset(converted, "train", decode=False, shuffle=False)][:8]
+    a, b = BatchTransform("cpu", seed=1)(encoded), BatchTransform("cpu", seed=1)(encoded)
+    assert a.shape == (8, 3, 224, 224) and a.dtype == torch.float32 and torch.equal(a, b)
+    assert not torch.equal(a, BatchTransform("cpu", seed=2)(encoded))
+    evaluation = BatchTransform("cpu", training=False, mean=(0, 0, 0), std=(1, 1, 1))(encoded)
+    assert evaluation.shape == (8, 3, 224, 224) and 0 <= float(evaluation.min()) and float(evaluation.max()) <= 255
+
+
+def test_too_few_records_and_bad_rank_are_clear_errors(converted):
+    with pytest.raises(BuildError, match="for 100 ranks"):
+        RecordDataset(converted, "validation", rank=0, world_size=100)
+    with pytest.raises(BuildError, match="rank 3 of world_size 3"):
+        IterableRecordDataset(converted, "validation", rank=3, world_size=3)
+    dataset = IterableRecordDataset(converted, "validation", world_size=8)
+    with pytest.raises(BuildError, match="16 record.s. for 24 rank x workers"):
+        dataset.runs(worker=0, workers=3)
+
+
+def test_undecodable_image_names_the_record(build):
+    def garble(example):
+        example.features.feature["image/encoded"].bytes_list.value[0] = b"\xff\xd8 not a jpeg"
+
+    edit_record(build, SHARD, 0, garble)
+    dataset = RecordDataset(build, "train", shuffle=False)
+    first = dataset.records.starts[1]
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0 .*does not decode"):
+        dataset[first]
+    raw = RecordDataset(build, "train", shuffle=False, decode=False)
+    with pytest.raises(BuildError, match="image 1 of the batch: does not decode"):
+        decode_images([raw[first - 1]["image"], raw[first]["image"]])
+
+
+def test_bad_index_lines_and_records_are_named_where_they_are(build):
+    """The reader parses indexes and unframes records with verify's own code: each fault one error naming
+    the file and the line or byte; an index whose last line lacks its newline reads as DALI reads it."""
+    lines = index_lines(build)
+    second = int(lines[1].split()[0])
+    set_index(build, lines[:-1] + [lines[-1].rstrip("\n")])
+    assert len(RecordDataset(build, "train", shuffle=False, decode=False)) == 48
+    set_index(build, lines[:2] + ["12 x\n"] + lines[3:])
+    with pytest.raises(BuildError, match=f"{SHARD}.idx: line 3: not '<offset> <size>'"):
+        RecordDataset(build, "train")
+    # entries that still cover the shard exactly, but cut at the wrong place: found when the record is read
+    (o1, s1), (o2, s2) = (map(int, line.split()) for line in lines[:2])
+    set_index(build, [f"{o1} {s1 + 4}\n", f"{o2 + 4} {s2 - 4}\n"] + lines[2:])
+    dataset = RecordDataset(build, "train", shuffle=False, decode=False)
+    first = dataset.records.starts[1]
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0: the record is .* bytes, its index entry says"):
+        dataset[first]
+    set_index(build, lines[:-1] + [lines[-1].split()[0] + " 999999\n"])
+    with pytest.raises(BuildError, match=f"{SHARD}.idx: line {len(lines)}: the last entry ends at byte .* "
+                                         "it runs past the end of the shard"):
+        RecordDataset(build, "train", shuffle=False, decode=False)
+    set_index(build, lines)
+    shard = bytearray((build / SHARD).read_bytes())
+    shard[second + 20] ^= 0x55  # in the second record's payload
+    (build / SHARD).write_bytes(bytes(shard))
+    for dataset_class in (RecordDataset, IterableRecordDataset):
+        dataset = dataset_class(build, "train", shuffle=False, decode=False)
+        with pytest.raises(BuildError, match=f"{SHARD}: byte {second}: payload CRC mismatch"):
+            list(dataset)
+    assert len(list(RecordDataset(build, "train", shuffle=False, decode=False, check_crc=False))) == 48
+    shard[4] ^= 0x01  # the first record's length: its CRC no longer matches
+    (build / SHARD).write_bytes(bytes(shard))
+    with pytest.raises(BuildError, match=f"{SHARD}: byte 0: length CRC mismatch"):
+        list(RecordDataset(build, "train", shuffle=False, decode=False))
+
+
+# ------------------------------------------------------------------ trainer-check --framework torch
+
+
+def check(folder, *extra):
+    return trainer_report(folder, "--framework", "torch", "--device", "cpu", "--steps", 4, *extra)
+
+
+@pytest.mark.slow
+def test_torch_trainer_check_passes_on_the_sample(converted):
+    code, report, failed = check(converted, "--num-shards", 3)
+    assert code == 0 and report["ok"] and not failed, report["checks"]
+    assert {c["name"] for c in report["checks"]} == {
+        "epoch", "ranks", "labels", "batches", "normalisation", "loss", "overfit"}
+    assert report["device"] == "cpu" and report["framework"] == "torch" and report["records"] == 48
+    assert report["images_per_second"] > 0 and report["training_images_per_second"] > 0
+    assert report["overfit_loss"]["last"] < 0.5 * report["overfit_loss"]["first"]
+
+
+def test_torch_trainer_check_refuses_a_short_index(build):
+    lines = index_lines(build)
+    set_index(build, lines[:-2])
+    expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2], 1,
+                 f"{SHARD}.idx: line {len(lines) - 2}: the last entry ends", f"(the index of {build / SHARD})")
+
+
+def test_bad_data_met_by_a_dataloader_worker_is_one_line(build):
+    """PyTorch rebuilds a worker's error with the worker's traceback in its message: not shown to the user."""
+    shard = bytearray((build / SHARD).read_bytes())
+    shard[12 + 40] ^= 0x55  # a byte of the first record's payload: its CRC no longer matches
+    (build / SHARD).write_bytes(bytes(shard))
+    line = expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2,
+                         "--workers", 2], 1, SHARD, "CRC")
+    assert "Traceback" not in line and "worker process" not in line
+
+
+def test_torch_trainer_check_fails_on_zero_based_labels(build):
+    def shift(example):
+        example.features.feature["image/class/label"].int64_list.value[0] -= 1
+
+    for shard in sorted(build.glob("train-*")):
+        for number in range(len(records_of(shard))):
+            edit_record(build, shard.name, number, shift)
+    code, report, failed = check(build)
+    assert code == 1 and {"labels", "loss"} <= failed
+    details = {c["name"]: c["detail"] for c in report["checks"]}
+    assert "outside [0, 4)" in details["labels"] and "label -1 outside [0, 4)" in details["loss"]
+
+
+@pytest.mark.slow
+def test_torch_trainer_check_fails_on_a_shard_present_twice(build):
+    shutil.copy(build / SHARD, build / "train-00004-of-00004")
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
+    code, report, failed = check(build, "--num-shards", 2)
+    assert code == 1 and "epoch" in failed
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
+    assert "more than once" in detail
+
+
+def test_usage_errors_and_a_missing_extra_are_one_line(converted):
+    result = run_cli("trainer-check", converted, "--framework", "torch", "--compare-tf")
+    assert result.exit_code == 2 and "--compare-tf goes with --framework dali" in result.output
+    result = run_cli("trainer-check", converted, "--workers", 2)
+    assert result.exit_code == 2 and "--workers goes with --framework torch" in result.output
+    hide_torch = ("import sys; sys.modules['torch'] = None; from imagenet_build.cli import main; "
+                  f"sys.argv = ['imagenet-build', 'trainer-check', {str(converted)!r}, '--framework', 'torch']; main()")
+    result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "error: trainer-check --framework torch needs PyTorch, which is not installed: "
+        "in a clone of imagenet-build, pip install -c constraints.txt '.[torch]'"]
+
+
+def test_object_store_folders_are_read(converted, bucket):
+    """A build in an S3 bucket (a real S3 protocol server on loopback) reads as the local folder does,
+    DataLoader workers included; its indexes are held to the same rule."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(bucket)
+    fs.put(str(converted), f"{root}/imagenet", recursive=True)
+    url = f"{bucket}/imagenet"
+    for dataset_class in (RecordDataset, IterableRecordDataset):
+        local = read_all(dataset_class, converted, "train", 2, shuffle=False)
+        remote = read_all(dataset_class, url, "train", 2, shuffle=False)
+        assert [(r, s.replace(url, str(converted)), o, f) for r, s, o, f in remote] == local
+    image = RecordDataset(url, "validation", shuffle=False)[0]["image"]
+    assert torch.equal(image, RecordDataset(converted, "validation", shuffle=False)[0]["image"])
+    lines = index_lines(converted)
+    fs.pipe_file(f"{root}/imagenet/dali_idx/{SHARD}.idx", "".join(lines[:-1]).encode())
+    with pytest.raises(BuildError, match=f"{SHARD}.idx: line {len(lines) - 1}: .*the index of {url}/{SHARD}"):
+        RecordDataset(url, "train")
+
+
+def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path):
+    """write_arrays writes any split name (test, ...): trainer-check --split reads each of them."""
+    from imagenet_build import write_arrays
+
+    images = np.random.default_rng(0).integers(0, 255, (12, 32, 32, 3), dtype=np.uint8)
+    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2)
+    code, report, failed = check(tmp_path, "--split", "test", "--steps", 2, "--batch-size", 4, "--workers", 0)
+    assert report["records"] == 12 and report["split"] == "test" and not {"epoch", "ranks", "labels"} & failed

@@ -1,0 +1,155 @@
+"""The checks of trainer-check on synthetic epochs and arrays: fast, and each able to fail.
+
+The readers (DALI, PyTorch) are exercised end to end in test_trainer.py and
+test_torch.py; here every rule of trainer_checks.py is held to a case that passes
+and a case that must fail, without a pipeline.
+"""
+
+import math
+from collections import Counter
+
+import pytest
+
+from imagenet_build.format.tfrecord import frame
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.readback.checks import Report, check_batches, check_epoch, check_loss, check_overfit
+
+
+@pytest.fixture
+def shards(tmp_path):
+    """Two shard files of 3 and 2 records: what check_epoch counts against."""
+    paths = []
+    for name, count in (("train-00000-of-00002", 3), ("train-00001-of-00002", 2)):
+        data = b""
+        for k in range(count):
+            payload = f"record {k}".encode()
+            head, foot = frame(payload)
+            data += head + payload + foot
+        (tmp_path / name).write_bytes(data)
+        paths.append(str(tmp_path / name))
+    return paths
+
+
+def epoch(shards, ranks=1, labels=(1, 2, 1, 2, 2)):
+    """(rank, file, offset, filename, label) for the 5 records, spread over `ranks` contiguous ranges."""
+    places = [(shards[0], 0), (shards[0], 24), (shards[0], 48), (shards[1], 0), (shards[1], 24)]
+    return [(k * ranks // 5, file, offset, f"img{k}.JPEG", labels[k]) for k, (file, offset) in enumerate(places)]
+
+
+MANIFEST = {"splits": {"train": {"records": 5, "label_counts": {"1": 2, "2": 3}}}}
+
+
+def results(report):
+    return {c["name"]: c for c in report.checks}
+
+
+def test_a_whole_epoch_over_disjoint_ranks_passes(shards):
+    report = Report()
+    check_epoch(report, epoch(shards, ranks=2), MANIFEST, "train", shards, 2, classes=2)
+    assert report.ok, report.checks
+    assert results(report)["epoch"]["detail"].startswith("5 records over 2 rank(s)")
+
+
+def test_a_short_epoch_fails_against_the_shards_and_the_manifest(shards):
+    report = Report()
+    check_epoch(report, epoch(shards)[:-1], MANIFEST, "train", shards, 1, classes=2)
+    detail = results(report)["epoch"]
+    assert not detail["ok"] and "manifest.json says 5" in detail["detail"] and "the shards hold 5" in detail["detail"]
+
+
+def test_a_record_read_twice_or_on_two_ranks_fails(shards):
+    seen = epoch(shards, ranks=2)
+    twice = seen + [(1, *seen[0][1:])]  # record 0 again, on rank 1
+    report = Report()
+    check_epoch(report, twice, None, "train", shards, 2, classes=2)
+    checks = results(report)
+    assert not checks["epoch"]["ok"] and "read more than once" in checks["epoch"]["detail"]
+    assert not checks["ranks"]["ok"]
+
+
+def test_the_same_image_under_two_shards_fails(shards):
+    seen = epoch(shards)
+    seen[4] = seen[4][:3] + ("img0.JPEG", seen[0][4])  # record 0 again in another shard: name, label, size
+    report = Report()
+    check_epoch(report, seen, None, "train", shards, 1, classes=2)
+    assert "present more than once" in results(report)["epoch"]["detail"]
+
+
+def test_one_file_name_in_every_class_is_many_records(shards):
+    """Class folders each holding img000.jpg: a record is its place (shard, offset), not its file name."""
+    seen, per_class = [], Counter()
+    for rank, file, offset, _, label in epoch(shards, ranks=2):
+        seen.append((rank, file, offset, f"img{per_class[label]:03d}.jpg", label))  # img000.jpg in each class
+        per_class[label] += 1
+    report = Report()
+    check_epoch(report, seen, MANIFEST, "train", shards, 2, classes=2)
+    assert report.ok, report.checks
+
+
+def test_zero_based_labels_and_a_wrong_histogram_fail(shards):
+    report = Report()
+    check_epoch(report, epoch(shards, labels=(0, 1, 0, 1, 1)), MANIFEST, "train", shards, 1, classes=2)
+    labels = results(report)["labels"]
+    assert not labels["ok"] and "outside [0, 2)" in labels["detail"] and "histogram" in labels["detail"]
+
+
+def test_record_count_names_a_broken_shard(shards):
+    with open(shards[1], "ab") as f:
+        f.write(b"junk")
+    with pytest.raises(BuildError, match="run imagenet-build verify"):
+        check_epoch(Report(), epoch(shards), None, "train", shards, 1, classes=2)
+
+
+def test_normalised_batches_pass_raw_and_twice_normalised_fail():
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(0)
+    normalised = [rng.normal(0, 1, (4, 8, 8, 3)).astype("float32") for _ in range(3)]
+    report = Report()
+    mean, std = check_batches(report, normalised)
+    assert report.ok and all(abs(m) < 0.2 for m in mean) and all(0.8 < s < 1.2 for s in std)
+    for bad, why in (([b * 58 + 120 for b in normalised], "raw"), ([b / 58 for b in normalised], "twice")):
+        report = Report()
+        check_batches(report, bad)
+        assert not results(report)["normalisation"]["ok"], why
+
+
+def test_a_batch_of_one_image_repeated_fails():
+    np = pytest.importorskip("numpy")
+    one = np.random.default_rng(1).normal(0, 1, (1, 8, 8, 3))
+    report = Report()
+    check_batches(report, [np.repeat(one, 4, axis=0)])
+    assert not results(report)["batches"]["ok"]
+
+
+@pytest.mark.parametrize("losses,failure,ok", [
+    ([2.3, 1.9, 1.5], "", True),
+    ([2.3, math.nan], "", False),
+    ([2.3, math.inf], "", False),
+    ([], "", False),
+    ([2.3], "training failed after 1 steps: label 7 outside [0, 4)", False),
+])
+def test_loss_is_finite_through_every_step(losses, failure, ok):
+    report = Report()
+    check_loss(report, losses, failure)
+    assert report.ok is ok
+    if failure:
+        assert results(report)["loss"]["detail"] == failure
+
+
+@pytest.mark.parametrize("fixed,ok", [([2.0, 1.2, 0.9], True), ([2.0, 1.5, 1.1], False), ([], False),
+                                      ([2.0, math.nan], False)])
+def test_overfit_needs_the_loss_to_halve(fixed, ok):
+    report = Report()
+    check_overfit(report, fixed, "", 16)
+    assert report.ok is ok
+
+
+def test_slow_training_rates_are_reported_not_rounded_to_zero():
+    """ResNet-50 on a CPU trains at well under one image a second: the report shows the figure."""
+    from imagenet_build.readback.checks import format_report, result_of
+
+    result = result_of(Report(), split="train", device="cpu", model="resnet50", batch_size=16, steps=2, ranks=1,
+                       records=48, pipeline_rate=412.34, train_rate=0.04123, losses=[2.0, 1.9], fixed=[2.0, 0.5],
+                       channel_mean=[0, 0, 0], channel_std=[1, 1, 1], started=0.0)
+    assert (result["images_per_second"], result["training_images_per_second"]) == (412.3, 0.0412)
+    assert "read+decode+augment: 412 images/s; training: 0.0412 images/s" in "\n".join(format_report(result))

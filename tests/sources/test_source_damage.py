@@ -1,0 +1,485 @@
+"""convert --from on damaged copies of every layout `sample --layout` writes: one line, nothing wrong built.
+
+Each layout `sources.copies` registers is written small by `sample --layout`, then each kind of
+damage is applied to a fresh copy of it, and `convert --from` must exit 1 with one `error:` line
+naming the file and the member, no traceback, the copy unchanged, and nothing but what a clean
+build writes under a final name in the output folder. Which damage applies to which layout is
+the one table DAMAGES below: a layout registered without its row fails
+test_every_registered_layout_declares_every_damage, so a new copy is covered by registering it.
+"""
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import struct
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, shard_files, tree_digest
+from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.tools.sample import make_sample
+
+SMALL = dict(classes=2, per_class=3, validation_per_class=2)
+SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
+SYNSETS = ("n01440764", "n01443537")  # the sample's two classes (the first two of the labels file)
+KINDS = ("member swapped", "size lie", "CRC lie (stored)", "CRC lie (deflated)", "corrupted payload (stored)",
+         "truncated", "empty piece", "missing piece", "name not UTF-8", "label out of range", "label null",
+         "path null", "label disagreeing", "duplicate")
+
+
+# ------------------------------------------------------------------ tars
+
+
+def tar_bytes(members, gz=False):
+    """A GNU tar of [(name, bytes)] (a name may hold surrogates: bytes that are not UTF-8), gzipped if asked."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT, encoding="utf-8",
+                      errors="surrogateescape") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime, info.mode = len(data), 0, 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return gzip.compress(out.getvalue(), mtime=0) if gz else out.getvalue()
+
+
+def tar_members(data):
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+
+
+def rewrite(path, change):
+    """The tar (or .tar.gz) at path rewritten with change([(name, bytes)]) -> [(name, bytes)]."""
+    gz = path.name.endswith(".gz")
+    path.write_bytes(tar_bytes(change(tar_members(path.read_bytes())), gz))
+
+
+def rewrite_inner(path, synset, change):
+    """A class tar of the ILSVRC train tar rewritten with change."""
+    rewrite(path, lambda outer: [(n, tar_bytes(change(tar_members(d))) if n == f"{synset}.tar" else d)
+                                 for n, d in outer])
+
+
+def cut(path):
+    """The file cut in the middle of its data."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2 + 100])
+
+
+def not_utf8(name):
+    """The name with its last character before the extension replaced by a byte that is not UTF-8."""
+    stem, dot, ext = name.rpartition(".")
+    return stem[:-1] + "\udcff" + dot + ext
+
+
+def renamed_first(members, pattern=""):
+    """The members with the first whose name holds `pattern` given a name that is not UTF-8."""
+    first = next(i for i, (n, _) in enumerate(members) if pattern in n)
+    return [(not_utf8(n) if i == first else n, d) for i, (n, d) in enumerate(members)]
+
+
+# ------------------------------------------------------------------ ilsvrc: the three archives
+
+
+def ilsvrc_damage(kind, root):
+    """Damage the ILSVRC sample's archives (which --from reads from the folder); returns the error's fragments."""
+    train, val = root / "ILSVRC2012_img_train.tar", root / "ILSVRC2012_img_val.tar"
+    first_val = tar_members(val.read_bytes())[0][0]
+    if kind == "truncated":
+        cut(val)
+        return [val.name, "truncated", "ILSVRC2012_val_"]
+    if kind == "empty piece":
+        rewrite_inner(train, SYNSETS[1], lambda members: [])
+        return [train.name, f"{SYNSETS[1]}.tar", "holds no"]
+    if kind == "missing piece":
+        rewrite(train, lambda members: [m for m in members if m[0] != f"{SYNSETS[1]}.tar"])
+        return [train.name, SYNSETS[1], "no class archive"]
+    if kind == "name not UTF-8":  # in the flat validation folder, read once the archives are gone
+        for archive in root.glob("ILSVRC2012_*.tar*"):
+            archive.unlink()
+        first = sorted((root / "validation").iterdir())[0]
+        os.rename(first, os.fsencode(first)[:-6] + b"\xff.JPEG")
+        return ["validation/ILSVRC2012_val_0000000\\udcff.JPEG", "not UTF-8"]
+    if kind == "size lie":  # a member's header says 512 bytes more than it holds
+        data = bytearray(train.read_bytes())
+        at = data.index(f"{SYNSETS[0]}_1.JPEG".encode())  # its header, inside the class tar
+        size = int(data[at + 124:at + 135], 8)
+        data[at + 124:at + 136] = b"%011o\x00" % (size + 512)
+        data[at + 148:at + 156] = b"%06o\x00 " % (sum(data[at:at + 148]) + 8 * 32 + sum(data[at + 156:at + 512]))
+        train.write_bytes(bytes(data))
+        return [train.name, f"{SYNSETS[0]}.tar", f"{SYNSETS[0]}_1.JPEG"]
+    if kind == "duplicate":
+        rewrite(val, lambda members: members + members[:1])
+        return [val.name, f"holds {first_val} twice"]
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ kaggle: the zip
+
+
+def central_entries(path):
+    """{member name: (where its central entry starts, where its Zip64 extra's values start)} of a zip."""
+    from imagenet_build.sources.kaggle import CENTRAL, end_record
+
+    data = path.read_bytes()
+    with open(path, "rb") as f:
+        cd_offset, _, count = end_record(f, len(data), str(path))
+    entries, pos = {}, cd_offset
+    for _ in range(count):
+        name_len, extra_len, comment_len = struct.unpack_from("<3H", data, pos + 28)
+        name = data[pos + 46:pos + 46 + name_len].decode()
+        entries[name] = (pos, pos + 46 + name_len + 4)  # the extra field: (kind 1, length 24) then 3 Q
+        pos += CENTRAL.size + name_len + extra_len + comment_len
+    return entries
+
+
+def zip_image(members, split, method, synset=SYNSETS[0]):
+    """The name of the first image of `split` ("train"/"val") stored with `method` (0 stored, 8 deflated)."""
+    folder = f"ILSVRC/Data/CLS-LOC/{split}/" + (f"{synset}/" if split == "train" else "")
+    return next(n for n, _, m, _ in members if n.startswith(folder) and n.endswith(".JPEG") and m == method)
+
+
+def kaggle_damage(kind, root):
+    from imagenet_build.sources.kaggle import ZIP_NAME, write_zip
+
+    path = root / ZIP_NAME
+    members = kaggle_members(root)
+    data = bytearray(path.read_bytes())
+    entries = central_entries(path)
+    stored = zip_image(members, "train", 0)
+    short = stored.rsplit("/", 1)[1]
+    if kind == "member swapped":  # its entry points at another class's member: offset, sizes, CRC
+        other = zip_image(members, "train", 0, SYNSETS[1])
+        (a, a_extra), (b, b_extra) = entries[stored], entries[other]
+        data[a + 16:a + 20] = data[b + 16:b + 20]
+        data[a_extra:a_extra + 24] = data[b_extra:b_extra + 24]
+        path.write_bytes(bytes(data))
+        return [ZIP_NAME, short, other.rsplit("/", 1)[1], "runs into"]
+    if kind == "size lie":  # a Zip64 size 5,000 bytes too big: the next member's local header inside it
+        at = entries[stored][1]
+        usize, csize = struct.unpack_from("<2Q", data, at)
+        struct.pack_into("<2Q", data, at, usize + 5000, csize + 5000)
+        path.write_bytes(bytes(data))
+        return [ZIP_NAME, short, "runs into"]
+    if kind in ("CRC lie (stored)", "CRC lie (deflated)"):
+        name = stored if kind.endswith("(stored)") else zip_image(members, "train", 8)
+        at = entries[name][0] + 16
+        struct.pack_into("<L", data, at, struct.unpack_from("<L", data, at)[0] ^ 1)
+        path.write_bytes(bytes(data))
+        return [ZIP_NAME, name, "CRC-32"]
+    if kind == "corrupted payload (stored)":
+        name = zip_image(members, "val", 0)
+        local = struct.unpack_from("<Q", data, entries[name][1] + 16)[0]
+        name_len, extra_len = struct.unpack_from("<2H", data, local + 26)
+        data[local + 30 + name_len + extra_len + 200] ^= 0x55
+        path.write_bytes(bytes(data))
+        return [ZIP_NAME, name, "corrupt: CRC-32"]
+    if kind == "truncated":
+        cut(path)
+        return [ZIP_NAME, "truncated"]
+    if kind == "empty piece":
+        write_zip(path, [m for m in members if not m[0].endswith(".JPEG")])
+        return [ZIP_NAME, "holds no ILSVRC/Data/CLS-LOC/train/"]
+    if kind == "missing piece":  # a class's folder gone from the zip
+        write_zip(path, [m for m in members if f"/{SYNSETS[1]}/" not in m[0]])
+        return [ZIP_NAME, "ILSVRC/Data/CLS-LOC/train", SYNSETS[1]]
+    if kind == "name not UTF-8":  # flagged UTF-8, but a byte that is not
+        marked = stored[:-6] + "~.JPEG"
+        write_zip(path, [(marked if n == stored else n, d, m, dd) for n, d, m, dd in members])
+        data = bytearray(path.read_bytes())
+        entry = central_entries(path)[marked][0]
+        local = struct.unpack_from("<Q", data, central_entries(path)[marked][1] + 16)[0]
+        for flags_at in (entry + 8, local + 6):
+            struct.pack_into("<H", data, flags_at, struct.unpack_from("<H", data, flags_at)[0] | 0x800)
+        path.write_bytes(bytes(data).replace(marked.encode(), marked.encode().replace(b"~", b"\xff")))
+        return [ZIP_NAME, stored[:-6] + "\\xff.JPEG", "not UTF-8"]
+    if kind == "duplicate":
+        write_zip(path, members + [m for m in members if m[0] == stored])
+        return [ZIP_NAME, f"holds {short} twice"]
+    raise AssertionError(kind)
+
+
+_KAGGLE_MEMBERS = {}
+
+
+def kaggle_members(root):
+    """The members the sample's zip was written from (sample_members of the ILSVRC sample beside it)."""
+    from imagenet_build.sources.kaggle import ZIP_NAME
+
+    key = hashlib.sha256((root / ZIP_NAME).read_bytes()).hexdigest()
+    if key not in _KAGGLE_MEMBERS:
+        import zipfile
+
+        with zipfile.ZipFile(root / ZIP_NAME) as z:
+            _KAGGLE_MEMBERS[key] = [(i.filename, z.read(i), i.compress_type, bool(i.flag_bits & 8))
+                                    for i in z.infolist()]
+    return _KAGGLE_MEMBERS[key]
+
+
+# ------------------------------------------------------------------ WebDataset shards
+
+
+def wds_damage(kind, root):
+    shards = sorted(root.glob("imagenet1k-train-*.tar"))
+    shard = shards[0]
+    members = tar_members(shard.read_bytes())
+    key = members[0][0].split(".", 1)[0]
+    if kind == "truncated":
+        cut(shard)
+        return [shard.name, "truncated"]
+    if kind == "empty piece":
+        shard.write_bytes(tar_bytes([]))
+        return [shard.name, "holds no train images"]
+    if kind == "missing piece":
+        shards[1].unlink()
+        return ["train shard number 1 is missing"]
+    if kind == "name not UTF-8":
+        rewrite(shard, lambda ms: renamed_first(ms, ".jpg"))
+        return [shard.name, "\\udcff.jpg", "not UTF-8"]
+
+    def with_cls(value):
+        rewrite(shard, lambda ms: [(n, value if n == f"{key}.cls" else d) for n, d in ms])
+
+    if kind == "label out of range":
+        with_cls(b"5000")
+        return [shard.name, key, ".cls 5000 is outside"]
+    if kind == "label null":
+        rewrite(shard, lambda ms: [(n, d) for n, d in ms if n != f"{key}.cls"])
+        return [shard.name, key, "no .cls"]
+    if kind == "label disagreeing":
+        cls = int(dict(members)[f"{key}.cls"])
+        with_cls(str(cls + 1).encode())
+        return [shard.name, key, "is of"]
+    if kind == "duplicate":  # the sample in a second shard too
+        rewrite(shards[1], lambda ms: ms + [(n, d) for n, d in members if n.startswith(key + ".")])
+        return [shards[0].name, shards[1].name, f"holds {key}.JPEG"]
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ Hugging Face: .tar.gz archives
+
+
+def hf_damage(kind, root):
+    data = root / "data"
+    archive = data / "train_images_0.tar.gz"
+    first = tar_members(gzip.decompress(archive.read_bytes()))[0][0]
+    if kind == "truncated":
+        cut(archive)
+        return [archive.name, "truncated"]
+    if kind == "empty piece":
+        (data / "train_images_4.tar.gz").write_bytes(tar_bytes([], gz=True))
+        return ["train_images_4.tar.gz", "holds no train images"]
+    if kind == "missing piece":
+        (data / "train_images_4.tar.gz").unlink()
+        return ["train_images_4.tar.gz missing"]
+    if kind == "name not UTF-8":
+        rewrite(archive, renamed_first)
+        return [archive.name, not_utf8(first).replace("\udcff", "\\udcff"), "not UTF-8"]
+    if kind == "label disagreeing":
+        other = SYNSETS[1] if first.endswith(f"_{SYNSETS[0]}.JPEG") else SYNSETS[0]
+        rewrite(archive, lambda ms: [(n.rsplit("_", 1)[0] + f"_{other}.JPEG" if n == first else n, d) for n, d in ms])
+        return [archive.name, first.rsplit("_", 1)[0], f"labelled {other}"]
+    if kind == "duplicate":  # the image in a second archive too
+        member = tar_members(gzip.decompress(archive.read_bytes()))[0]
+        rewrite(data / "train_images_3.tar.gz", lambda ms: ms + [member])
+        original = first.rsplit("_", 1)[0] + ".JPEG"
+        return ["train_images_0.tar.gz", "train_images_3.tar.gz", f"holds {original}"]
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ Hugging Face: parquet files
+
+
+def parquet_damage(kind, root):
+    import pyarrow
+    import pyarrow.parquet as pq
+
+    data = root / "data"
+    path = data / "train-00000-of-00003.parquet"
+    table = pq.read_table(path)
+    image = table.column("image").combine_chunks()
+    paths, labels = image.field("path").to_pylist(), table.column("label").to_pylist()
+
+    def write(target, paths=paths, labels=labels, binary_paths=None, rows=None):
+        names = binary_paths if binary_paths is not None else pyarrow.array(paths, pyarrow.string())
+        images = pyarrow.StructArray.from_arrays([image.field("bytes"), names], ["bytes", "path"])
+        out = pyarrow.table({"image": images, "label": pyarrow.array(labels, pyarrow.int64())})
+        pq.write_table(out if rows is None else out.slice(0, rows), target, row_group_size=4)
+
+    if kind == "truncated":
+        cut(path)
+        return [path.name, "not a readable parquet file"]
+    if kind == "empty piece":
+        write(data / "train-00001-of-00003.parquet", rows=0)
+        return ["train-00001-of-00003.parquet", "holds no train images"]
+    if kind == "missing piece":
+        (data / "train-00002-of-00003.parquet").unlink()
+        return ["train-00002-of-00003.parquet", "missing"]
+    if kind == "name not UTF-8":
+        raw = [p.encode() for p in paths]
+        raw[0] = raw[0][:-6] + b"\xff.JPEG"
+        write(path, binary_paths=pyarrow.array(raw, pyarrow.binary()).view(pyarrow.string()))
+        return [path.name, paths[0][:-6] + "\\xff.JPEG", "not UTF-8"]
+    if kind == "label out of range":
+        write(path, labels=[-1] + labels[1:])
+        return [path.name, paths[0], "row 0", "label -1 is outside"]
+    if kind == "label null":
+        write(path, labels=[None] + labels[1:])
+        return [path.name, paths[0], "row 0", "label is null"]
+    if kind == "path null":
+        write(path, paths=[None] + paths[1:])
+        return [f"{path.name}:row 0", "image.path is null"]
+    if kind == "label disagreeing":
+        write(path, labels=[1 - labels[0]] + labels[1:])  # the sample's classes are labels 0 and 1
+        return [path.name, paths[0], "but its label"]
+    if kind == "duplicate":  # the row in a second file too
+        other = data / "train-00001-of-00003.parquet"
+        both = pyarrow.concat_tables([pq.read_table(other), table.slice(0, 1)])
+        pq.write_table(both, other, row_group_size=4)
+        original = paths[0].rsplit("_", 1)[0] + ".JPEG"
+        return [path.name, other.name, f"holds {original}"]
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ the face-blurred archives
+
+
+def blurred_damage(kind, root):
+    archive = root / "train_blurred.tar.gz"
+    members = tar_members(gzip.decompress(archive.read_bytes()))
+    first = members[0][0]
+    if kind == "truncated":
+        cut(archive)
+        return [archive.name, "truncated"]
+    if kind == "empty piece":
+        archive.write_bytes(tar_bytes([], gz=True))
+        return [archive.name, "holds no train images"]
+    if kind == "missing piece":  # a class folder gone from the archive
+        rewrite(archive, lambda ms: [(n, d) for n, d in ms if f"/{SYNSETS[1]}/" not in n])
+        return [archive.name, SYNSETS[1], "no class folder"]
+    if kind == "name not UTF-8":
+        rewrite(archive, renamed_first)
+        return [archive.name, not_utf8(first).replace("\udcff", "\\udcff"), "not UTF-8"]
+    if kind == "label disagreeing":  # in the other class's folder
+        moved = first.replace(f"/{SYNSETS[0]}/", f"/{SYNSETS[1]}/")
+        rewrite(archive, lambda ms: [(moved if n == first else n, d) for n, d in ms])
+        return [archive.name, moved, "named for synset"]
+    if kind == "duplicate":
+        rewrite(archive, lambda ms: ms + ms[:1])
+        return [archive.name, f"holds {Path(first).stem}.JPEG twice"]
+    raise AssertionError(kind)
+
+
+# ------------------------------------------------------------------ the table
+
+TAR = "a tar member's data is where its header says: nothing to point elsewhere (read_member checks the header)"
+NO_CRC = "a tar carries no checksum of a member's data"
+FOLDER_LABEL = "the class folder (or archive) is the label, as in slim: nothing else in the copy carries one"
+ONE_ARCHIVE = "one archive per split: without it that split is not built, as with the ILSVRC tarballs"
+NO_PATH = "member names are the tar's own: none can be null"
+NAME_LABEL = "the label is the name's synset suffix: it can disagree (below), not be out of range or null"
+WDS_PATH = "a sample's name is its key: none can be null"
+TAR_SIZE = "a size lie in a tar header breaks the listing at the next header: shown for the ILSVRC tarballs"
+
+# layout -> {damage kind: how to apply it (returns the error's fragments), or why it does not apply}
+DAMAGES = {
+    "ilsvrc": dict.fromkeys(KINDS, ilsvrc_damage) | {
+        "member swapped": TAR, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
+        "corrupted payload (stored)": NO_CRC, "label out of range": FOLDER_LABEL, "label null": FOLDER_LABEL,
+        "path null": NO_PATH, "label disagreeing": FOLDER_LABEL},
+    "kaggle": dict.fromkeys(KINDS, kaggle_damage) | {
+        "label out of range": FOLDER_LABEL, "label null": FOLDER_LABEL, "path null": NO_PATH,
+        "label disagreeing": FOLDER_LABEL},
+    "wds": dict.fromkeys(KINDS, wds_damage) | {
+        "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
+        "corrupted payload (stored)": NO_CRC, "path null": WDS_PATH},
+    "hf": dict.fromkeys(KINDS, hf_damage) | {
+        "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
+        "corrupted payload (stored)": NO_CRC, "label out of range": NAME_LABEL, "label null": NAME_LABEL,
+        "path null": NO_PATH},
+    "hf-parquet": dict.fromkeys(KINDS, parquet_damage) | {
+        "member swapped": "a row holds its image: nothing points elsewhere",
+        "size lie": "a row holds its image: no size to lie",
+        "CRC lie (stored)": "parquet's own page checksums are pyarrow's to check",
+        "CRC lie (deflated)": "parquet's own page checksums are pyarrow's to check",
+        "corrupted payload (stored)": "parquet's own page checksums are pyarrow's to check"},
+    "blurred": dict.fromkeys(KINDS, blurred_damage) | {
+        "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
+        "corrupted payload (stored)": NO_CRC, "label out of range": FOLDER_LABEL, "label null": FOLDER_LABEL,
+        "path null": NO_PATH},
+}
+
+CASES = [(layout, kind) for layout, kinds in DAMAGES.items() for kind, how in kinds.items() if callable(how)]
+
+
+def test_every_registered_layout_declares_every_damage():
+    """A copy registered for `sample --layout` is in the table, each damage applied or said not to apply."""
+    assert sorted(DAMAGES) == sorted(sample_layouts())
+    for layout, kinds in DAMAGES.items():
+        assert sorted(kinds) == sorted(KINDS), layout
+        assert all(callable(how) or (isinstance(how, str) and how) for how in kinds.values()), layout
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory):
+    """layout -> the sample written in it (once per layout for the module)."""
+    made = {}
+
+    def get(layout):
+        if layout not in made:
+            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
+            # ilsvrc: `sample --tarballs`, the folders and the three archives beside them (--from reads the archives)
+            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL)
+        return made[layout]
+
+    return get
+
+
+@pytest.fixture(scope="module")
+def clean(written, tmp_path_factory):
+    """layout -> {path: sha256} of the clean build of its sample: all a failed run may leave under a final name."""
+    built = {}
+
+    def get(layout):
+        if layout not in built:
+            out = tmp_path_factory.mktemp(f"{layout}-clean") / "out"
+            result = run_cli(*convert_args(written(layout), out))
+            assert result.exit_code == 0, result.output
+            built[layout] = shard_files(out)
+        return built[layout]
+
+    return get
+
+
+def convert_args(copy, out):
+    return ["convert", "--from", copy, "--output-dir", out, "--labels-file", copy / "labels.txt",
+            "--validation-labels-file", copy / "validation_labels.txt", "--bounding-box-file", copy / "bboxes.csv",
+            *SHARDS]
+
+
+@pytest.mark.parametrize("layout,kind", CASES, ids=[f"{layout}-{kind}" for layout, kind in CASES])
+def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(written, clean, tmp_path, layout, kind):
+    copy = tmp_path / "copy"
+    shutil.copytree(written(layout), copy)
+    fragments = DAMAGES[layout][kind](kind, copy)
+    before = tree_digest(copy)
+    out = tmp_path / "out"
+    result = run_cli(*convert_args(copy, out))
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    assert tree_digest(copy) == before  # the inputs are unchanged
+    left = tree_digest(out) if out.exists() else {}
+    assert not [p for p in left if ".imagenet-build-spool-" in p or ".tmp" in p], left
+    manifest = left.pop("manifest.json", None)
+    if manifest is not None:  # a failure while writing shards: the manifest says it is not complete
+        assert json.loads((out / "manifest.json").read_text())["complete"] is False
+    if left:  # whatever is under a final name is what a clean build writes
+        expected = clean(layout)
+        assert all(expected.get(name) == digest for name, digest in left.items()), left
