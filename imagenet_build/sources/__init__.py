@@ -17,7 +17,6 @@ from imagenet_build.sources import (  # noqa: F401
 # isort: on
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
-    READERS,
     SHOWN,
     VALIDATION_NAME,
     Reader,
@@ -38,7 +37,7 @@ from imagenet_build.sources.tars import (
 )
 
 __all__ = [
-    "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "Reader",
+    "IMAGE_SUFFIX", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "Reader",
     "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
     "scan_validation", "scan_validation_tar", "stat_identity",
 ]

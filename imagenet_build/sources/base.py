@@ -303,14 +303,13 @@ class Reader:
         raise NotImplementedError
 
 
-READERS: dict[str, type[Reader]] = {}  # kind -> Reader class, filled by each source module
-
-
 def reader_for(spec: ShardSpec) -> Reader:
-    return READERS[spec.source_kind](spec)
+    """The shard's Reader: the class its split's listing named (SplitInput.reader)."""
+    reader: Reader = spec.reader(spec)
+    return reader
 
 
 def input_identities(spec: ShardSpec) -> list[str]:
     """entry_identity of each of the shard's inputs as they are now, without reading them."""
-    identify = READERS[spec.source_kind].identity
+    identify = spec.reader.identity
     return [identify(spec, entry) for entry in spec.entries]

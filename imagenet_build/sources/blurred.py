@@ -41,7 +41,7 @@ from imagenet_build.sources.base import (
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import spool_all, spool_splits, stamp
+from imagenet_build.sources.spool import SpoolReader, spool_all, spool_splits, stamp
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -70,7 +70,7 @@ def identify(path: str) -> list:
 def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
     spool, (listed,) = spool_all(copy, [archive], "train", pool)
     members, offsets, sizes, files, crcs, _ = listed
-    result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    result = SplitInput("train", spool, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     by_synset: dict = {}
     disagree = []
     for i, member in enumerate(members):
@@ -104,7 +104,7 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
     spool, (listed,) = spool_all(copy, [archive], "validation", pool)
     members, offsets, sizes, files, crcs, _ = listed
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    result = SplitInput("validation", spool, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     items, disagree, numbers = [], [], set()
     for i, member in enumerate(members):
         if not files[i]:

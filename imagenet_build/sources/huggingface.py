@@ -37,7 +37,7 @@ from imagenet_build.sources.base import (
     require_images,
 )
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import SHIFT, spool_all, spool_splits, stamp
+from imagenet_build.sources.spool import SHIFT, SpoolReader, spool_all, spool_splits, stamp
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -74,7 +74,7 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
                task: Optional[Callable[..., Any]] = None, layout: str = "flat-tar") -> SplitInput:
     """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
     spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
-    result = SplitInput("train", spool, layout, reader="spool", stamp=stamp(archives))
+    result = SplitInput("train", spool, layout, reader=SpoolReader, stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): the image number of its original name
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
     # archive number << SHIFT | offset in its decompressed tar, size, header CRC. No string per image
@@ -139,7 +139,7 @@ def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str,
     archives = [archives] if isinstance(archives, str) else archives
     spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, layout, reader="spool", stamp=stamp(archives))
+    result = SplitInput("validation", spool, layout, reader=SpoolReader, stamp=stamp(archives))
     items: list[tuple[str, Any]] = []
     disagree: list[tuple[str, str]] = []
     found = []

@@ -41,7 +41,6 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import SplitInput, utf8_name
 from imagenet_build.sources.base import (
-    READERS,
     add_class,
     deflate_codec,
     flat_validation,
@@ -623,7 +622,7 @@ class KaggleZip:
         listed = self.listing
         self._check_mapping(catalog)
         root = self.path
-        result = SplitInput("train", root, "zip", reader="zip", ignored=list(listed.train_strangers),
+        result = SplitInput("train", root, "zip", reader=ZipReader, ignored=list(listed.train_strangers),
                             stamp=listed.stamp, member_prefix=listed.prefix + TRAIN)
         match_classes(result, f"{root}:{listed.prefix}{TRAIN.rstrip('/')}", sorted(listed.train), catalog,
                       on_error, "class folder")
@@ -647,7 +646,7 @@ class KaggleZip:
         listed = self.listing
         self._check_mapping(catalog)
         labels = labels_loader()
-        result = SplitInput("validation", self.path, "flat-zip", reader="zip", stamp=listed.stamp,
+        result = SplitInput("validation", self.path, "flat-zip", reader=ZipReader, stamp=listed.stamp,
                             member_prefix=listed.prefix + VAL)
         flat_validation(result, listed.validation.items(), catalog, labels, labels_file, on_error,
                         place=lies_in(f"{self.path}:{listed.prefix}{VAL.rstrip('/')}"))
@@ -829,8 +828,6 @@ class ZipReader(ArchiveReader):
         """Its place, size and CRC-32 in the zip; the zip's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}:{entry.extra:x}"
 
-
-READERS["zip"] = ZipReader
 
 
 # ------------------------------------------------------------------ the sample, shaped as Kaggle's zip

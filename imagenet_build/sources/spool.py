@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build.format.naming import LISTINGS_NAME, SPOOL_PREFIX
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, InputError, input_errors
-from imagenet_build.sources.base import READERS, Reader, deflate_codec, will_need
+from imagenet_build.sources.base import Reader, deflate_codec, will_need
 from imagenet_build.sources.tars import BLOCK, list_members, read_member
 
 if TYPE_CHECKING:
@@ -575,5 +575,3 @@ class SpoolReader(Reader):
         """Its place in the archives; their sizes and mtimes are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}"
 
-
-READERS["spool"] = SpoolReader

@@ -20,7 +20,6 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import SplitInput, file_name, utf8_name
 from imagenet_build.sources.base import (
-    READERS,
     VALIDATION_NAME,
     Reader,
     add_class,
@@ -315,7 +314,7 @@ def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Wor
             raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
                                       "is it the validation archive? (swap --train-tar and --validation-tar)")
         raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
-    result = SplitInput("train", str(archive), "tar", reader="archive", ignored=strangers,
+    result = SplitInput("train", str(archive), "tar", reader=ArchiveReader, ignored=strangers,
                         stamp=storage.stamp(archive))
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
     order = [synset for synset in catalog.synsets if synset in inner]
@@ -353,7 +352,7 @@ def scan_validation_tar(
             raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
                                       "is it the train archive? (swap --train-tar and --validation-tar)")
         raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
-    result = SplitInput("validation", str(archive), "flat-tar", reader="archive", stamp=storage.stamp(archive))
+    result = SplitInput("validation", str(archive), "flat-tar", reader=ArchiveReader, stamp=storage.stamp(archive))
     return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
 
 
@@ -400,5 +399,3 @@ class ArchiveReader(Reader):
         """Its place in the archive; the archive's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}"
 
-
-READERS["archive"] = ArchiveReader

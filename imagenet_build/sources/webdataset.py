@@ -43,7 +43,7 @@ from typing import IO, TYPE_CHECKING, Any, Dict, List, NamedTuple, Tuple, Union
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.model import SplitInput, Where, file_name
-from imagenet_build.sources.base import READERS, VALIDATION_NAME, Reader, once_each, refuse_empty_pieces, will_need
+from imagenet_build.sources.base import VALIDATION_NAME, Reader, once_each, refuse_empty_pieces, will_need
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
 
@@ -322,7 +322,7 @@ def scan_shards(
     root = storage.parent(shards[0]) if storage.is_url(shards[0]) else os.path.commonpath(
         [os.path.dirname(os.path.abspath(p)) for p in shards])
     rel = [storage.basename(p) if storage.is_url(p) else os.path.relpath(os.path.abspath(p), root) for p in shards]
-    result = SplitInput(split, str(root), "wds", reader="wds")
+    result = SplitInput(split, str(root), "wds", reader=ShardReader)
     listed: dict[str, ShardColumns] = {}
     tasks = [(str(shards[k]), rel[k], split, on_error, validation_labels_file) for k in range(len(shards))]
     pool.run(list_shard, tasks, lambda task, columns: listed.__setitem__(task[1], columns))
@@ -458,8 +458,6 @@ class ShardReader(Reader):
             stamp = f"unreadable: {e.strerror}"
         return f"{shardrel}@{entry.offset}:{entry.size}|{stamp}"
 
-
-READERS["wds"] = ShardReader
 
 
 # ------------------------------------------------------------------ the sample, in this layout
