@@ -1,24 +1,21 @@
-"""What every source has in common: a split's listing, the checks on its classes, and the reader interface.
+"""The rules every copy's listing keeps, and the Reader its images are read with.
 
-A source is one copy of a split of ImageNet (folders, the ILSVRC2012 tarballs, ...)
-and has two halves:
-- a scan (on the driver): lists the split's images in slim's order — class by class
-  in labels-file order, then by file name — into a SplitInput: names, labels and,
-  for an image inside an archive, its byte range there;
-- a Reader (in a worker): reads one shard's images by their number in its ShardSpec,
-  and names each input's state (what a rerun compares to decide that an input changed).
-The plan, the writers and resume see only these two; none of them knows where the
-bytes come from. Adding a copy of ImageNet is one module with a scan and a Reader.
+A copy (copies.py) lists each split on the driver: its images in slim's order — class by
+class in labels-file order, then by file name — into a SplitInput: names, labels and, for
+an image inside an archive, its byte range there. The rules of that listing live here, once:
+classes against the labels file, a class with no images, an image twice, a piece of a copy
+with none, flat validation names labelled by number. A Reader (in a worker) reads one
+shard's images by their number in its ShardSpec, and names each input's state (what a rerun
+compares to decide that an input changed). The plan, the writers and resume see only these
+two; none of them knows where the bytes come from.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import SplitInput, Where, utf8_name
@@ -28,13 +25,6 @@ if TYPE_CHECKING:
     from imagenet_build.model import ImageEntry, ShardSpec
 
 
-
-class DeflateCodec(NamedTuple):
-    decompressobj: Callable[..., Any]
-    error: Any  # the exception class its decompressobj raises
-    crc32: Callable[..., int]
-
-
 READ_AHEAD = 8  # input images announced to the kernel ahead of their turn, by every reader
 
 
@@ -42,21 +32,6 @@ def will_need(fd: int, offset: int, length: int) -> None:
     """Tell the kernel bytes [offset, offset + length) of `fd` will be read soon (length 0: to the end)."""
     if hasattr(os, "posix_fadvise"):
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
-
-
-@functools.lru_cache(maxsize=None)
-def deflate_codec() -> DeflateCodec:
-    """zlib's decompressobj, error and crc32 as ISA-L (package isal) gives them where installed, else zlib's.
-
-    The same bytes either way. ISA-L, on one core here: a gzipped ImageNet-like tar 0.60 s against
-    0.75 s for 200 MB in one call (streamed, 0.59 against 0.67 s, within this machine's noise); 2,000
-    deflated JPEGs (a Kaggle zip's members) inflated and CRC-checked at 395 against 347 MB/s.
-    """
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return DeflateCodec(zlib.decompressobj, zlib.error, zlib.crc32)
-    return DeflateCodec(isal_zlib.decompressobj, isal_zlib.error, isal_zlib.crc32)
 
 
 IMAGE_SUFFIX = ".JPEG"

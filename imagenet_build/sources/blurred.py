@@ -29,6 +29,7 @@ import re
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra import storage
+from imagenet_build.infra.errors import PathLike
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     SHOWN,
@@ -40,8 +41,8 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import SpoolReader, spool_all, spool_splits, stamp
+from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 
 if TYPE_CHECKING:
     from pathlib import Path as _Path
@@ -59,7 +60,7 @@ ILSVRC_TRAIN = 1281167
 TOTALS = {"train": ILSVRC_TRAIN - 101, "validation": 50000 - 3}
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     base = storage.basename(path)
     if base in ARCHIVES:
         return [Piece(NAME, ARCHIVES[base], path)]
@@ -67,10 +68,22 @@ def identify(path: str) -> list:
     return [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES and not names[n]]
 
 
-def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
-    spool, (listed,) = spool_all(copy, [archive], "train", pool)
+class BlurredCopy(SpooledCopy):
+    """The two archives, read from their spool: class folders, `.jpg` names given back as `.JPEG`."""
+
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+        return scan_train(self.spool, catalog, on_error, pool)
+
+    def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
+                        labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
+        return scan_validation(self.spool, catalog, on_error, pool, labels_loader, str(labels_file))
+
+
+def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+    (archive,) = spool.archives["train"]
+    folder, (listed,) = spool.take("train", pool)
     members, offsets, sizes, files, crcs, _ = listed
-    result = SplitInput("train", spool, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
+    result = SplitInput("train", folder, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     by_synset: dict = {}
     disagree = []
     for i, member in enumerate(members):
@@ -99,12 +112,13 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
     return result
 
 
-def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers,
-                    labels_loader: Callable[[], list], labels_file: str) -> SplitInput:
-    spool, (listed,) = spool_all(copy, [archive], "validation", pool)
+def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers,
+                    labels_loader: Callable[[], list[str]], labels_file: str) -> SplitInput:
+    (archive,) = spool.archives["validation"]
+    folder, (listed,) = spool.take("validation", pool)
     members, offsets, sizes, files, crcs, _ = listed
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
+    result = SplitInput("validation", folder, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     items, disagree, numbers = [], [], set()
     for i, member in enumerate(members):
         if not files[i]:
@@ -138,17 +152,9 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
     return result
 
 
-def assemble(pieces: list) -> Copy:
+def assemble(pieces: list[Piece]) -> BlurredCopy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, f"{NAME} archives")
-    if "train" in roles:
-        copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, roles["train"], catalog, on_error, pool)
-    if "validation" in roles:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
-            copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
-    splits = {split: [roles[split]] for split in ("train", "validation") if split in roles}
-    copy.prepare = lambda pool: spool_splits(copy, splits, pool)
-    return copy
+    return BlurredCopy(NAME, f"{NAME} archives", {split: [path] for split, path in roles.items()})
 
 
 def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
@@ -192,4 +198,4 @@ def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
             [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
 
 
-register(Layout(NAME, identify, assemble, short="blurred", write_sample=write_sample, totals=TOTALS))
+register(Layout(NAME, identify, assemble, rank=60, short="blurred", write_sample=write_sample, totals=TOTALS))

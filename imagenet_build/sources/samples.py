@@ -9,10 +9,10 @@ import tarfile
 from imagenet_build.infra.errors import BuildError
 
 
-def tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def tar_add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     """Add bytes with fixed metadata, so the same sample gives the same archive bytes."""
     info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.size, info.mtime, info.mode = len(data), 0, mode
     tar.addfile(info, io.BytesIO(data))
 
 

@@ -144,7 +144,8 @@ def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
         from imagenet_build.sources import find_copy
 
         copy = find_copy([out])
-        where = f"--from {shlex.quote(str(out))}" + ("" if copy.boxes else f" --bounding-box-file {path('bboxes.csv')}")
+        where = f"--from {shlex.quote(str(out))}" + (
+            "" if copy.carries_boxes else f" --bounding-box-file {path('bboxes.csv')}")
     return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
             f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
             "--output-dir OUTPUT")
