@@ -87,7 +87,12 @@ def identify(path: str) -> list[Piece]:
 
 @dataclass
 class IlsvrcCopy(Copy):
-    """The ILSVRC2012 archives or folders, one of them a split (any mix), and the bbox archive."""
+    """The ILSVRC2012 archives or folders, one of them a split (any mix), and the bbox archive; what the
+    per-split options (--train-tar, --train-dir, ...) name too, under their own `layout` and `description`.
+
+    any_image: any dataset of class folders (--classes-from-folders): both splits are class folders
+    of *.jpg, *.jpeg, *.png in any case.
+    """
 
     train_tar: str | None = None
     train_dir: str | None = None
@@ -95,6 +100,8 @@ class IlsvrcCopy(Copy):
     validation_dir: str | None = None
     bbox_tar: str | None = None
     layout: str = NAME
+    description: str = ""  # default: "ILSVRC2012 (image-net.org) tarballs" (or folders)
+    any_image: bool = False
     notes: list[str] = field(default_factory=list)
     work_dir: str = ""
 
@@ -103,7 +110,8 @@ class IlsvrcCopy(Copy):
                                    ("validation", self.validation_tar, self.validation_dir)):
             if tar and folder:  # which one to convert, only the user knows
                 raise UsageError(f"--from was given the {split} split twice: {tar} and {folder}; give one of them")
-        self.description = f"{NAME} {'tarballs' if self.train_tar or self.validation_tar else 'folders'}"
+        if not self.description:
+            self.description = f"{NAME} {'tarballs' if self.train_tar or self.validation_tar else 'folders'}"
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -118,13 +126,15 @@ class IlsvrcCopy(Copy):
         if self.train_tar:
             return scan_train_tar(self.train_tar, catalog, on_error, pool)
         assert self.train_dir is not None  # "train" is in splits
-        return folders.scan_class_folders("train", self.train_dir, catalog, on_error)
+        return folders.scan_class_folders("train", self.train_dir, catalog, on_error, self.any_image)
 
     def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
                         labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
         if self.validation_tar:
             return scan_validation_tar(self.validation_tar, catalog, labels_loader, labels_file, on_error)
         assert self.validation_dir is not None  # "validation" is in splits
+        if self.any_image:
+            return folders.scan_class_folders("validation", self.validation_dir, catalog, on_error, any_image=True)
         return folders.scan_validation(self.validation_dir, catalog, labels_loader, labels_file, on_error)
 
     def boxes(self, catalog: Catalog) -> dict[str, bytes]:
