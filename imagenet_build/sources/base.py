@@ -164,13 +164,18 @@ def refuse_empty_pieces(pieces: Iterable[tuple[str, int]], split: str) -> None:
                                    "download?) would build the split without its images; download it again")
 
 
-def refuse_disagreeing(problems: list[tuple[str, str]], what: str, on_error: str,
-                       path_of: Callable[[str], str]) -> None:
-    """Images whose name disagrees with their label: with --on-error fail, one line naming the first
-    (at path_of(name)); with skip the caller leaves them out, listed."""
+def leave_out_disagreeing(result: SplitInput, problems: list[tuple[str, str]], what: str, on_error: str,
+                          path_of: Callable[[str], str], noted: str = "") -> None:
+    """Images whose name disagrees with their label, [(name, problem)]: with --on-error fail, one line naming
+    the first (at path_of(name)); with skip they are left out, listed, and named in a note where `noted` says
+    what disagrees with what."""
     if problems and on_error == "fail":
         name, problem = problems[0]
         raise InputError(path_of(name), f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
+    result.left_out.extend(problems)
+    if problems and noted:
+        result.notes.append(f"{result.split}: {len(problems)} image(s) left out, {noted}: "
+                            + ", ".join(name for name, _ in problems[:SHOWN]))
 
 
 def require_images(result: SplitInput, root: PathLike, catalog: Catalog) -> None:

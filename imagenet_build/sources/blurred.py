@@ -25,7 +25,9 @@ The archives are decompressed once into a spool (see spool.py for why and what i
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra import storage
@@ -35,18 +37,17 @@ from imagenet_build.sources.base import (
     SHOWN,
     add_class,
     flat_validation,
+    leave_out_disagreeing,
     lies_in,
     match_classes,
-    refuse_disagreeing,
     refuse_empty_pieces,
     require_images,
 )
 from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 
 if TYPE_CHECKING:
-    from pathlib import Path as _Path
-
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.infra.workers import Workers
 
@@ -98,8 +99,7 @@ def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers) -> 
             by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG",
                                                              (offsets[i], sizes[i], crcs[i])))
     refuse_empty_pieces([(archive, len(disagree) + sum(map(len, by_synset.values())))], "train")
-    refuse_disagreeing(disagree, "train images", on_error, lambda name: f"{archive}:{name}")
-    result.left_out.extend(disagree)
+    leave_out_disagreeing(result, disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     match_classes(result, archive, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in by_synset:
@@ -136,11 +136,8 @@ def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers
         numbers.add(number)
         items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i], crcs[i])))
     refuse_empty_pieces([(archive, len(items) + len(disagree))], "validation")
-    refuse_disagreeing(disagree, "validation images", on_error, lambda name: f"{archive}:{name}")
-    if disagree:
-        result.left_out.extend(disagree)
-        result.notes.append(f"validation: {len(disagree)} image(s) left out, their class folder disagrees with "
-                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    leave_out_disagreeing(result, disagree, "validation images", on_error, lambda name: f"{archive}:{name}",
+                          noted=f"their class folder disagrees with {labels_file}")
     flat_validation(result, items, catalog, validation_labels, labels_file, on_error, place=lies_in(archive))
     wanted = set(catalog.synsets)
     disagreeing = {int(found.group(3)) for m, _ in disagree if (found := VALIDATION_MEMBER.search(m))}
@@ -157,45 +154,32 @@ def assemble(pieces: list[Piece]) -> BlurredCopy:
     return BlurredCopy(NAME, f"{NAME} archives", {split: [path] for split, path in roles.items()})
 
 
-def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`train_blurred.tar.gz`, `val_blurred.tar.gz`: the sample's images in class folders as `.jpg`, every
     third RGB one re-encoded by Pillow (as the blurring did), the last train and validation image left out."""
-    import gzip
-    import io
-    import tarfile
-    from pathlib import Path
-
-    from PIL import Image
-
-    from imagenet_build.sources.samples import enough_for, tar_add
-
-    sample = Path(ilsvrc_sample)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-
-    def blurred(path: _Path, n: int) -> bytes:
-        data = path.read_bytes()
-        with Image.open(io.BytesIO(data)) as image:
-            if n % 3 or image.format != "JPEG" or image.mode != "RGB":
-                return data
-            again = io.BytesIO()
-            image.save(again, "JPEG", quality=75)
-            return again.getvalue()
-
-    def archive(name: str, top: str, members: list) -> None:
-        with gzip.GzipFile(out / name, "wb", mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                for n, (synset, path) in enumerate(members):
-                    tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
-
-    train = sorted(sample.glob("train/*/*.JPEG"))
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    train = [(p, p.parent.name) for p in sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"))]
+    validation = validation_images(ilsvrc_sample)
     for split, images in (("train", train), ("validation", validation)):
         enough_for(len(images), 2, split, "blurred")  # the last of each is left out, as the release lacks some
-    archive("train_blurred.tar.gz", "train_blurred", [(p.parent.name, p) for p in train[:-1]])
-    synsets = (sample / "validation_labels.txt").read_text().split()
-    archive("val_blurred.tar.gz", "val_blurred",
-            [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
+    for name, top, images in (("train_blurred.tar.gz", "train_blurred", train),
+                              ("val_blurred.tar.gz", "val_blurred", validation)):
+        tar_gz(out / name, ((f"{top}/{synset}/{path.stem}.jpg", _blurred(path, n))
+                            for n, (path, synset) in enumerate(images[:-1])))
+
+
+def _blurred(path: Path, n: int) -> bytes:
+    """The image's bytes, every third RGB JPEG (by `n`) re-encoded by Pillow, as the blurring re-encoded all."""
+    from PIL import Image
+
+    data = path.read_bytes()
+    with Image.open(io.BytesIO(data)) as image:
+        if n % 3 or image.format != "JPEG" or image.mode != "RGB":
+            return data
+        again = io.BytesIO()
+        image.save(again, "JPEG", quality=75)
+        return again.getvalue()
 
 
 register(Layout(NAME, identify, assemble, rank=60, short="blurred", write_sample=write_sample, totals=TOTALS))

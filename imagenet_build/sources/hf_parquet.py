@@ -36,6 +36,7 @@ from imagenet_build.model import utf8_name
 from imagenet_build.sources import huggingface
 from imagenet_build.sources.copies import Layout, Piece, listing, register
 from imagenet_build.sources.listings import Listing
+from imagenet_build.sources.samples import enough_for, validation_images
 from imagenet_build.sources.tars import BLOCK, write_header
 
 NAME = "Hugging Face ILSVRC/imagenet-1k (parquet)"
@@ -184,19 +185,17 @@ def _complete(split: str, found: dict[int, tuple[int, str]]) -> list[str]:
     return [found[k][1] for k in range(count)]
 
 
-def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`data/train-0000k-of-00003.parquet` (train dealt round-robin: the real row order is not documented),
     `data/validation-00000-of-00001.parquet`, `data/test-00000-of-00001.parquet`."""
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
-    from imagenet_build.sources.samples import enough_for
-
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
 
-    def write(name: str, rows: list) -> None:
+    def write(name: str, rows: list[tuple[str, Path, int]]) -> None:
         table = pyarrow.table({
             "image": pyarrow.array([{"bytes": p.read_bytes(), "path": n} for n, p, _ in rows],
                                    pyarrow.struct([("bytes", pyarrow.binary()), ("path", pyarrow.string())])),
@@ -205,18 +204,16 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
         pq.write_table(table, data / name, row_group_size=4)
 
     train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = validation_images(sample)
     enough_for(len(train), 3, "train", "hf-parquet")
-    enough_for(len(list(sample.glob("validation/*.JPEG"))), 1, "validation", "hf-parquet")
+    enough_for(len(validation), 1, "validation", "hf-parquet")
     rows = [(f"{p.stem}_{p.parent.name}.JPEG", p, synsets.index(p.parent.name)) for p in train]
     for k in range(3):
         write(f"train-{k:05d}-of-00003.parquet", rows[k::3])
-    truth = (sample / "validation_labels.txt").read_text().split()
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     write("validation-00000-of-00001.parquet",
-          [(f"{p.stem}_{truth[int(p.stem[-8:]) - 1]}.JPEG", p, synsets.index(truth[int(p.stem[-8:]) - 1]))
-           for p in validation])
+          [(f"{p.stem}_{synset}.JPEG", p, synsets.index(synset)) for p, synset in validation])
     write("test-00000-of-00001.parquet",
-          [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, p in enumerate(validation[:2], start=1)])
+          [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, (p, _) in enumerate(validation[:2], start=1)])
 
 
 register(Layout(NAME, identify, assemble, rank=50, short="hf-parquet", write_sample=write_sample, folder=True))

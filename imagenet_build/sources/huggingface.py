@@ -22,26 +22,25 @@ from __future__ import annotations
 import re
 from array import array
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources.base import (
-    SHOWN,
     add_class,
     flat_validation,
+    leave_out_disagreeing,
     match_classes,
-    refuse_disagreeing,
     refuse_empty_pieces,
     require_images,
 )
 from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import SHIFT, Spool, SpooledCopy, SpoolReader, stamp
 
 if TYPE_CHECKING:
-    from pathlib import Path as _Path
-
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.infra.workers import Workers
 
@@ -125,8 +124,8 @@ def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, lay
             crcs.append(member_crcs[i])
         found.append(len(numbers) + len(disagree) - before)
     refuse_empty_pieces(zip(archives, found), "train")
-    refuse_disagreeing(disagree, "train images", on_error, partial(storage.join, storage.parent(archives[0])))
-    result.left_out.extend(disagree)
+    leave_out_disagreeing(result, disagree, "train images", on_error,
+                          partial(storage.join, storage.parent(archives[0])))
     match_classes(result, storage.parent(archives[0]), sorted(code_of), catalog, on_error, "synset")
     rows: dict = {}
     for i, code in enumerate(codes):
@@ -163,12 +162,9 @@ def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers
         _validation_items(archive, k, listed, validation_labels, labels_file, result, items, disagree)
         found.append(len(items) + len(disagree) - before)
     refuse_empty_pieces(zip(archives, found), "validation")
-    refuse_disagreeing(disagree, "validation images", on_error,
-                       partial(storage.join, storage.parent(archives[0])))
-    if disagree:
-        result.left_out.extend(disagree)
-        result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
-                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    leave_out_disagreeing(result, disagree, "validation images", on_error,
+                          partial(storage.join, storage.parent(archives[0])),
+                          noted=f"their name's synset disagrees with {labels_file}")
     return flat_validation(result, items, catalog, validation_labels, labels_file, on_error,
                            place=partial(_archive_of, archives))
 
@@ -219,36 +215,21 @@ def assemble(pieces: list[Piece]) -> HfCopy:
     return copy
 
 
-def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`data/train_images_{0..4}.tar.gz` (train images dealt round-robin in name order: how the real
     archives split them is not documented), `data/val_images.tar.gz`, `data/test_images.tar.gz`."""
-    import gzip
-    import tarfile
-    from pathlib import Path
-
-    from imagenet_build.sources.samples import enough_for, tar_add
-
-    ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
+    data = Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
-
-    def archive(name: str, members: list) -> None:
-        with gzip.GzipFile(data / name, "wb", mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                for member, path in members:
-                    tar_add(tar, member, path.read_bytes())
-
-    train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
-    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    train = sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = validation_images(ilsvrc_sample)
     enough_for(len(train), TRAIN_ARCHIVES, "train", "hf")
     enough_for(len(validation), 1, "validation", "hf")
     for k in range(TRAIN_ARCHIVES):
-        archive(f"train_images_{k}.tar.gz",
-                [(f"{p.stem}_{p.parent.name}.JPEG", p) for p in train[k::TRAIN_ARCHIVES]])
-    synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
-    archive("val_images.tar.gz",
-            [(f"{p.stem}_{synsets[int(p.stem.rsplit('_', 1)[1]) - 1]}.JPEG", p) for p in validation])
-    archive("test_images.tar.gz",
-            [(f"ILSVRC2012_test_{n:08d}.JPEG", p) for n, p in enumerate(validation[:2], start=1)])
+        tar_gz(data / f"train_images_{k}.tar.gz",
+               ((f"{p.stem}_{p.parent.name}.JPEG", p.read_bytes()) for p in train[k::TRAIN_ARCHIVES]))
+    tar_gz(data / "val_images.tar.gz", ((f"{p.stem}_{synset}.JPEG", p.read_bytes()) for p, synset in validation))
+    tar_gz(data / "test_images.tar.gz",
+           ((f"ILSVRC2012_test_{n:08d}.JPEG", p.read_bytes()) for n, (p, _) in enumerate(validation[:2], start=1)))
 
 
 register(Layout(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))

@@ -39,9 +39,9 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, Where, file_name
-from imagenet_build.sources.base import VALIDATION_NAME, once_each, refuse_empty_pieces
+from imagenet_build.sources.base import once_each, refuse_empty_pieces
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.samples import enough_for, tar_add
+from imagenet_build.sources.samples import enough_for, tar_add, validation_images
 from imagenet_build.sources.webdataset_shard import ShardColumns, ShardReader, cls_synsets, list_shard
 
 if TYPE_CHECKING:
@@ -230,18 +230,15 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
 
     sample, folder = Path(ilsvrc_sample), Path(out)
     number = {s: i for i, s in enumerate(cls_synsets())}
-    validation_synsets = (sample / "validation_labels.txt").read_text().split()
+    synset_of = {path: synset for path, synset in validation_images(sample)}
 
     def validation_image(p: Path) -> tuple[str, str]:
-        match = VALIDATION_NAME.match(p.name)
-        if match is None:
-            raise InputError(p, "not an ILSVRC2012_val_<8 digits>.JPEG name: not the ILSVRC sample")
-        return validation_synsets[int(match.group(1)) - 1], p.name
+        return synset_of[p], p.name
 
     splits: dict[str, tuple[list[Path], int, int, Callable[[Path], tuple[str, str]]]] = {
         "train": (sorted((sample / "train").glob("*/*.JPEG")), 3, 4,
                   lambda p: (p.parent.name, f"{p.parent.name}/{p.name}")),
-        "validation": (sorted((sample / "validation").glob("*.JPEG")), 2, 2, validation_image),
+        "validation": (sorted(synset_of), 2, 2, validation_image),
     }
     split_info: dict[str, dict[str, Any]] = {}
     for split, (images, count, digits, describe) in splits.items():

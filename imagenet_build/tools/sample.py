@@ -19,7 +19,6 @@ Same options -> same bytes.
 from __future__ import annotations
 
 import colorsys
-import gzip
 import io
 import random
 import tarfile
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build.catalog.boxes import boxes_to_csv_lines
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
-from imagenet_build.sources.samples import tar_add
+from imagenet_build.sources.samples import tar_add, tar_gz
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -164,10 +163,8 @@ def write_tarballs(out: PathLike) -> None:
     with tarfile.open(out / "ILSVRC2012_img_val.tar", "w", format=tarfile.GNU_FORMAT) as tar:
         for image in sorted((out / "validation").iterdir()):
             tar_add(tar, image.name, image.read_bytes())
-    with gzip.GzipFile(out / "ILSVRC2012_bbox_train_v2.tar.gz", "wb", mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            for xml in sorted((out / "bbox").glob("*/*.xml")):
-                tar_add(tar, f"{xml.parent.name}/{xml.name}", xml.read_bytes())
+    tar_gz(out / "ILSVRC2012_bbox_train_v2.tar.gz",
+           ((f"{xml.parent.name}/{xml.name}", xml.read_bytes()) for xml in sorted((out / "bbox").glob("*/*.xml"))))
 
 
 # Which train images (by position over all of them) get an awkward encoding.
