@@ -40,6 +40,17 @@ SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
 
 
+def labelled_synset(number: int, validation_labels: list[str]) -> str | None:
+    """The synset the validation labels file gives validation image `number` (its line `number`), or None
+    when the file has fewer lines."""
+    return validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+
+
+def no_label(number: int, validation_labels: list[str], validation_labels_file: PathLike) -> str:
+    """The problem of a validation image past the end of the validation labels file."""
+    return f"no label: {validation_labels_file} has {len(validation_labels)} lines, this is image {number}"
+
+
 def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
     """(folders, files) directly under root, each sorted by name."""
     folders: list[str] = []
@@ -209,16 +220,14 @@ def flat_validation(
             result.ignored.append(name)
             continue
         number = int(match.group(1))
-        if not 1 <= number <= len(validation_labels):
-            problem = (
-                f"no label: {validation_labels_file} has {len(validation_labels)} lines, "
-                f"this is image {number}"
-            )
+        synset = labelled_synset(number, validation_labels)
+        if synset is None:
+            problem = no_label(number, validation_labels, validation_labels_file)
             if on_error == "fail":
                 raise InputError(f"{result.root}/{name}", problem + "; pass the right --validation-labels-file")
             result.left_out.append((name, problem))
             continue
-        label = catalog.label_of.get(validation_labels[number - 1])
+        label = catalog.label_of.get(synset)
         if label is None:
             outside += 1
             continue

@@ -37,6 +37,7 @@ from imagenet_build.sources.base import (
     SHOWN,
     add_class,
     flat_validation,
+    labelled_synset,
     leave_out_disagreeing,
     lies_in,
     match_classes,
@@ -128,7 +129,7 @@ def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers
             result.ignored.append(member)
             continue
         number = int(match.group(3))
-        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        expected = labelled_synset(number, validation_labels)
         if expected is not None and expected != match.group(1):
             disagree.append((member, f"in class folder {match.group(1)}, but {labels_file} gives {expected} "
                                      f"for image {number}"))

@@ -31,6 +31,7 @@ from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources.base import (
     add_class,
     flat_validation,
+    labelled_synset,
     leave_out_disagreeing,
     match_classes,
     refuse_empty_pieces,
@@ -181,7 +182,7 @@ def _validation_items(archive: str, k: int, listed: tuple, validation_labels: li
             result.ignored.append(base)
             continue
         number = int(match.group(2))
-        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        expected = labelled_synset(number, validation_labels)
         if expected is not None and expected != match.group(3):
             problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
             disagree.append((f"{storage.basename(archive)}:{base}", problem))

@@ -23,7 +23,14 @@ from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.model import SplitInput
-from imagenet_build.sources.base import add_class, flat_validation, lies_in, match_classes, require_images
+from imagenet_build.sources.base import (
+    add_class,
+    flat_validation,
+    labelled_synset,
+    lies_in,
+    match_classes,
+    require_images,
+)
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.kaggle_listing import (
@@ -83,9 +90,10 @@ def solution_notes(lines: Iterable[str], where: str, validation_labels: list[str
                                     f"got {line[:80]!r}")
         rows += 1
         image = int(match.group(1))
-        if not 1 <= image <= len(validation_labels):
+        labelled = labelled_synset(image, validation_labels)
+        if labelled is None:
             outside += 1
-        elif validation_labels[image - 1] != synset:
+        elif labelled != synset:
             differ.append((image, synset))
     notes = []
     if differ:

@@ -20,7 +20,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Union
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.model import file_name
-from imagenet_build.sources.base import VALIDATION_NAME, Reader, will_need
+from imagenet_build.sources.base import VALIDATION_NAME, Reader, labelled_synset, no_label, will_need
 from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
 
 if TYPE_CHECKING:
@@ -203,9 +203,10 @@ def _synset_of_name(name: str, validation_labels_file: str | None) -> str | None
     if val_name and validation_labels_file:
         labels = _validation_labels(validation_labels_file)
         n = int(val_name.group(1))
-        if not 1 <= n <= len(labels):
-            raise _Unusable(f"no label: {validation_labels_file} has {len(labels)} lines, this is image {n}")
-        return labels[n - 1]
+        synset = labelled_synset(n, labels)
+        if synset is None:
+            raise _Unusable(no_label(n, labels, validation_labels_file))
+        return synset
     return None
 
 
