@@ -10,7 +10,6 @@ Folder entries (`.../`) come before their files, as `zip -r` writes them.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_labels_file, read_metadata_file
@@ -49,6 +48,8 @@ def _folder(name: str) -> ZipMember:
 def _loc_files(sample: Path, synsets: list[str]) -> list[ZipMember]:
     """LOC_synset_mapping.txt, LOC_val_solution.csv (rows not in image order, as Kaggle's are not) and
     LOC_train_solution.csv, from the sample's labels and XML."""
+    import xml.etree.ElementTree as ET  # here: a convert does not need it
+
     texts = read_metadata_file(DEFAULT_METADATA_FILE)
     mapping = "".join(f"{s} {texts.get(s, s)}\n" for s in synsets)
     val_labels = (sample / "validation_labels.txt").read_text().split()

@@ -4,7 +4,6 @@ a copy empty."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import tarfile
 from collections.abc import Iterable
@@ -23,6 +22,8 @@ def tar_add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> 
 
 def tar_gz(path: Path, members: Iterable[tuple[str, bytes]]) -> None:
     """A .tar.gz (GNU tar) of [(member name, bytes)], its gzip header's time 0 and each member's fixed."""
+    import gzip  # here: a convert does not need it
+
     with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, data in members:
             tar_add(tar, name, data)
