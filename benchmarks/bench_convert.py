@@ -31,9 +31,10 @@ def bench_plan():
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.model import SplitInput
     from imagenet_build.plan import SplitPlan
+    from imagenet_build.sources.folders import FolderReader
 
     cat = load_catalog()
-    split = SplitInput("train", "/", "folders")
+    split = SplitInput("train", "/", "folders", FolderReader)
     for i in range(1281167):
         synset = cat.synsets[i % 1000]
         split.add(f"{synset}/{synset}_{i}.JPEG", i % 1000 + 1)

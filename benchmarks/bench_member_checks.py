@@ -49,8 +49,8 @@ def write_copies(work, images):
     """A stored zip and a flat tar of the images; their listings (as the scans make them)."""
     import zipfile
 
-    from imagenet_build.sources.kaggle import STORED, pack_extra, write_zip
     from imagenet_build.sources.tars import list_members
+    from imagenet_build.sources.zips import STORED, pack_extra, write_zip
 
     names = [f"ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_{n:08d}.JPEG" for n in range(1, len(images) + 1)]
     zip_path, tar_path = Path(work) / "stored.zip", Path(work) / "flat.tar"
@@ -70,9 +70,9 @@ def write_copies(work, images):
 
 def passes(zip_fd, zipped, tar_fd, tarred, images):
     """{name: one pass over every member}, without and with the checks."""
-    from imagenet_build.sources.base import deflate_codec
-    from imagenet_build.sources.kaggle import HEAD_READ, member_bytes
+    from imagenet_build.sources.inflate import deflate_codec
     from imagenet_build.sources.tars import read_member, read_range
+    from imagenet_build.sources.zips import HEAD_READ, member_bytes
 
     crc32 = deflate_codec().crc32
 
@@ -108,7 +108,7 @@ def main():
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    from imagenet_build.sources.base import deflate_codec
+    from imagenet_build.sources.inflate import deflate_codec
 
     images = jpegs(args.images)
     total = sum(map(len, images))

@@ -41,7 +41,7 @@ def pack(inputs, data):
 
 def spool_pass(data):
     """(wall s, CPU s of this process, bytes decompressed) to decompress and list the five archives in turn."""
-    from imagenet_build.sources.spool import spool_and_list
+    from imagenet_build.sources.inflate import spool_and_list
 
     archives = sorted(data.glob("train_images_*.tar.gz"))
     with tempfile.TemporaryDirectory(dir=data.parent) as spool:

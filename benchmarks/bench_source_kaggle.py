@@ -23,15 +23,8 @@ sys.path.insert(0, str(HERE))
 
 from common import alternate, bench_parser, prepared_inputs  # noqa: E402
 
-from imagenet_build.sources.kaggle import (  # noqa: E402
-    DEFLATED,
-    MAPPING,
-    SOLUTION,
-    STORED,
-    TRAIN,
-    VAL,
-    write_zip,
-)
+from imagenet_build.sources.kaggle_listing import MAPPING, SOLUTION, TRAIN, VAL  # noqa: E402
+from imagenet_build.sources.zips import DEFLATED, STORED, write_zip  # noqa: E402
 
 VALIDATION_IMAGES = 16
 

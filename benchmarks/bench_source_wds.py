@@ -30,7 +30,7 @@ from common import alternate, bench_parser, prepared_inputs  # noqa: E402
 
 def pack(inputs, folder, per_shard=1250):
     """timm-shaped shards of the images under inputs/train."""
-    from imagenet_build.sources.webdataset import cls_synsets
+    from imagenet_build.sources.webdataset_shard import cls_synsets
 
     number = {s: i for i, s in enumerate(cls_synsets())}
     images = sorted((inputs / "train").glob("*/*.JPEG"))

@@ -13,7 +13,7 @@ import os
 from array import array
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Protocol, Tuple
 
 from imagenet_build.format.naming import shard_name
 from imagenet_build.infra.errors import InputError
@@ -92,6 +92,15 @@ def file_name(name: str) -> str:
     return name.rstrip("/").rsplit("/", 1)[-1]
 
 
+class ReaderClass(Protocol):
+    """The Reader class (sources/base.py) a split's images are read with, as its listing names it: made for one
+    shard in a worker, and naming an input's state without reading it (what a rerun compares)."""
+
+    def __call__(self, spec: ShardSpec) -> Any: ...
+
+    def identity(self, spec: ShardSpec, entry: ImageEntry) -> str: ...
+
+
 @dataclass
 class SplitInput:
     """A split's images in slim's order, as parallel arrays (compact: ImageNet has 1.28 M).
@@ -103,7 +112,7 @@ class SplitInput:
     split: str
     root: str
     layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
-    reader: str = "folder"  # the Reader kind its shards are read with (READERS)
+    reader: ReaderClass  # what its shards' images are read with
     relpaths: StringColumn = field(default_factory=StringColumn)
     labels: array[int] = field(default_factory=lambda: array("I"))
     offsets: array[int] = field(default_factory=lambda: array("Q"))
@@ -171,7 +180,7 @@ class ShardSpec:
     index: int
     num_shards: int
     source_root: str  # a folder, or an archive
-    source_kind: str  # which Reader reads its entries (sources.READERS)
+    reader: ReaderClass  # what reads its entries (the SplitInput's)
     entries: tuple[ImageEntry, ...]  # in record order
     classes: dict[int, tuple[str, str]]  # label -> (synset, text) for the labels in this shard
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)

@@ -127,7 +127,7 @@ class SplitPlan:
             index=k,
             num_shards=self.num_shards,
             source_root=source.root,
-            source_kind=source.reader,
+            reader=source.reader,
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,

@@ -96,12 +96,11 @@ def _layout_options(opts: ConvertOptions, index_dir_label: str, splits: list[str
 def _scan_copy(copy: sources.Copy, opts: ConvertOptions, cat: catalog_mod.Catalog,
                val_labels: Callable[[], list[str]], val_labels_file: str, pool: Workers) -> list[SplitInput]:
     """Both splits of a --from copy, after the work it does for both at once (copy.prepare)."""
-    if copy.prepare:
-        copy.prepare(pool)
+    copy.prepare(pool)
     split_inputs = []
-    if copy.scan_train:
+    if "train" in copy.splits:
         split_inputs.append(copy.scan_train(cat, opts.on_error, pool))
-    if copy.scan_validation:
+    if "validation" in copy.splits:
         split_inputs.append(copy.scan_validation(cat, opts.on_error, pool, val_labels, val_labels_file))
     return split_inputs
 
@@ -191,7 +190,7 @@ def _load_catalog(opts: ConvertOptions) -> catalog_mod.Catalog:
 
 def _read_boxes(opts: ConvertOptions, cat: catalog_mod.Catalog, copy: sources.Copy | None) -> dict[str, bytes]:
     """Boxes from slim's CSV, or straight from the XML annotations through the same CSV lines."""
-    if copy is not None and copy.boxes and not (opts.bounding_box_file or opts.bbox_tar):
+    if copy is not None and copy.carries_boxes and not (opts.bounding_box_file or opts.bbox_tar):
         return copy.boxes(cat)
     if opts.bounding_box_file:
         return read_box_csv(opts.bounding_box_file)
@@ -335,7 +334,7 @@ def _convert_copy(opts: ConvertOptions, pool: Workers, dest: Destination, starte
 def _check_layout(opts: ConvertOptions, copy: sources.Copy | None) -> None:
     """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
     if copy is not None:
-        splits = [split for split, scan in (("train", copy.scan_train), ("validation", copy.scan_validation)) if scan]
+        splits = list(copy.splits)
     else:
         splits = [split for split in ("train", "validation")
                   if getattr(opts, f"{split}_dir") or getattr(opts, f"{split}_tar")]
@@ -387,7 +386,7 @@ def _write(
 
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
     if copy is not None:  # a .tar.gz copy planned from kept listings: decompressed only where a shard is written
-        spool.decompress_deferred(copy, pool, {p.split for p, _ in todo})
+        copy.make_readable(pool, {p.split for p, _ in todo})
     tasks = (_shard_task(opts, builds, resize, p, k) for p, k in todo)
     try:
         _run_tasks(opts, pool, builds, resize, tasks, finished)
@@ -480,9 +479,9 @@ def _prepare(
             labels = "".join(f"{name}\n" for name in cat.synsets).encode()
             storage.write_bytes(storage.join(build.dest.output, LABELS_NAME), labels)
     if copy is not None:
-        spool.keep_listings(copy)  # the output is checked: a rerun may plan from them
+        copy.keep_listings()  # the output is checked: a rerun may plan from what it keeps
         if opts.verify_inputs:  # every kept shard's inputs are read again
-            spool.decompress_deferred(copy, pool, [p.split for p in plans])
+            copy.make_readable(pool, [p.split for p in plans])
     for build in builds:
         build.done = shards_to_keep(build.previous, plans, build.dest, opts.on_error, pool, opts.verify_inputs,
                                     build.resize)

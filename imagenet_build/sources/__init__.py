@@ -1,23 +1,15 @@
-"""The copies of ImageNet a build reads, each one module with a scan and a Reader (see base).
+"""The copies of ImageNet a build reads: each one module that registers itself (copies.py), with its listing,
+its Reader and its sample layout; and the formats and rules they share (base, folders, tars, zips, spool).
 
-`find_copy` (copies.py) tells them apart for `convert --from`; each layout module
-registers itself on import, below.
+Every module of this package is imported with it, so a copy's module registers its Layout by
+being there: adding a copy edits nothing else. Layout.rank orders them for `--from`.
 """
 
-# the layouts --from knows register themselves on import, and are tried in this order
-# isort: off
-from imagenet_build.sources import (  # noqa: F401
-    ilsvrc,
-    kaggle,
-    webdataset,
-    huggingface,
-    hf_parquet,
-    blurred,
-)
-# isort: on
+import importlib
+import pkgutil
+
 from imagenet_build.sources.base import (
     IMAGE_SUFFIX,
-    READERS,
     SHOWN,
     VALIDATION_NAME,
     Reader,
@@ -31,14 +23,14 @@ from imagenet_build.sources.folders import (
     scan_validation,
     stat_identity,
 )
-from imagenet_build.sources.tars import (
-    ArchiveReader,
-    scan_train_tar,
-    scan_validation_tar,
-)
+from imagenet_build.sources.ilsvrc import IlsvrcCopy, scan_train_tar, scan_validation_tar
+from imagenet_build.sources.tars import ArchiveReader
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
-    "IMAGE_SUFFIX", "READERS", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "Reader",
+    "IMAGE_SUFFIX", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "IlsvrcCopy", "Reader",
     "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
     "scan_validation", "scan_validation_tar", "stat_identity",
 ]

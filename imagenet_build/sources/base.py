@@ -1,24 +1,21 @@
-"""What every source has in common: a split's listing, the checks on its classes, and the reader interface.
+"""The rules every copy's listing keeps, and the Reader its images are read with.
 
-A source is one copy of a split of ImageNet (folders, the ILSVRC2012 tarballs, ...)
-and has two halves:
-- a scan (on the driver): lists the split's images in slim's order — class by class
-  in labels-file order, then by file name — into a SplitInput: names, labels and,
-  for an image inside an archive, its byte range there;
-- a Reader (in a worker): reads one shard's images by their number in its ShardSpec,
-  and names each input's state (what a rerun compares to decide that an input changed).
-The plan, the writers and resume see only these two; none of them knows where the
-bytes come from. Adding a copy of ImageNet is one module with a scan and a Reader.
+A copy (copies.py) lists each split on the driver: its images in slim's order — class by
+class in labels-file order, then by file name — into a SplitInput: names, labels and, for
+an image inside an archive, its byte range there. The rules of that listing live here, once:
+classes against the labels file, a class with no images, an image twice, a piece of a copy
+with none, flat validation names labelled by number. A Reader (in a worker) reads one
+shard's images by their number in its ShardSpec, and names each input's state (what a rerun
+compares to decide that an input changed). The plan, the writers and resume see only these
+two; none of them knows where the bytes come from.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import re
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import SplitInput, Where, utf8_name
@@ -26,13 +23,6 @@ from imagenet_build.model import SplitInput, Where, utf8_name
 if TYPE_CHECKING:
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.model import ImageEntry, ShardSpec
-
-
-
-class DeflateCodec(NamedTuple):
-    decompressobj: Callable[..., Any]
-    error: Any  # the exception class its decompressobj raises
-    crc32: Callable[..., int]
 
 
 READ_AHEAD = 8  # input images announced to the kernel ahead of their turn, by every reader
@@ -44,25 +34,21 @@ def will_need(fd: int, offset: int, length: int) -> None:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
 
-@functools.lru_cache(maxsize=None)
-def deflate_codec() -> DeflateCodec:
-    """zlib's decompressobj, error and crc32 as ISA-L (package isal) gives them where installed, else zlib's.
-
-    The same bytes either way. ISA-L, on one core here: a gzipped ImageNet-like tar 0.60 s against
-    0.75 s for 200 MB in one call (streamed, 0.59 against 0.67 s, within this machine's noise); 2,000
-    deflated JPEGs (a Kaggle zip's members) inflated and CRC-checked at 395 against 347 MB/s.
-    """
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return DeflateCodec(zlib.decompressobj, zlib.error, zlib.crc32)
-    return DeflateCodec(isal_zlib.decompressobj, isal_zlib.error, isal_zlib.crc32)
-
-
 IMAGE_SUFFIX = ".JPEG"
 VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
 SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
+
+
+def labelled_synset(number: int, validation_labels: list[str]) -> str | None:
+    """The synset the validation labels file gives validation image `number` (its line `number`), or None
+    when the file has fewer lines."""
+    return validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+
+
+def no_label(number: int, validation_labels: list[str], validation_labels_file: PathLike) -> str:
+    """The problem of a validation image past the end of the validation labels file."""
+    return f"no label: {validation_labels_file} has {len(validation_labels)} lines, this is image {number}"
 
 
 def scan_folder(root: PathLike) -> tuple[list[str], list[str]]:
@@ -189,13 +175,18 @@ def refuse_empty_pieces(pieces: Iterable[tuple[str, int]], split: str) -> None:
                                    "download?) would build the split without its images; download it again")
 
 
-def refuse_disagreeing(problems: list[tuple[str, str]], what: str, on_error: str,
-                       path_of: Callable[[str], str]) -> None:
-    """Images whose name disagrees with their label: with --on-error fail, one line naming the first
-    (at path_of(name)); with skip the caller leaves them out, listed."""
+def leave_out_disagreeing(result: SplitInput, problems: list[tuple[str, str]], what: str, on_error: str,
+                          path_of: Callable[[str], str], noted: str = "") -> None:
+    """Images whose name disagrees with their label, [(name, problem)]: with --on-error fail, one line naming
+    the first (at path_of(name)); with skip they are left out, listed, and named in a note where `noted` says
+    what disagrees with what."""
     if problems and on_error == "fail":
         name, problem = problems[0]
         raise InputError(path_of(name), f"{problem} ({len(problems)} such {what}); --on-error skip builds without them")
+    result.left_out.extend(problems)
+    if problems and noted:
+        result.notes.append(f"{result.split}: {len(problems)} image(s) left out, {noted}: "
+                            + ", ".join(name for name, _ in problems[:SHOWN]))
 
 
 def require_images(result: SplitInput, root: PathLike, catalog: Catalog) -> None:
@@ -229,16 +220,14 @@ def flat_validation(
             result.ignored.append(name)
             continue
         number = int(match.group(1))
-        if not 1 <= number <= len(validation_labels):
-            problem = (
-                f"no label: {validation_labels_file} has {len(validation_labels)} lines, "
-                f"this is image {number}"
-            )
+        synset = labelled_synset(number, validation_labels)
+        if synset is None:
+            problem = no_label(number, validation_labels, validation_labels_file)
             if on_error == "fail":
                 raise InputError(f"{result.root}/{name}", problem + "; pass the right --validation-labels-file")
             result.left_out.append((name, problem))
             continue
-        label = catalog.label_of.get(validation_labels[number - 1])
+        label = catalog.label_of.get(synset)
         if label is None:
             outside += 1
             continue
@@ -303,14 +292,13 @@ class Reader:
         raise NotImplementedError
 
 
-READERS: dict[str, type[Reader]] = {}  # kind -> Reader class, filled by each source module
-
-
 def reader_for(spec: ShardSpec) -> Reader:
-    return READERS[spec.source_kind](spec)
+    """The shard's Reader: the class its split's listing named (SplitInput.reader)."""
+    reader: Reader = spec.reader(spec)
+    return reader
 
 
 def input_identities(spec: ShardSpec) -> list[str]:
     """entry_identity of each of the shard's inputs as they are now, without reading them."""
-    identify = READERS[spec.source_kind].identity
+    identify = spec.reader.identity
     return [identify(spec, entry) for entry in spec.entries]

@@ -25,27 +25,30 @@ The archives are decompressed once into a spool (see spool.py for why and what i
 
 from __future__ import annotations
 
+import io
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra import storage
+from imagenet_build.infra.errors import PathLike
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     SHOWN,
     add_class,
     flat_validation,
+    labelled_synset,
+    leave_out_disagreeing,
     lies_in,
     match_classes,
-    refuse_disagreeing,
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import spool_all, spool_splits, stamp
+from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
+from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 
 if TYPE_CHECKING:
-    from pathlib import Path as _Path
-
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.infra.workers import Workers
 
@@ -59,7 +62,7 @@ ILSVRC_TRAIN = 1281167
 TOTALS = {"train": ILSVRC_TRAIN - 101, "validation": 50000 - 3}
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     base = storage.basename(path)
     if base in ARCHIVES:
         return [Piece(NAME, ARCHIVES[base], path)]
@@ -67,10 +70,22 @@ def identify(path: str) -> list:
     return [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES and not names[n]]
 
 
-def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
-    spool, (listed,) = spool_all(copy, [archive], "train", pool)
+class BlurredCopy(SpooledCopy):
+    """The two archives, read from their spool: class folders, `.jpg` names given back as `.JPEG`."""
+
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+        return scan_train(self.spool, catalog, on_error, pool)
+
+    def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
+                        labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
+        return scan_validation(self.spool, catalog, on_error, pool, labels_loader, str(labels_file))
+
+
+def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+    (archive,) = spool.archives["train"]
+    folder, (listed,) = spool.take("train", pool)
     members, offsets, sizes, files, crcs, _ = listed
-    result = SplitInput("train", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    result = SplitInput("train", folder, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     by_synset: dict = {}
     disagree = []
     for i, member in enumerate(members):
@@ -85,8 +100,7 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
             by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG",
                                                              (offsets[i], sizes[i], crcs[i])))
     refuse_empty_pieces([(archive, len(disagree) + sum(map(len, by_synset.values())))], "train")
-    refuse_disagreeing(disagree, "train images", on_error, lambda name: f"{archive}:{name}")
-    result.left_out.extend(disagree)
+    leave_out_disagreeing(result, disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     match_classes(result, archive, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in by_synset:
@@ -99,12 +113,13 @@ def scan_train(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: 
     return result
 
 
-def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, pool: Workers,
-                    labels_loader: Callable[[], list], labels_file: str) -> SplitInput:
-    spool, (listed,) = spool_all(copy, [archive], "validation", pool)
+def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers,
+                    labels_loader: Callable[[], list[str]], labels_file: str) -> SplitInput:
+    (archive,) = spool.archives["validation"]
+    folder, (listed,) = spool.take("validation", pool)
     members, offsets, sizes, files, crcs, _ = listed
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, "flat-tar", reader="spool", stamp=stamp([archive]))
+    result = SplitInput("validation", folder, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     items, disagree, numbers = [], [], set()
     for i, member in enumerate(members):
         if not files[i]:
@@ -114,7 +129,7 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
             result.ignored.append(member)
             continue
         number = int(match.group(3))
-        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        expected = labelled_synset(number, validation_labels)
         if expected is not None and expected != match.group(1):
             disagree.append((member, f"in class folder {match.group(1)}, but {labels_file} gives {expected} "
                                      f"for image {number}"))
@@ -122,11 +137,8 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
         numbers.add(number)
         items.append((match.group(2) + ".JPEG", (offsets[i], sizes[i], crcs[i])))
     refuse_empty_pieces([(archive, len(items) + len(disagree))], "validation")
-    refuse_disagreeing(disagree, "validation images", on_error, lambda name: f"{archive}:{name}")
-    if disagree:
-        result.left_out.extend(disagree)
-        result.notes.append(f"validation: {len(disagree)} image(s) left out, their class folder disagrees with "
-                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    leave_out_disagreeing(result, disagree, "validation images", on_error, lambda name: f"{archive}:{name}",
+                          noted=f"their class folder disagrees with {labels_file}")
     flat_validation(result, items, catalog, validation_labels, labels_file, on_error, place=lies_in(archive))
     wanted = set(catalog.synsets)
     disagreeing = {int(found.group(3)) for m, _ in disagree if (found := VALIDATION_MEMBER.search(m))}
@@ -138,58 +150,37 @@ def scan_validation(copy: Copy, archive: str, catalog: Catalog, on_error: str, p
     return result
 
 
-def assemble(pieces: list) -> Copy:
+def assemble(pieces: list[Piece]) -> BlurredCopy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, f"{NAME} archives")
-    if "train" in roles:
-        copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, roles["train"], catalog, on_error, pool)
-    if "validation" in roles:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
-            copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
-    splits = {split: [roles[split]] for split in ("train", "validation") if split in roles}
-    copy.prepare = lambda pool: spool_splits(copy, splits, pool)
-    return copy
+    return BlurredCopy(NAME, f"{NAME} archives", {split: [path] for split, path in roles.items()})
 
 
-def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`train_blurred.tar.gz`, `val_blurred.tar.gz`: the sample's images in class folders as `.jpg`, every
     third RGB one re-encoded by Pillow (as the blurring did), the last train and validation image left out."""
-    import gzip
-    import io
-    import tarfile
-    from pathlib import Path
-
-    from PIL import Image
-
-    from imagenet_build.sources.samples import enough_for, tar_add
-
-    sample = Path(ilsvrc_sample)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-
-    def blurred(path: _Path, n: int) -> bytes:
-        data = path.read_bytes()
-        with Image.open(io.BytesIO(data)) as image:
-            if n % 3 or image.format != "JPEG" or image.mode != "RGB":
-                return data
-            again = io.BytesIO()
-            image.save(again, "JPEG", quality=75)
-            return again.getvalue()
-
-    def archive(name: str, top: str, members: list) -> None:
-        with gzip.GzipFile(out / name, "wb", mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                for n, (synset, path) in enumerate(members):
-                    tar_add(tar, f"{top}/{synset}/{path.stem}.jpg", blurred(path, n))
-
-    train = sorted(sample.glob("train/*/*.JPEG"))
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    train = [(p, p.parent.name) for p in sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"))]
+    validation = validation_images(ilsvrc_sample)
     for split, images in (("train", train), ("validation", validation)):
         enough_for(len(images), 2, split, "blurred")  # the last of each is left out, as the release lacks some
-    archive("train_blurred.tar.gz", "train_blurred", [(p.parent.name, p) for p in train[:-1]])
-    synsets = (sample / "validation_labels.txt").read_text().split()
-    archive("val_blurred.tar.gz", "val_blurred",
-            [(synsets[int(p.stem.rsplit("_", 1)[1]) - 1], p) for p in validation[:-1]])
+    for name, top, images in (("train_blurred.tar.gz", "train_blurred", train),
+                              ("val_blurred.tar.gz", "val_blurred", validation)):
+        tar_gz(out / name, ((f"{top}/{synset}/{path.stem}.jpg", _blurred(path, n))
+                            for n, (path, synset) in enumerate(images[:-1])))
 
 
-register(Layout(NAME, identify, assemble, short="blurred", write_sample=write_sample, totals=TOTALS))
+def _blurred(path: Path, n: int) -> bytes:
+    """The image's bytes, every third RGB JPEG (by `n`) re-encoded by Pillow, as the blurring re-encoded all."""
+    from PIL import Image
+
+    data = path.read_bytes()
+    with Image.open(io.BytesIO(data)) as image:
+        if n % 3 or image.format != "JPEG" or image.mode != "RGB":
+            return data
+        again = io.BytesIO()
+        image.save(again, "JPEG", quality=75)
+        return again.getvalue()
+
+
+register(Layout(NAME, identify, assemble, rank=60, short="blurred", write_sample=write_sample, totals=TOTALS))

@@ -1,27 +1,32 @@
-"""`convert --from PATH...`: tell which copy of ImageNet the paths are, and how to read each split of it.
+"""What a copy of ImageNet is (Copy), the one registry of the copies `convert --from` knows (LAYOUTS), and
+telling which copy some paths are (find_copy).
 
-Each layout module registers a Layout: `identify(path)` says what one path is
-(a train archive of that copy, its validation archive, its extracted root, ...) as
-Pieces, and `assemble(pieces)` turns the pieces of one copy into a Copy: a scan
-per split, the boxes the copy carries, and a line saying what was found. Paths
-of two different copies, a copy with a piece missing, and a path no layout
-recognises are each refused with one line.
+A copy is one module of this package that registers a Layout: `identify(path)` says what one
+path is (a train archive of that copy, its validation archive, its extracted root, ...) as
+Pieces, `assemble(pieces)` turns the pieces of one copy into a Copy, and `write_sample` writes
+the ILSVRC sample in the copy's shape (`sample --layout`). Every module of the package is
+imported with it (sources/__init__.py), so registering is all a new copy does. Paths of two
+different copies, a copy with a piece missing, and a path no layout recognises are each refused
+with one line.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol
 
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import InputError, UsageError
+from imagenet_build.infra.errors import InputError, PathLike, UsageError
 
-# prepare(pool): work for every split at once, before the scans (the .tar.gz copies decompress all archives)
-# scan_train(catalog, on_error, pool) -> SplitInput
-# scan_validation(catalog, on_error, pool, validation_labels_loader, validation_labels_file) -> SplitInput
-# boxes(catalog) -> {image file name: packed boxes}, as boxes.parse_box_lines gives them
+if TYPE_CHECKING:
+    from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
+    from imagenet_build.model import SplitInput
+
+SPLITS = ("train", "validation")  # the splits a copy may hold, in the order they are scanned
 
 
 @dataclass(frozen=True)
@@ -33,27 +38,58 @@ class Piece:
     path: str
 
 
-@dataclass
-class Copy:
-    """One copy of ImageNet, as found: how to list each split, and the boxes it carries."""
+class Copy(Protocol):
+    """One copy of ImageNet, as found: a listing of each split it holds, the boxes it carries, and what the
+    build asks of it around them. A copy's class names Copy as its base, taking the defaults below."""
 
-    layout: str
-    description: str  # what it is, e.g. "ILSVRC2012 (image-net.org) tarballs"
-    prepare: Callable | None = None
-    scan_train: Callable | None = None
-    scan_validation: Callable | None = None
-    boxes: Callable | None = None
-    notes: list[str] = field(default_factory=list)
-    work_dir: str = ""  # a local folder the scans may write into (the output folder), set by convert
-    cleanups: list = field(default_factory=list)  # run by close(), when the build ends
-    spooled: dict = field(default_factory=dict)  # split -> what prepare decompressed for its scan (spool.py)
-    deferred: dict = field(default_factory=dict)  # split -> its archives, planned from kept listings (spool.py)
-    listings: dict = field(default_factory=dict)  # path in the output -> an archive's listing to keep (spool.py)
+    layout: str  # the name of the Layout that found it (the manifest's inputs.source.layout)
+    description: str  # what it is, as convert's "found:" line says it: "Kaggle zip"
+    notes: list[str]  # what its listing noticed, for the summary
+    work_dir: str  # a local folder it may write into (the output folder; "" for the temporary one), set by convert
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        """The splits it holds, of SPLITS and in that order: scan_train and scan_validation list them."""
+        ...
+
+    @property
+    def carries_boxes(self) -> bool:
+        """Whether it has box annotations of its own (boxes() reads them), known without reading them."""
+        return False
+
+    def prepare(self, pool: Workers) -> None:
+        """Work for every split at once, before the scans (a .tar.gz copy decompresses all its archives in one
+        batch)."""
+        return None
+
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+        """The train split's images in slim's order (class by class in labels-file order, then by name)."""
+        ...
+
+    def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
+                        labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
+        """The validation split's images in slim's order, labelled from the validation labels file
+        (`labels_loader()` reads it, `labels_file` names it)."""
+        ...
+
+    def boxes(self, catalog: Catalog) -> dict[str, bytes]:
+        """{image file name: packed boxes}, as catalog.boxes.parse_box_lines gives them, of the annotations it
+        carries (none: {})."""
+        return {}
+
+    def keep_listings(self) -> None:
+        """The output folder is checked: keep there what lets a rerun plan without reading the copy again (a
+        .tar.gz copy's archive listings)."""
+        return None
+
+    def make_readable(self, pool: Workers, splits: Iterable[str]) -> None:
+        """Shards of `splits` are to be written (or their inputs read again): make their images readable (a
+        .tar.gz copy planned from kept listings decompresses those splits' archives now)."""
+        return None
 
     def close(self) -> None:
-        """Remove what the scans left for the readers (a decompressed .tar.gz), whatever the outcome."""
-        while self.cleanups:
-            self.cleanups.pop()()
+        """Remove what it made for the readers (a spool of decompressed archives), whatever the outcome."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -61,27 +97,33 @@ class Layout:
     """A copy of ImageNet that --from knows."""
 
     name: str  # as --from reports it, e.g. "ILSVRC2012 tarballs"
-    identify: Callable[[str], list]  # path -> [Piece] (empty: not this layout)
-    assemble: Callable[[list], Copy]  # the pieces of one copy -> Copy (InputError when partial)
-    short: str = ""  # its name for `sample --layout`
+    identify: Callable[[str], list[Piece]]  # path -> the pieces it is (empty: not this layout)
+    assemble: Callable[[list[Piece]], Copy]  # the pieces of one copy -> the copy (InputError when partial)
+    rank: int  # where --from tries it among the copies and names it (lower first)
+    short: str  # its name for `sample --layout`
     # write_sample(ilsvrc_sample, out): the sample (an ILSVRC-shaped tree with its three archives,
-    # see sample.py) rewritten in this layout under `out`, shaped as the real copy is
-    write_sample: Callable | None = None
-    totals: dict | None = None  # images per split of the full copy where it differs from ILSVRC2012's
+    # see tools/sample.py) rewritten in this layout under `out`, shaped as the real copy is: every copy has
+    # one, so that the tests over the registry (tests/sources/) hold it to the ILSVRC build and the damage table
+    write_sample: Callable[[Path, Path], None]
+    totals: Optional[Dict[str, int]] = None  # images per split of the full copy where they differ from ILSVRC2012's
     # the copy is the folder its files lie in (Hugging Face's data/, a folder of WebDataset shards): an output
     # inside that folder is refused however the files are given (the folder, or each file)
     folder: bool = False
 
 
-LAYOUTS: list[Layout] = []  # filled by each layout module, tried in order
+LAYOUTS: list[Layout] = []  # filled by each copy's module as it is imported, in rank order
 
 
 def register(layout: Layout) -> Layout:
+    """Add a copy to the ones --from and `sample --layout` know."""
+    if any(known.name == layout.name or known.short == layout.short for known in LAYOUTS):
+        raise ValueError(f"a copy named {layout.name!r} ({layout.short!r}) is registered already")
     LAYOUTS.append(layout)
+    LAYOUTS.sort(key=lambda known: known.rank)
     return layout
 
 
-def listing(path: str) -> dict:
+def listing(path: str) -> dict[str, bool]:
     """{name: is a folder} below a local folder or URL prefix ({} for a file)."""
     return storage.listdir(path)
 
@@ -94,7 +136,7 @@ def find_copy(paths: Sequence[Any]) -> Copy:
     for path in map(str, paths):
         if not storage.is_url(path) and not os.path.exists(path):
             raise InputError(path, "not found")
-        found = []
+        found: list[Piece] = []
         for layout in LAYOUTS:
             found = layout.identify(path)
             if found:
@@ -134,6 +176,6 @@ def _layout(name: str) -> Layout:
     return next(layout for layout in LAYOUTS if layout.name == name)
 
 
-def sample_layouts() -> dict:
-    """{short name: Layout} of the layouts `sample --layout` can write."""
-    return {layout.short: layout for layout in LAYOUTS if layout.short}
+def sample_layouts() -> dict[str, Layout]:
+    """{short name: Layout} of every copy, as `sample --layout` names them, in rank order."""
+    return {layout.short: layout for layout in LAYOUTS}

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Callable
 from imagenet_build.infra.errors import PathLike, input_errors
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
-    READERS,
     VALIDATION_NAME,
     Reader,
     add_class,
@@ -36,7 +35,7 @@ def scan_class_folders(
     """`<root>/<synset>/*.JPEG` for the synsets of the catalog (any_image: *.jpg/jpeg/png, any case)."""
     root = Path(root)
     folders, files = scan_folder(root)
-    result = SplitInput(split, str(root), "folders", ignored=list(files))
+    result = SplitInput(split, str(root), "folders", FolderReader, ignored=list(files))
     match_classes(result, root, folders, catalog, on_error, "class folder")
     present = set(folders)
     for label, synset in enumerate(catalog.synsets, start=1):
@@ -59,7 +58,7 @@ def scan_validation(
     root = Path(root)
     folders, files = scan_folder(root)
     if any(VALIDATION_NAME.match(n) for n in files):
-        result = SplitInput("validation", str(root), "flat")
+        result = SplitInput("validation", str(root), "flat", FolderReader)
         if folders:
             result.notes.append(
                 f"{len(folders)} sub-folder(s) of {root} ignored: the flat ILSVRC2012_val_*.JPEG files are used"
@@ -125,5 +124,3 @@ class FolderReader(Reader):
         except OSError as e:
             return f"unreadable: {e.strerror}"
 
-
-READERS["folder"] = FolderReader

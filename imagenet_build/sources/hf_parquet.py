@@ -34,8 +34,9 @@ from imagenet_build.infra import optional, storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.model import utf8_name
 from imagenet_build.sources import huggingface
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import Listing, spool_splits
+from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.listings import Listing
+from imagenet_build.sources.samples import enough_for, validation_images
 from imagenet_build.sources.tars import BLOCK, write_header
 
 NAME = "Hugging Face ILSVRC/imagenet-1k (parquet)"
@@ -43,7 +44,7 @@ FILE = re.compile(r"^(train|validation|test)-(\d{5})-of-(\d{5})\.parquet$")
 BATCH = 64  # rows held at a time (~7 MB of ImageNet images)
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     base = storage.basename(path)
     if FILE.match(base):
         return [Piece(NAME, base, path)]
@@ -148,52 +149,53 @@ def _problem(name: str | None, data: bytes | None, label: int | None, synsets: l
     return ""
 
 
-def assemble(pieces: list) -> Copy:
-    copy = Copy(NAME, f"{NAME} files")
-    splits: dict = {}
+class ParquetCopy(huggingface.HfCopy):
+    """The parquet files, each written into the spool as a tar of its images (spool_parquet): from there on,
+    Hugging Face's .tar.gz copy."""
+
+    listed_as = "parquet"
+
+
+def assemble(pieces: list[Piece]) -> ParquetCopy:
+    splits: dict[str, dict[int, tuple[int, str]]] = {}
     for piece in pieces:
         match = FILE.match(piece.role)
         assert match is not None  # identify() made the role from a name FILE matched
         split, number, count = match.groups()
         splits.setdefault(split, {})[int(number)] = (int(count), piece.path)
-    for split, found in splits.items():
-        count = max(c for c, _ in found.values())
-        missing = [f"{split}-{k:05d}-of-{count:05d}.parquet" for k in range(count) if k not in found]
-        if missing or any(c != count for c, _ in found.values()):
-            first = next(iter(found.values()))[1]
-            shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
-            raise InputError(storage.parent(first), f"{len(missing) or 'some'} {split} file(s) missing or of another "
-                                                    f"set ({shown}): give all the files of a split")
-        splits[split] = [found[k][1] for k in range(count)]
-    if "train" in splits:
-        copy.scan_train = lambda catalog, on_error, pool: huggingface.scan_train(
-            copy, splits["train"], catalog, on_error, pool, task=spool_parquet, layout="parquet")
-    if "validation" in splits:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: huggingface.scan_validation(
-            copy, splits["validation"], catalog, on_error, pool, labels, labels_file, task=spool_parquet,
-            layout="parquet")
-    if "test" in splits:
-        copy.notes.append(f"{len(splits['test'])} test file(s) ignored: the test split has no labels")
-    if not (copy.scan_train or copy.scan_validation):
+    files = {split: _complete(split, found) for split, found in splits.items()}
+    labelled = {split: found for split, found in files.items() if split in ("train", "validation")}
+    if not labelled:
         raise InputError(pieces[0].path, "only the unlabelled test split was given")
-    labelled = {split: files for split, files in splits.items() if split in ("train", "validation")}
-    copy.prepare = lambda pool: spool_splits(copy, labelled, pool, task=spool_parquet)
+    copy = ParquetCopy(NAME, f"{NAME} files", labelled, task=spool_parquet)
+    if "test" in files:
+        copy.notes.append(f"{len(files['test'])} test file(s) ignored: the test split has no labels")
     return copy
 
 
-def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
+def _complete(split: str, found: dict[int, tuple[int, str]]) -> list[str]:
+    """A split's files in order: all of them (`<split>-<k>-of-<count>`), or InputError naming the missing."""
+    count = max(c for c, _ in found.values())
+    missing = [f"{split}-{k:05d}-of-{count:05d}.parquet" for k in range(count) if k not in found]
+    if missing or any(c != count for c, _ in found.values()):
+        first = next(iter(found.values()))[1]
+        shown = ", ".join(missing[:3]) + (" ..." if len(missing) > 3 else "")
+        raise InputError(storage.parent(first), f"{len(missing) or 'some'} {split} file(s) missing or of another "
+                                                f"set ({shown}): give all the files of a split")
+    return [found[k][1] for k in range(count)]
+
+
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`data/train-0000k-of-00003.parquet` (train dealt round-robin: the real row order is not documented),
     `data/validation-00000-of-00001.parquet`, `data/test-00000-of-00001.parquet`."""
     pq = optional.require("pyarrow.parquet", "writing a parquet sample")
     import pyarrow
 
-    from imagenet_build.sources.samples import enough_for
-
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
 
-    def write(name: str, rows: list) -> None:
+    def write(name: str, rows: list[tuple[str, Path, int]]) -> None:
         table = pyarrow.table({
             "image": pyarrow.array([{"bytes": p.read_bytes(), "path": n} for n, p, _ in rows],
                                    pyarrow.struct([("bytes", pyarrow.binary()), ("path", pyarrow.string())])),
@@ -202,18 +204,16 @@ def write_sample(ilsvrc_sample: str | Path, out: str | Path) -> None:
         pq.write_table(table, data / name, row_group_size=4)
 
     train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = validation_images(sample)
     enough_for(len(train), 3, "train", "hf-parquet")
-    enough_for(len(list(sample.glob("validation/*.JPEG"))), 1, "validation", "hf-parquet")
+    enough_for(len(validation), 1, "validation", "hf-parquet")
     rows = [(f"{p.stem}_{p.parent.name}.JPEG", p, synsets.index(p.parent.name)) for p in train]
     for k in range(3):
         write(f"train-{k:05d}-of-00003.parquet", rows[k::3])
-    truth = (sample / "validation_labels.txt").read_text().split()
-    validation = sorted((sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
     write("validation-00000-of-00001.parquet",
-          [(f"{p.stem}_{truth[int(p.stem[-8:]) - 1]}.JPEG", p, synsets.index(truth[int(p.stem[-8:]) - 1]))
-           for p in validation])
+          [(f"{p.stem}_{synset}.JPEG", p, synsets.index(synset)) for p, synset in validation])
     write("test-00000-of-00001.parquet",
-          [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, p in enumerate(validation[:2], start=1)])
+          [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, (p, _) in enumerate(validation[:2], start=1)])
 
 
-register(Layout(NAME, identify, assemble, short="hf-parquet", write_sample=write_sample, folder=True))
+register(Layout(NAME, identify, assemble, rank=50, short="hf-parquet", write_sample=write_sample, folder=True))

@@ -22,26 +22,26 @@ from __future__ import annotations
 import re
 from array import array
 from functools import partial
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
 
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import InputError
+from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources.base import (
-    SHOWN,
     add_class,
     flat_validation,
+    labelled_synset,
+    leave_out_disagreeing,
     match_classes,
-    refuse_disagreeing,
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.spool import SHIFT, spool_all, spool_splits, stamp
+from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
+from imagenet_build.sources.spool import SHIFT, Spool, SpooledCopy, SpoolReader, stamp
 
 if TYPE_CHECKING:
-    from pathlib import Path as _Path
-
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.infra.workers import Workers
 
@@ -58,7 +58,7 @@ def _role(base: str) -> str | None:
     return f"train_images_{match.group(1)}" if match else ARCHIVES.get(base)
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     base = storage.basename(path)
     role = _role(base)
     if role:
@@ -70,11 +70,24 @@ def identify(path: str) -> list:
             if (role := _role(n)) and not names[n]]
 
 
-def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
-               task: Optional[Callable[..., Any]] = None, layout: str = "flat-tar") -> SplitInput:
-    """The train archives (or, with the parquet task, files): one listing each, merged class by class."""
-    spool, listings = spool_all(copy, archives, "train", pool, **({"task": task} if task else {}))
-    result = SplitInput("train", spool, layout, reader="spool", stamp=stamp(archives))
+class HfCopy(SpooledCopy):
+    """The archives (or parquet files, hf_parquet.py), read from their spool: the names say the synsets."""
+
+    listed_as = "flat-tar"  # the listing's layout (SplitInput.layout)
+
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+        return scan_train(self.spool, catalog, on_error, pool, self.listed_as)
+
+    def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
+                        labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
+        return scan_validation(self.spool, catalog, on_error, pool, labels_loader, str(labels_file), self.listed_as)
+
+
+def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, layout: str) -> SplitInput:
+    """The train archives (or parquet files): one listing each, merged class by class."""
+    archives = spool.archives["train"]
+    folder, listings = spool.take("train", pool)
+    result = SplitInput("train", folder, layout, reader=SpoolReader, stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): the image number of its original name
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
     # archive number << SHIFT | offset in its decompressed tar, size, header CRC. No string per image
@@ -84,7 +97,9 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
     odd: dict[int, str] = {}  # entry -> its name, where the number has leading zeros
     code_of: dict = {}
     found = []  # images in each archive
-    for k, (members, member_offsets, member_sizes, files, member_crcs, problems) in enumerate(listings):
+    listings.reverse()  # each archive's listing popped in turn: not held once it is merged
+    for k in range(len(archives)):
+        members, member_offsets, member_sizes, files, member_crcs, problems = listings.pop()
         archive = storage.basename(archives[k])
         before = len(numbers) + len(disagree)  # its rows left out count as its images: it is not empty
         disagree.extend((f"{archive}:{name}", why) for name, why in problems)
@@ -109,10 +124,9 @@ def scan_train(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool
             sizes.append(member_sizes[i])
             crcs.append(member_crcs[i])
         found.append(len(numbers) + len(disagree) - before)
-        listings[k] = None
     refuse_empty_pieces(zip(archives, found), "train")
-    refuse_disagreeing(disagree, "train images", on_error, partial(storage.join, storage.parent(archives[0])))
-    result.left_out.extend(disagree)
+    leave_out_disagreeing(result, disagree, "train images", on_error,
+                          partial(storage.join, storage.parent(archives[0])))
     match_classes(result, storage.parent(archives[0]), sorted(code_of), catalog, on_error, "synset")
     rows: dict = {}
     for i, code in enumerate(codes):
@@ -132,14 +146,13 @@ def _archive_of(archives: list, where: tuple) -> str:
     return str(archives[where[0] >> SHIFT])
 
 
-def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str, pool: Workers,
-                    labels_loader: Callable[[], list], labels_file: str,
-                    task: Optional[Callable[..., Any]] = None, layout: str = "flat-tar") -> SplitInput:
+def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers,
+                    labels_loader: Callable[[], list[str]], labels_file: str, layout: str) -> SplitInput:
     """The validation archive (or parquet files): flat, labelled by the validation labels file."""
-    archives = [archives] if isinstance(archives, str) else archives
-    spool, listings = spool_all(copy, archives, "validation", pool, **({"task": task} if task else {}))
+    archives = spool.archives["validation"]
+    folder, listings = spool.take("validation", pool)
     validation_labels = labels_loader()
-    result = SplitInput("validation", spool, layout, reader="spool", stamp=stamp(archives))
+    result = SplitInput("validation", folder, layout, reader=SpoolReader, stamp=stamp(archives))
     items: list[tuple[str, Any]] = []
     disagree: list[tuple[str, str]] = []
     found = []
@@ -150,12 +163,9 @@ def scan_validation(copy: Copy, archives: list, catalog: Catalog, on_error: str,
         _validation_items(archive, k, listed, validation_labels, labels_file, result, items, disagree)
         found.append(len(items) + len(disagree) - before)
     refuse_empty_pieces(zip(archives, found), "validation")
-    refuse_disagreeing(disagree, "validation images", on_error,
-                       partial(storage.join, storage.parent(archives[0])))
-    if disagree:
-        result.left_out.extend(disagree)
-        result.notes.append(f"validation: {len(disagree)} image(s) left out, their name's synset disagrees with "
-                            f"{labels_file}: " + ", ".join(name for name, _ in disagree[:SHOWN]))
+    leave_out_disagreeing(result, disagree, "validation images", on_error,
+                          partial(storage.join, storage.parent(archives[0])),
+                          noted=f"their name's synset disagrees with {labels_file}")
     return flat_validation(result, items, catalog, validation_labels, labels_file, on_error,
                            place=partial(_archive_of, archives))
 
@@ -172,7 +182,7 @@ def _validation_items(archive: str, k: int, listed: tuple, validation_labels: li
             result.ignored.append(base)
             continue
         number = int(match.group(2))
-        expected = validation_labels[number - 1] if 1 <= number <= len(validation_labels) else None
+        expected = labelled_synset(number, validation_labels)
         if expected is not None and expected != match.group(3):
             problem = f"named for synset {match.group(3)}, but {labels_file} gives {expected} for image {number}"
             disagree.append((f"{storage.basename(archive)}:{base}", problem))
@@ -180,11 +190,10 @@ def _validation_items(archive: str, k: int, listed: tuple, validation_labels: li
         items.append((match.group(1) + ".JPEG", (k << SHIFT | member_offsets[i], member_sizes[i], crcs[i])))
 
 
-def assemble(pieces: list) -> Copy:
+def assemble(pieces: list[Piece]) -> HfCopy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, f"{NAME} .tar.gz archives")
     train = {int(role.rsplit("_", 1)[1]): path for role, path in roles.items() if role.startswith("train_images_")}
-    splits: dict[str, list] = {}
+    splits: dict[str, list[str]] = {}
     if train:
         wanted = [f"train_images_{k}.tar.gz" for k in range(TRAIN_ARCHIVES)]
         missing = [name for k, name in enumerate(wanted) if k not in train]
@@ -195,52 +204,33 @@ def assemble(pieces: list) -> Copy:
                        "give all five (a partial download would build a train split lacking images)"
                        if missing else f"train_images_{extra[0]}.tar.gz is not one of {', '.join(wanted)}")
             raise InputError(storage.parent(first), problem)
-        archives = [train[k] for k in range(TRAIN_ARCHIVES)]
-        copy.scan_train = lambda catalog, on_error, pool: scan_train(copy, archives, catalog, on_error, pool)
-        splits["train"] = archives
+        splits["train"] = [train[k] for k in range(TRAIN_ARCHIVES)]
     if "validation" in roles:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
-            copy, roles["validation"], catalog, on_error, pool, labels, labels_file)
         splits["validation"] = [roles["validation"]]
-    if "test" in roles:
-        copy.notes.append(f"{roles['test']} ignored: the test split has no labels")
-    if not (train or "validation" in roles):
+    if not splits:
         raise InputError(roles["test"], "only the unlabelled test split was given: give train_images_{0..4}.tar.gz "
                                         "and/or val_images.tar.gz")
-    copy.prepare = lambda pool: spool_splits(copy, splits, pool)  # both splits' archives in one batch
+    copy = HfCopy(NAME, f"{NAME} .tar.gz archives", splits)  # both splits' archives decompressed in one batch
+    if "test" in roles:
+        copy.notes.append(f"{roles['test']} ignored: the test split has no labels")
     return copy
 
 
-def write_sample(ilsvrc_sample: str | _Path, out: str | _Path) -> None:
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`data/train_images_{0..4}.tar.gz` (train images dealt round-robin in name order: how the real
     archives split them is not documented), `data/val_images.tar.gz`, `data/test_images.tar.gz`."""
-    import gzip
-    import tarfile
-    from pathlib import Path
-
-    from imagenet_build.sources.samples import enough_for, tar_add
-
-    ilsvrc_sample, data = Path(ilsvrc_sample), Path(out) / "data"
+    data = Path(out) / "data"
     data.mkdir(parents=True, exist_ok=True)
-
-    def archive(name: str, members: list) -> None:
-        with gzip.GzipFile(data / name, "wb", mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-                for member, path in members:
-                    tar_add(tar, member, path.read_bytes())
-
-    train = sorted(ilsvrc_sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
-    validation = sorted((ilsvrc_sample / "validation").glob("ILSVRC2012_val_*.JPEG"))
+    train = sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"), key=lambda p: p.name)
+    validation = validation_images(ilsvrc_sample)
     enough_for(len(train), TRAIN_ARCHIVES, "train", "hf")
     enough_for(len(validation), 1, "validation", "hf")
     for k in range(TRAIN_ARCHIVES):
-        archive(f"train_images_{k}.tar.gz",
-                [(f"{p.stem}_{p.parent.name}.JPEG", p) for p in train[k::TRAIN_ARCHIVES]])
-    synsets = (ilsvrc_sample / "validation_labels.txt").read_text().split()
-    archive("val_images.tar.gz",
-            [(f"{p.stem}_{synsets[int(p.stem.rsplit('_', 1)[1]) - 1]}.JPEG", p) for p in validation])
-    archive("test_images.tar.gz",
-            [(f"ILSVRC2012_test_{n:08d}.JPEG", p) for n, p in enumerate(validation[:2], start=1)])
+        tar_gz(data / f"train_images_{k}.tar.gz",
+               ((f"{p.stem}_{p.parent.name}.JPEG", p.read_bytes()) for p in train[k::TRAIN_ARCHIVES]))
+    tar_gz(data / "val_images.tar.gz", ((f"{p.stem}_{synset}.JPEG", p.read_bytes()) for p, synset in validation))
+    tar_gz(data / "test_images.tar.gz",
+           ((f"ILSVRC2012_test_{n:08d}.JPEG", p.read_bytes()) for n, (p, _) in enumerate(validation[:2], start=1)))
 
 
-register(Layout(NAME, identify, assemble, short="hf", write_sample=write_sample, folder=True))
+register(Layout(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))

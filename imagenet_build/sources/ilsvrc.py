@@ -3,24 +3,44 @@
 Pieces: `ILSVRC2012_img_train.tar`, `ILSVRC2012_img_val.tar`,
 `ILSVRC2012_bbox_train_v2.tar.gz` (by name), a folder holding them, a train folder
 of `<synset>/` class folders, a flat validation folder, or a root holding `train/`
-and `val/` (or `validation/`) folders. The scans are those of --train-tar,
---train-dir and so on, so the shards are the same bytes either way.
+and `val/` (or `validation/`) folders. The per-split options (--train-tar,
+--train-dir and so on) name the same copy, so the shards are the same bytes either way.
+
+The archives are read where they lie: the train archive is a tar of 1000
+`<synset>.tar` (each a tar of JPEGs), the validation archive a flat tar of JPEGs;
+both are uncompressed, so every image is a contiguous byte range of the outer file.
+Listing reads only tar headers, one inner tar per task, so nothing is extracted and
+no class tar is ever held in memory; workers then read each image with one pread()
+(tars.py).
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, NamedTuple
 
+from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import PathLike, UsageError
-from imagenet_build.sources.base import VALIDATION_NAME
+from imagenet_build.infra.errors import InputError, PathLike, UsageError
+from imagenet_build.model import SplitInput, file_name
+from imagenet_build.sources import folders
+from imagenet_build.sources.base import (
+    VALIDATION_NAME,
+    add_class,
+    flat_validation,
+    lies_in,
+    match_classes,
+    require_images,
+)
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
-from imagenet_build.sources.folders import scan_class_folders, scan_validation
-from imagenet_build.sources.tars import scan_train_tar, scan_validation_tar
+from imagenet_build.sources.tars import ArchiveReader, RangeFile, list_members, outer_members
 
 if TYPE_CHECKING:
     from imagenet_build.catalog.classes import Catalog
+    from imagenet_build.infra.workers import Workers
 
 NAME = "ILSVRC2012 (image-net.org)"
 ARCHIVES = {
@@ -32,7 +52,7 @@ SYNSET = re.compile(r"^n\d{8}$")
 UNREAD = "unread"  # the role prefix of an extracted folder beside the archives, which are read instead
 
 
-def _folder_role(path: str, names: dict) -> str | None:
+def _folder_role(path: str, names: dict[str, bool]) -> str | None:
     """"train-dir" for a folder of synset folders, "validation-dir" for flat validation images."""
     if any(SYNSET.match(name) and is_dir for name, is_dir in names.items()):
         return "train-dir"
@@ -41,7 +61,7 @@ def _folder_role(path: str, names: dict) -> str | None:
     return None
 
 
-def identify(path: str) -> list:
+def identify(path: str) -> list[Piece]:
     """A folder holding both the archives and folders extracted from them is read from the archives (as the
     real download unpacks beside them): its folders become "unread" pieces, which the build names in a note."""
     base = storage.basename(path)
@@ -65,33 +85,69 @@ def identify(path: str) -> list:
     return [Piece(NAME, found, path)] if found else []
 
 
-def assemble(pieces: list) -> Copy:
+@dataclass
+class IlsvrcCopy(Copy):
+    """The ILSVRC2012 archives or folders, one of them a split (any mix), and the bbox archive; what the
+    per-split options (--train-tar, --train-dir, ...) name too, under their own `layout` and `description`.
+
+    any_image: any dataset of class folders (--classes-from-folders): both splits are class folders
+    of *.jpg, *.jpeg, *.png in any case.
+    """
+
+    train_tar: str | None = None
+    train_dir: str | None = None
+    validation_tar: str | None = None
+    validation_dir: str | None = None
+    bbox_tar: str | None = None
+    layout: str = NAME
+    description: str = ""  # default: "ILSVRC2012 (image-net.org) tarballs" (or folders)
+    any_image: bool = False
+    notes: list[str] = field(default_factory=list)
+    work_dir: str = ""
+
+    def __post_init__(self) -> None:
+        for split, tar, folder in (("train", self.train_tar, self.train_dir),
+                                   ("validation", self.validation_tar, self.validation_dir)):
+            if tar and folder:  # which one to convert, only the user knows
+                raise UsageError(f"--from was given the {split} split twice: {tar} and {folder}; give one of them")
+        if not self.description:
+            self.description = f"{NAME} {'tarballs' if self.train_tar or self.validation_tar else 'folders'}"
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(split for split, given in (("train", self.train_tar or self.train_dir),
+                                                ("validation", self.validation_tar or self.validation_dir)) if given)
+
+    @property
+    def carries_boxes(self) -> bool:
+        return self.bbox_tar is not None
+
+    def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+        if self.train_tar:
+            return scan_train_tar(self.train_tar, catalog, on_error, pool)
+        assert self.train_dir is not None  # "train" is in splits
+        return folders.scan_class_folders("train", self.train_dir, catalog, on_error, self.any_image)
+
+    def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
+                        labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
+        if self.validation_tar:
+            return scan_validation_tar(self.validation_tar, catalog, labels_loader, labels_file, on_error)
+        assert self.validation_dir is not None  # "validation" is in splits
+        if self.any_image:
+            return folders.scan_class_folders("validation", self.validation_dir, catalog, on_error, any_image=True)
+        return folders.scan_validation(self.validation_dir, catalog, labels_loader, labels_file, on_error)
+
+    def boxes(self, catalog: Catalog) -> dict[str, bytes]:
+        if self.bbox_tar is None:
+            return {}
+        lines, _, _ = boxes_to_csv_lines(self.bbox_tar, catalog.synsets)
+        return parse_box_lines(lines, self.bbox_tar)
+
+
+def assemble(pieces: list[Piece]) -> IlsvrcCopy:
     roles = {piece.role: piece.path for piece in pieces}
-    copy = Copy(NAME, "")
-    train_tar, train_dir = roles.get("train-tar"), roles.get("train-dir")
-    val_tar, val_dir = roles.get("validation-tar"), roles.get("validation-dir")
-    for split, tar, folder in (("train", train_tar, train_dir), ("validation", val_tar, val_dir)):
-        if tar and folder:  # which one to convert, only the user knows
-            raise UsageError(f"--from was given the {split} split twice: {tar} and {folder}; give one of them")
-    if train_tar:
-        copy.scan_train = lambda catalog, on_error, pool: scan_train_tar(train_tar, catalog, on_error, pool)
-    elif train_dir:
-        copy.scan_train = lambda catalog, on_error, pool: scan_class_folders("train", train_dir, catalog, on_error)
-    if val_tar:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation_tar(
-            val_tar, catalog, labels, labels_file, on_error)
-    elif val_dir:
-        copy.scan_validation = lambda catalog, on_error, pool, labels, labels_file: scan_validation(
-            val_dir, catalog, labels, labels_file, on_error)
-    if "bbox-tar" in roles:
-        from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
-
-        def boxes(catalog: Catalog, bbox_tar: str = roles["bbox-tar"]) -> dict[str, bytes]:
-            lines, _, _ = boxes_to_csv_lines(bbox_tar, catalog.synsets)
-            return parse_box_lines(lines, bbox_tar)
-
-        copy.boxes = boxes
-    copy.description = f"{NAME} {'tarballs' if train_tar or val_tar else 'folders'}"
+    copy = IlsvrcCopy(roles.get("train-tar"), roles.get("train-dir"), roles.get("validation-tar"),
+                      roles.get("validation-dir"), roles.get("bbox-tar"))
     unread = [piece.path for piece in pieces if piece.role.startswith(UNREAD)]
     if unread:
         copy.notes.append(f"{', '.join(unread)} not read: the ILSVRC2012 archives beside them are; "
@@ -99,11 +155,100 @@ def assemble(pieces: list) -> Copy:
     return copy
 
 
-def write_sample(ilsvrc_sample: PathLike, out: PathLike) -> None:
+class ClassTar(NamedTuple):
+    """One worker task of the train tar's scan: list the class tar at [offset, offset + size)."""
+
+    archive: str
+    offset: int
+    size: int
+    inner_name: str
+
+
+def inner_members(
+    archive: str, offset: int, size: int, inner_name: str
+) -> tuple[list[str], array[int], array[int], array[int]]:
+    """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
+
+    As compact columns (base names, offsets and sizes in the outer archive, header CRCs):
+    1000 class tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member
+    would cost the driver ~100 MB more while the class tars are listed.
+    """
+    names: list[str] = []
+    offsets, sizes, crcs = array("Q"), array("Q"), array("Q")
+    with storage.open_read(archive, random_access=True) as f:
+        for name, data_offset, data_size, is_file, crc in list_members(RangeFile(f, offset, size), size,
+                                                                       f"{archive}:{inner_name}"):
+            if is_file:
+                names.append(file_name(name))
+                offsets.append(offset + data_offset)
+                sizes.append(data_size)
+                crcs.append(crc)
+    return names, offsets, sizes, crcs
+
+
+def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
+    """ILSVRC2012_img_train.tar: a tar of `<synset>.tar`, each a tar of that class's JPEGs."""
+    members = outer_members(archive)
+    inner: dict[str, tuple[str, int, int]] = {}
+    strangers: list[str] = []
+    for name, offset, size, is_file, _ in members:
+        base = file_name(name)
+        if is_file and base.endswith(".tar"):
+            inner[base[: -len(".tar")]] = (name, offset, size)
+        elif is_file:
+            strangers.append(base)
+    if not inner:
+        if any(VALIDATION_NAME.match(n) for n in strangers):
+            raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
+                                      "is it the validation archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
+    result = SplitInput("train", str(archive), "tar", reader=ArchiveReader, ignored=strangers,
+                        stamp=storage.stamp(archive))
+    match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
+    order = [synset for synset in catalog.synsets if synset in inner]
+    tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in order]
+    found: dict[str, tuple[list[str], array[int], array[int], array[int]]] = {}
+    added = [0]
+
+    def listed(task: ClassTar, columns: tuple[list[str], array[int], array[int], array[int]]) -> None:
+        # classes join the listing in labels-file order as soon as they can, so only the few
+        # listed out of turn wait here, not the names of all 1.28 M members at once
+        found[task.inner_name] = columns
+        while added[0] < len(order) and inner[order[added[0]]][0] in found:
+            synset = order[added[0]]
+            names, offsets, sizes, crcs = found.pop(inner[synset][0])
+            add_class(result, synset, catalog.label_of[synset], list(zip(names, zip(offsets, sizes, crcs))),
+                      on_error, "class archive", place=lies_in(f"{archive}:{inner[synset][0]}"))
+            added[0] += 1
+
+    pool.run(inner_members, tasks, listed)
+    require_images(result, archive, catalog)
+    return result
+
+
+def scan_validation_tar(
+    archive: PathLike,
+    catalog: Catalog,
+    validation_labels_loader: Callable[[], list[str]],
+    validation_labels_file: PathLike,
+    on_error: str,
+) -> SplitInput:
+    """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
+    members = [(file_name(n), (o, s, crc)) for n, o, s, is_file, crc in outer_members(archive) if is_file]
+    if not any(VALIDATION_NAME.match(n) for n, _ in members):
+        if any(n.endswith(".tar") for n, _ in members):
+            raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
+                                      "is it the train archive? (swap --train-tar and --validation-tar)")
+        raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
+    result = SplitInput("validation", str(archive), "flat-tar", reader=ArchiveReader, stamp=storage.stamp(archive))
+    return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
+
+
+def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """The ILSVRC sample is this layout already: its tree and its three archives, as they are."""
     import shutil
 
     shutil.copytree(ilsvrc_sample, out, dirs_exist_ok=True)
 
 
-register(Layout(NAME, identify, assemble, short="ilsvrc", write_sample=write_sample))
+register(Layout(NAME, identify, assemble, rank=10, short="ilsvrc", write_sample=write_sample))

@@ -1,19 +1,45 @@
-"""What every copy's sample writer shares (`sample --layout`): tar members with fixed metadata, and
-image counts that leave no file of a copy empty."""
+"""What every copy's sample writer shares (`sample --layout`): archives with fixed metadata (the same sample,
+the same bytes), the sample's validation images with their synsets, and image counts that leave no file of
+a copy empty."""
 
 from __future__ import annotations
 
 import io
 import tarfile
+from collections.abc import Iterable
+from pathlib import Path
 
-from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.errors import BuildError, InputError
+from imagenet_build.sources.base import VALIDATION_NAME
 
 
-def tar_add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+def tar_add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
     """Add bytes with fixed metadata, so the same sample gives the same archive bytes."""
     info = tarfile.TarInfo(name)
-    info.size, info.mtime, info.mode = len(data), 0, 0o644
+    info.size, info.mtime, info.mode = len(data), 0, mode
     tar.addfile(info, io.BytesIO(data))
+
+
+def tar_gz(path: Path, members: Iterable[tuple[str, bytes]]) -> None:
+    """A .tar.gz (GNU tar) of [(member name, bytes)], its gzip header's time 0 and each member's fixed."""
+    import gzip  # here: a convert does not need it
+
+    with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for name, data in members:
+            tar_add(tar, name, data)
+
+
+def validation_images(sample: Path) -> list[tuple[Path, str]]:
+    """The ILSVRC sample's validation images, sorted, each with its synset: the line of validation_labels.txt
+    its number names."""
+    synsets = (Path(sample) / "validation_labels.txt").read_text().split()
+    images = []
+    for path in sorted((Path(sample) / "validation").glob("*.JPEG")):
+        match = VALIDATION_NAME.match(path.name)
+        if match is None:
+            raise InputError(path, "not an ILSVRC2012_val_<8 digits>.JPEG name: not the ILSVRC sample")
+        images.append((path, synsets[int(match.group(1)) - 1]))
+    return images
 
 
 def enough_for(images: int, needed: int, split: str, layout: str) -> None:

@@ -1,11 +1,10 @@
-"""The ILSVRC2012 tarballs, read where they lie: member offsets indexed once, images read by offset.
+"""Uncompressed tar archives read in place: member tables from the headers, each member read by its offset.
 
-The train archive is a tar of 1000 `<synset>.tar` (each a tar of JPEGs), the
-validation archive a flat tar of JPEGs; both are uncompressed, so every image
-is a contiguous byte range of the outer file. Indexing reads only tar headers
-(tarfile seeks over member data), one inner tar per task, so nothing is
-extracted and no class tar is ever held in memory; workers then read each
-image with one pread().
+Every image in an uncompressed tar is a contiguous byte range of the file. Listing reads only
+the headers (plain ustar ones parsed here, anything else by tarfile, which seeks over member
+data), so nothing is extracted and no archive is held in memory; a worker then reads each image
+with one pread, its header block with it, checked against the listing (read_member): the
+ILSVRC2012 tarballs, a decompressed .tar.gz (spool.py) and WebDataset shards are all read so.
 """
 
 from __future__ import annotations
@@ -13,27 +12,14 @@ from __future__ import annotations
 import os
 import tarfile
 import zlib
-from array import array
-from typing import IO, TYPE_CHECKING, Callable, NamedTuple, Tuple, Union
+from typing import IO, TYPE_CHECKING, Tuple, Union
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
-from imagenet_build.model import SplitInput, file_name, utf8_name
-from imagenet_build.sources.base import (
-    READERS,
-    VALIDATION_NAME,
-    Reader,
-    add_class,
-    flat_validation,
-    lies_in,
-    match_classes,
-    require_images,
-    will_need,
-)
+from imagenet_build.model import utf8_name
+from imagenet_build.sources.base import Reader, will_need
 
 if TYPE_CHECKING:
-    from imagenet_build.catalog.classes import Catalog
-    from imagenet_build.infra.workers import Workers
     from imagenet_build.model import ImageEntry, ShardSpec
 
 # (name, data offset, data size, is a regular file, CRC-32 of its header block: what read_member checks)
@@ -200,37 +186,6 @@ def outer_members(archive: PathLike) -> list[Member]:
             return list_members(f, size, archive)
 
 
-class ClassTar(NamedTuple):
-    """One worker task of the train tar's scan: list the class tar at [offset, offset + size)."""
-
-    archive: str
-    offset: int
-    size: int
-    inner_name: str
-
-
-def inner_members(
-    archive: str, offset: int, size: int, inner_name: str
-) -> tuple[list[str], array[int], array[int], array[int]]:
-    """A worker task: the files of the inner tar at [offset, offset + size) of the archive.
-
-    As compact columns (base names, offsets and sizes in the outer archive, header CRCs):
-    1000 class tars of ImageNet hold 1.28 M members, and a tuple of Python ints per member
-    would cost the driver ~100 MB more while the class tars are listed.
-    """
-    names: list[str] = []
-    offsets, sizes, crcs = array("Q"), array("Q"), array("Q")
-    with storage.open_read(archive, random_access=True) as f:
-        for name, data_offset, data_size, is_file, crc in list_members(RangeFile(f, offset, size), size,
-                                                                       f"{archive}:{inner_name}"):
-            if is_file:
-                names.append(file_name(name))
-                offsets.append(offset + data_offset)
-                sizes.append(data_size)
-                crcs.append(crc)
-    return names, offsets, sizes, crcs
-
-
 def read_member(source: Union[int, IO[bytes]], offset: int, size: int, header_crc: int,
                 where: str) -> tuple[bytes, str]:
     """(the `size` bytes of the tar member whose data starts at `offset`, its name as its header gives it).
@@ -299,64 +254,6 @@ def read_range(source: Union[int, IO[bytes]], offset: int, size: int) -> bytes:
     return data
 
 
-def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
-    """ILSVRC2012_img_train.tar: a tar of `<synset>.tar`, each a tar of that class's JPEGs."""
-    members = outer_members(archive)
-    inner: dict[str, tuple[str, int, int]] = {}
-    strangers: list[str] = []
-    for name, offset, size, is_file, _ in members:
-        base = file_name(name)
-        if is_file and base.endswith(".tar"):
-            inner[base[: -len(".tar")]] = (name, offset, size)
-        elif is_file:
-            strangers.append(base)
-    if not inner:
-        if any(VALIDATION_NAME.match(n) for n in strangers):
-            raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
-                                      "is it the validation archive? (swap --train-tar and --validation-tar)")
-        raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
-    result = SplitInput("train", str(archive), "tar", reader="archive", ignored=strangers,
-                        stamp=storage.stamp(archive))
-    match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")
-    order = [synset for synset in catalog.synsets if synset in inner]
-    tasks = [ClassTar(str(archive), inner[s][1], inner[s][2], inner[s][0]) for s in order]
-    found: dict[str, tuple[list[str], array[int], array[int], array[int]]] = {}
-    added = [0]
-
-    def listed(task: ClassTar, columns: tuple[list[str], array[int], array[int], array[int]]) -> None:
-        # classes join the listing in labels-file order as soon as they can, so only the few
-        # listed out of turn wait here, not the names of all 1.28 M members at once
-        found[task.inner_name] = columns
-        while added[0] < len(order) and inner[order[added[0]]][0] in found:
-            synset = order[added[0]]
-            names, offsets, sizes, crcs = found.pop(inner[synset][0])
-            add_class(result, synset, catalog.label_of[synset], list(zip(names, zip(offsets, sizes, crcs))),
-                      on_error, "class archive", place=lies_in(f"{archive}:{inner[synset][0]}"))
-            added[0] += 1
-
-    pool.run(inner_members, tasks, listed)
-    require_images(result, archive, catalog)
-    return result
-
-
-def scan_validation_tar(
-    archive: PathLike,
-    catalog: Catalog,
-    validation_labels_loader: Callable[[], list[str]],
-    validation_labels_file: PathLike,
-    on_error: str,
-) -> SplitInput:
-    """ILSVRC2012_img_val.tar: a flat tar of the 50,000 validation JPEGs."""
-    members = [(file_name(n), (o, s, crc)) for n, o, s, is_file, crc in outer_members(archive) if is_file]
-    if not any(VALIDATION_NAME.match(n) for n, _ in members):
-        if any(n.endswith(".tar") for n, _ in members):
-            raise InputError(archive, "holds <synset>.tar class archives, not validation images: "
-                                      "is it the train archive? (swap --train-tar and --validation-tar)")
-        raise InputError(archive, "holds no ILSVRC2012_val_*.JPEG images: not the ILSVRC2012 validation archive")
-    result = SplitInput("validation", str(archive), "flat-tar", reader="archive", stamp=storage.stamp(archive))
-    return flat_validation(result, members, catalog, validation_labels_loader(), validation_labels_file, on_error)
-
-
 class ArchiveReader(Reader):
     """A shard's images by byte range from their archive: one pread each (a ranged read in an object store).
 
@@ -400,5 +297,3 @@ class ArchiveReader(Reader):
         """Its place in the archive; the archive's own size and mtime are the shard's source_stamp."""
         return f"@{entry.offset}:{entry.size}"
 
-
-READERS["archive"] = ArchiveReader

@@ -19,7 +19,6 @@ Same options -> same bytes.
 from __future__ import annotations
 
 import colorsys
-import gzip
 import io
 import random
 import tarfile
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build.catalog.boxes import boxes_to_csv_lines
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
-from imagenet_build.sources.samples import tar_add
+from imagenet_build.sources.samples import tar_add, tar_gz
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -144,7 +143,8 @@ def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
         from imagenet_build.sources import find_copy
 
         copy = find_copy([out])
-        where = f"--from {shlex.quote(str(out))}" + ("" if copy.boxes else f" --bounding-box-file {path('bboxes.csv')}")
+        where = f"--from {shlex.quote(str(out))}" + (
+            "" if copy.carries_boxes else f" --bounding-box-file {path('bboxes.csv')}")
     return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
             f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
             "--output-dir OUTPUT")
@@ -163,10 +163,8 @@ def write_tarballs(out: PathLike) -> None:
     with tarfile.open(out / "ILSVRC2012_img_val.tar", "w", format=tarfile.GNU_FORMAT) as tar:
         for image in sorted((out / "validation").iterdir()):
             tar_add(tar, image.name, image.read_bytes())
-    with gzip.GzipFile(out / "ILSVRC2012_bbox_train_v2.tar.gz", "wb", mtime=0) as gz:
-        with tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
-            for xml in sorted((out / "bbox").glob("*/*.xml")):
-                tar_add(tar, f"{xml.parent.name}/{xml.name}", xml.read_bytes())
+    tar_gz(out / "ILSVRC2012_bbox_train_v2.tar.gz",
+           ((f"{xml.parent.name}/{xml.name}", xml.read_bytes()) for xml in sorted((out / "bbox").glob("*/*.xml"))))
 
 
 # Which train images (by position over all of them) get an awkward encoding.
@@ -208,40 +206,11 @@ def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation
         raise BuildError(f"{out}: not empty; choose a new folder for the sample")
     rng = random.Random(seed)
     synsets = all_synsets[:classes]
+    sizes = (min_size, max_size)
     counts: dict[str, Any] = {"classes": classes, "train": 0, "validation": 0, "boxes": 0, "special": {}}
-
-    (out / "bbox").mkdir(parents=True)
-    position = 0
-    for label_index, synset in enumerate(synsets):
-        folder = out / "train" / synset
-        folder.mkdir(parents=True)
-        for n in range(per_class):
-            width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
-            kind = _kind(position)
-            name = f"{synset}_{n + 1}.JPEG"
-            image = _picture(rng, label_index, classes, width, height)
-            (folder / name).write_bytes(_encode(image, kind, quality))
-            counts["special"][kind] = counts["special"].get(kind, 0) + 1
-            boxes = [_random_box(rng, width, height) for _ in range(rng.choice((0, 1, 1, 2)))]
-            if boxes:
-                xml = out / "bbox" / synset / f"{name[: -len('.JPEG')]}.xml"
-                xml.parent.mkdir(parents=True, exist_ok=True)
-                xml.write_text(_annotation(name, synset, width, height, boxes, floats=position % 5 == 1))
-            position += 1
-    counts["train"] = position
-    counts["special"].pop("rgb", None)
-
-    val_synsets = [s for s in synsets for _ in range(validation_per_class)]
-    rng.shuffle(val_synsets)
-    val_folder = out / "validation"
-    val_folder.mkdir(parents=True)
-    for number, synset in enumerate(val_synsets, start=1):
-        width, height = rng.randint(min_size, max_size), rng.randint(min_size, max_size)
-        image = _picture(rng, synsets.index(synset), classes, width, height)
-        kind = "gray" if number % 7 == 3 else "rgb"
-        (val_folder / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(_encode(image, kind, quality))
+    counts["train"] = _write_train(out, rng, synsets, per_class, sizes, quality, counts["special"])
+    val_synsets = _write_validation(out, rng, synsets, validation_per_class, sizes, quality)
     counts["validation"] = len(val_synsets)
-
     (out / "labels.txt").write_text("".join(s + "\n" for s in synsets))
     (out / "validation_labels.txt").write_text("".join(s + "\n" for s in val_synsets))
     lines, _, _ = boxes_to_csv_lines(out / "bbox", synsets)
@@ -250,3 +219,44 @@ def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation
     if tarballs:
         write_tarballs(out)
     return counts
+
+
+def _write_train(out: Path, rng: random.Random, synsets: list[str], per_class: int, sizes: tuple[int, int],
+                 quality: int, special: dict[str, int]) -> int:
+    """out/train/<synset>/*.JPEG and their XML boxes under out/bbox/; the kinds written counted in `special`
+    (plain RGB aside). Returns how many images."""
+    (out / "bbox").mkdir(parents=True)
+    position = 0
+    for label_index, synset in enumerate(synsets):
+        folder = out / "train" / synset
+        folder.mkdir(parents=True)
+        for n in range(per_class):
+            width, height = rng.randint(*sizes), rng.randint(*sizes)
+            kind = _kind(position)
+            name = f"{synset}_{n + 1}.JPEG"
+            image = _picture(rng, label_index, len(synsets), width, height)
+            (folder / name).write_bytes(_encode(image, kind, quality))
+            special[kind] = special.get(kind, 0) + 1
+            boxes = [_random_box(rng, width, height) for _ in range(rng.choice((0, 1, 1, 2)))]
+            if boxes:
+                xml = out / "bbox" / synset / f"{name[: -len('.JPEG')]}.xml"
+                xml.parent.mkdir(parents=True, exist_ok=True)
+                xml.write_text(_annotation(name, synset, width, height, boxes, floats=position % 5 == 1))
+            position += 1
+    special.pop("rgb", None)
+    return position
+
+
+def _write_validation(out: Path, rng: random.Random, synsets: list[str], per_class: int, sizes: tuple[int, int],
+                      quality: int) -> list[str]:
+    """out/validation/ILSVRC2012_val_%08d.JPEG, flat, the classes shuffled; returns the synset of each."""
+    val_synsets = [s for s in synsets for _ in range(per_class)]
+    rng.shuffle(val_synsets)
+    val_folder = out / "validation"
+    val_folder.mkdir(parents=True)
+    for number, synset in enumerate(val_synsets, start=1):
+        width, height = rng.randint(*sizes), rng.randint(*sizes)
+        image = _picture(rng, synsets.index(synset), len(synsets), width, height)
+        kind = "gray" if number % 7 == 3 else "rgb"
+        (val_folder / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(_encode(image, kind, quality))
+    return val_synsets

@@ -78,9 +78,10 @@ def test_plan_of_full_imagenet_size_places_every_entry_once():
     """1,281,167 synthetic entries planned into 1024 shards, every entry exactly once."""
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.model import SplitInput
+    from imagenet_build.sources.folders import FolderReader
 
     cat = load_catalog()
-    split = SplitInput("train", "/", "folders")
+    split = SplitInput("train", "/", "folders", FolderReader)
     for i in range(1281167):
         split.add(f"{cat.synsets[i % 1000]}/{i}.JPEG", i % 1000 + 1)
     specs = list(plan.SplitPlan(split, cat, {}, 1024, 8))

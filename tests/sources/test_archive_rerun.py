@@ -13,7 +13,7 @@ import pytest
 
 from conftest import layout_args, run_cli, tree_digest
 from imagenet_build.format.naming import LISTINGS_NAME
-from imagenet_build.sources import spool
+from imagenet_build.sources import listings, spool
 from imagenet_build.sources.copies import sample_layouts
 
 
@@ -21,13 +21,13 @@ from imagenet_build.sources.copies import sample_layouts
 def spooled_splits(monkeypatch):
     """The splits each convert in this process gives a spool folder (the real make_spool, watched)."""
     made = []
-    real = spool.make_spool
+    real = spool.Spool.make_folder
 
-    def watched(copy, archives, split, *args, **kwargs):
+    def watched(self, archives, split, *args, **kwargs):
         made.append(split)
-        return real(copy, archives, split, *args, **kwargs)
+        return real(self, archives, split, *args, **kwargs)
 
-    monkeypatch.setattr(spool, "make_spool", watched)
+    monkeypatch.setattr(spool.Spool, "make_folder", watched)
     return made
 
 
@@ -79,12 +79,12 @@ def test_a_kept_listing_that_disagrees_with_its_archive_is_refused_and_removed(t
     copy, out = written(ilsvrc, tmp_path, "hf"), tmp_path / "out"
     convert(ilsvrc, copy, out)
     archive = str(copy / "data" / "val_images.tar.gz")
-    kept = spool.listing_path(str(out), archive)
-    listed, _ = spool.read_listing(str(out), archive, spool.stamp([archive]))
+    kept = listings.listing_path(str(out), archive)
+    listed, _ = listings.read_listing(str(out), archive, spool.stamp([archive]))
     offsets = listed[1]
     offsets[0] += 512  # as if the archive had been rewritten keeping its size and modification time
     with open(kept, "wb") as f:
-        f.write(spool.encode_listing(archive, spool.stamp([archive]), listed))
+        f.write(listings.encode_listing(archive, spool.stamp([archive]), listed))
     (out / "validation-00000-of-00002").unlink()
     result = run_cli("convert", "--from", copy, "--output-dir", out, *layout_args(ilsvrc))
     assert result.exit_code == 1

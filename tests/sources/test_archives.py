@@ -485,8 +485,7 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     copy = find_copy([source])
     copy.work_dir = str(tmp_path / "out")
     with Workers(1) as pool:
-        if copy.prepare:
-            copy.prepare(pool)
+        copy.prepare(pool)
         split = copy.scan_train(catalog, "fail", pool)
     spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
     with reader_for(spec) as reader:
@@ -515,7 +514,7 @@ def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
     import zipfile
 
     from imagenet_build.infra.errors import InputError
-    from imagenet_build.sources.kaggle import DEFLATED, STORED, member_bytes, pack_extra, write_zip
+    from imagenet_build.sources.zips import DEFLATED, STORED, member_bytes, pack_extra, write_zip
 
     jpeg, other = bytes(range(256)) * 20, bytes(range(255, -1, -1)) * 20
     path = tmp_path / "z.zip"

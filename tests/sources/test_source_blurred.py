@@ -108,43 +108,44 @@ def test_the_one_train_archive_is_inflated_on_both_workers_with_the_same_bytes(b
     import rapidgzip  # noqa: F401  (a dependency on this platform: Linux on x86-64 or ARM)
 
     from imagenet_build.infra.workers import Workers
-    from imagenet_build.sources import find_copy, spool
+    from imagenet_build.sources import find_copy, inflate
 
-    train, val = str(blurred / "train_blurred.tar.gz"), str(blurred / "val_blurred.tar.gz")
+    train = str(blurred / "train_blurred.tar.gz")
     copy = find_copy([str(blurred)])
     copy.work_dir = str(tmp_path / "out")
     seen = []
 
     def recorded(archive, target, threads):
         seen.append((Path(archive).name, threads))
-        return spool.spool_and_list(archive, target, threads)
+        return inflate.spool_and_list(archive, target, threads)
 
-    spool.spool_splits(copy, {"train": [train], "validation": [val]}, Workers(2), task=recorded)  # two, in here
+    copy.spool.task = recorded
+    copy.prepare(Workers(2))  # two, in here
     assert seen == [("train_blurred.tar.gz", 2), ("val_blurred.tar.gz", 1)]
     copy.close()
-    assert spool._gunzip_parallel(train, str(tmp_path / "two.tar"), 2)
-    spool.gunzip(train, str(tmp_path / "one.tar"))
+    assert inflate._gunzip_parallel(train, str(tmp_path / "two.tar"), 2)
+    inflate.gunzip(train, str(tmp_path / "one.tar"))
     assert (tmp_path / "two.tar").read_bytes() == (tmp_path / "one.tar").read_bytes() == gzip.decompress(
         Path(train).read_bytes())
 
 
 @pytest.mark.parametrize("damage", ["cut in half", "cut before its trailer", "zero padding after", "not gzip"])
 def test_a_damaged_archive_on_several_threads_gets_the_one_thread_checks(blurred, tmp_path, capfd, damage):
-    from imagenet_build.sources import spool
+    from imagenet_build.sources import inflate
 
     data = (blurred / "train_blurred.tar.gz").read_bytes()
     archive = tmp_path / "train_blurred.tar.gz"
     archive.write_bytes({"cut in half": data[: len(data) // 2], "cut before its trailer": data[:-4],
                          "zero padding after": data + bytes(4096), "not gzip": b"not gzip " * 10000}[damage])
     target = tmp_path / "train_blurred.tar"
-    assert not spool._gunzip_parallel(str(archive), str(target) + ".part", 2)  # rapidgzip declines each
+    assert not inflate._gunzip_parallel(str(archive), str(target) + ".part", 2)  # rapidgzip declines each
     assert not list(tmp_path.glob("*.tar*.part"))
     if damage == "zero padding after":  # as gzip reads it: accepted
-        spool.gunzip(str(archive), str(target), 2)
+        inflate.gunzip(str(archive), str(target), 2)
         assert target.read_bytes() == gzip.decompress(data)
     else:
         with pytest.raises(InputError, match="truncated|not a valid gzip"):
-            spool.gunzip(str(archive), str(target), 2)
+            inflate.gunzip(str(archive), str(target), 2)
         assert not target.exists()
     assert capfd.readouterr().err == ""  # rapidgzip's own messages are not shown
 
@@ -165,7 +166,7 @@ def test_an_archive_that_compresses_well_is_inflated_on_one_thread(tmp_path):
     inflates 81 times): such an archive takes the one-thread way, with the same bytes."""
     import os
 
-    from imagenet_build.sources import spool
+    from imagenet_build.sources import inflate
 
     picture = io.BytesIO()
     Image.new("RGB", (8, 8), (200, 30, 30)).save(picture, "JPEG")
@@ -177,9 +178,9 @@ def test_an_archive_that_compresses_well_is_inflated_on_one_thread(tmp_path):
                 info = tarfile.TarInfo(f"n01440764_{k}_n01440764.JPEG")
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
-    assert spool._inflates_beyond(str(tiny), spool.PARALLEL_RATIO)
-    assert not spool._inflates_beyond(str(photo), spool.PARALLEL_RATIO)
-    assert not spool._gunzip_parallel(str(tiny), str(tmp_path / "tiny.tar.part"), 2)
-    assert spool._gunzip_parallel(str(photo), str(tmp_path / "photo.tar.part"), 2)
-    spool.gunzip(str(tiny), str(tmp_path / "tiny.tar"), 2)
+    assert inflate._inflates_beyond(str(tiny), inflate.PARALLEL_RATIO)
+    assert not inflate._inflates_beyond(str(photo), inflate.PARALLEL_RATIO)
+    assert not inflate._gunzip_parallel(str(tiny), str(tmp_path / "tiny.tar.part"), 2)
+    assert inflate._gunzip_parallel(str(photo), str(tmp_path / "photo.tar.part"), 2)
+    inflate.gunzip(str(tiny), str(tmp_path / "tiny.tar"), 2)
     assert (tmp_path / "tiny.tar").read_bytes() == gzip.decompress(tiny.read_bytes())

@@ -123,7 +123,7 @@ def ilsvrc_damage(kind, root):
 
 def central_entries(path):
     """{member name: (where its central entry starts, where its Zip64 extra's values start)} of a zip."""
-    from imagenet_build.sources.kaggle import CENTRAL, end_record
+    from imagenet_build.sources.zips import CENTRAL, end_record
 
     data = path.read_bytes()
     with open(path, "rb") as f:
@@ -144,7 +144,8 @@ def zip_image(members, split, method, synset=SYNSETS[0]):
 
 
 def kaggle_damage(kind, root):
-    from imagenet_build.sources.kaggle import ZIP_NAME, write_zip
+    from imagenet_build.sources.kaggle_listing import ZIP_NAME
+    from imagenet_build.sources.zips import write_zip
 
     path = root / ZIP_NAME
     members = kaggle_members(root)
@@ -208,7 +209,7 @@ _KAGGLE_MEMBERS = {}
 
 def kaggle_members(root):
     """The members the sample's zip was written from (sample_members of the ILSVRC sample beside it)."""
-    from imagenet_build.sources.kaggle import ZIP_NAME
+    from imagenet_build.sources.kaggle_listing import ZIP_NAME
 
     key = hashlib.sha256((root / ZIP_NAME).read_bytes()).hexdigest()
     if key not in _KAGGLE_MEMBERS:

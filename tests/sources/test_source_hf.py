@@ -273,7 +273,7 @@ def test_isal_and_zlib_inflate_give_the_same_shards(hf, reference, tmp_path):
     import subprocess
     import sys
 
-    from imagenet_build.sources.base import deflate_codec
+    from imagenet_build.sources.inflate import deflate_codec
 
     pytest.importorskip("isal")
     assert deflate_codec().decompressobj.__module__.startswith("isal")
@@ -291,6 +291,7 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
     train split to end before the validation archive starts; each scan then takes its own from the batch."""
     from imagenet_build.infra.workers import Workers
     from imagenet_build.sources import find_copy, spool
+    from imagenet_build.sources.inflate import spool_and_list
 
     copy = find_copy([str(hf)])
     copy.work_dir = str(tmp_path / "out")
@@ -298,16 +299,18 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
 
     def recorded(archive, target, threads):
         calls.append(archive)
-        return spool.spool_and_list(archive, target, threads)
+        return spool_and_list(archive, target, threads)
 
     archives = {"train": [str(hf / "data" / f"train_images_{k}.tar.gz") for k in range(5)],
                 "validation": [str(hf / "data" / "val_images.tar.gz")]}
+    assert copy.spool.archives == archives
+    copy.spool.task = recorded
     with Workers(1) as pool:  # one worker: the tasks run in submission order, here
-        spool.spool_splits(copy, archives, pool, task=recorded)
+        copy.prepare(pool)
         assert calls == sorted(archives["train"] + archives["validation"], key=lambda a: -Path(a).stat().st_size)
-        folder, listings = spool.spool_all(copy, archives["validation"], "validation", pool, task=recorded)
+        folder, listings = copy.spool.take("validation", pool)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone
-        assert "validation" not in copy.spooled and set(copy.spooled) == {"train"}  # not held past its scan
+        assert set(copy.spool.spooled) == {"train"}  # not held past its scan
         assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar", spool.PIECES]
     copy.close()
     assert not (tmp_path / "out").exists()

@@ -9,17 +9,9 @@ import pytest
 
 from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error
-from imagenet_build.sources.kaggle import (
-    DEFLATED,
-    OLD_TARBALL,
-    SOLUTION,
-    STORED,
-    ZIP_NAME,
-    central_members,
-    end_record,
-    sample_members,
-    write_zip,
-)
+from imagenet_build.sources.kaggle_listing import OLD_TARBALL, SOLUTION, ZIP_NAME
+from imagenet_build.sources.kaggle_sample import sample_members
+from imagenet_build.sources.zips import DEFLATED, STORED, central_members, end_record, write_zip
 
 FOUND = "found: Kaggle zip: 48 train, 16 validation, 34 annotated"
 
@@ -28,7 +20,7 @@ FOUND = "found: Kaggle zip: 48 train, 16 validation, 34 annotated"
 def kaggle(ilsvrc, tmp_path_factory):
     """The sample written as Kaggle's zip (through `sample --layout kaggle`'s writer)."""
     out = tmp_path_factory.mktemp("kaggle")
-    from imagenet_build.sources.kaggle import write_sample
+    from imagenet_build.sources.kaggle_sample import write_sample
 
     write_sample(ilsvrc, out)
     return out / ZIP_NAME

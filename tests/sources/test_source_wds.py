@@ -212,7 +212,7 @@ def test_the_fast_header_listing_agrees_with_tarfiles(wds, tmp_path):
 
 
 def test_hidden_files_in_a_shard_are_ignored_not_taken_for_samples():
-    from imagenet_build.sources.webdataset import _samples
+    from imagenet_build.sources.webdataset_shard import _samples
 
     ignored = []
     members = [("n01440764_1.jpg", 512, 10, True, 0), ("n01440764_1.cls", 1024, 1, True, 0),

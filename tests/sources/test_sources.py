@@ -121,23 +121,27 @@ def test_expect_imagenet_knows_the_subset_counts():
     assert expected_totals(manifest)[0] == {"train": 128116, "validation": 50000}
 
 
-@pytest.mark.parametrize("layout", ["ilsvrc", "folders", "kaggle", "hf", "blurred", "wds"])
+@pytest.mark.parametrize("layout", [*sample_layouts(), "folders"])
 def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvrc, tmp_path, monkeypatch, layout):
     """With a cold cache (ImageNet's 140 GB, or a spool of it, on disk) the disk must have several reads in
-    flight: every reader tells the kernel (POSIX_FADV_WILLNEED) of each image before it reads it."""
+    flight: every reader tells the kernel (POSIX_FADV_WILLNEED) of each image before it reads it. Every copy
+    registered, as `sample --layout` writes it (ilsvrc: its archives), and the ILSVRC folders."""
     import os
 
+    from imagenet_build.sources import find_copy
+    from imagenet_build.sources.spool import SpooledCopy
     from imagenet_build.tools.sample import make_sample
 
-    if layout in ("ilsvrc", "folders"):
-        source = ilsvrc if layout == "folders" else tmp_path / "archives"
-        if layout == "ilsvrc":
-            source.mkdir()
-            for name in ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "ILSVRC2012_bbox_train_v2.tar.gz"):
-                (source / name).symlink_to(ilsvrc / name)
+    source = tmp_path / layout / "copy"
+    if layout == "folders":  # the extracted folders alone (beside the archives, the archives are read)
+        source.mkdir(parents=True)
+        for name in ("train", "validation"):
+            (source / name).symlink_to(ilsvrc / name)
     else:
-        source = tmp_path / layout / "copy"
-        make_sample(source, layout=layout, classes=4, per_class=12, validation_per_class=4)
+        make_sample(source, layout=layout, tarballs=layout == "ilsvrc", classes=4, per_class=12,
+                    validation_per_class=4)
+    copy = find_copy([source])
+    assert (copy.description == "ILSVRC2012 (image-net.org) folders") == (layout == "folders")
     announced = []
     fadvise = os.posix_fadvise
 
@@ -148,12 +152,12 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
 
     monkeypatch.setattr(os, "posix_fadvise", recorded)
     out = tmp_path / "out"
-    boxes = [] if layout in ("ilsvrc", "kaggle") else ["--bounding-box-file", ilsvrc / "bboxes.csv"]
+    boxes = [] if copy.carries_boxes else ["--bounding-box-file", ilsvrc / "bboxes.csv"]
     result = run_cli("convert", "--from", source, "--output-dir", out, *layout_args(ilsvrc), *boxes, "--json")
     assert result.exit_code == 0, result.output
     images = sum(split["images"] for split in json.loads(result.stdout)["splits"].values())
     assert images and len(announced) >= images
-    if layout in ("hf", "blurred"):  # read from the decompressed spool, not the .tar.gz
+    if isinstance(copy, SpooledCopy):  # read from the decompressed spool, not the archives
         assert all(".imagenet-build-spool-" in path for path in announced)
 
 
