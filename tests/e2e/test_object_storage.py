@@ -112,8 +112,8 @@ def test_beam_to_s3(sample_dir, converted, bucket):
 def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     """Runners retry tasks: writing a shard twice (or from two workers) must give one result."""
     from imagenet_build.build.writer import write_shard
-    from imagenet_build.format.destination import destination
     from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.format.destination import destination
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
 
