@@ -17,7 +17,7 @@ from imagenet_build.build.builds import Build, destinations, make_builds, prepar
 from imagenet_build.build.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.build.inputs import Inputs, list_inputs
 from imagenet_build.build.manifest import Manifest, ShardEntry, ShardResult, write_manifest
-from imagenet_build.build.summary import Timing, run_summary
+from imagenet_build.build.summary import Summary, Timing, run_summary
 from imagenet_build.build.writer import ShardTask, write_shard
 from imagenet_build.format.naming import BEAM_RESULTS
 from imagenet_build.infra import storage
@@ -30,7 +30,7 @@ from imagenet_build.sources import spool
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 
 
-def convert(request: ConvertRequest) -> dict[str, Any]:
+def convert(request: ConvertRequest) -> Summary:
     """The request's builds written: shards, indexes, manifests. Returns the summary.
 
     Every build's folders are held from the start: a second run is refused before it scans or
@@ -90,7 +90,7 @@ class _Progress:
 
 
 def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans: list[SplitPlan], inputs: Inputs,
-             started: float) -> dict[str, Any]:
+             started: float) -> Summary:
     """Everything that writes, under the outputs' locks: each image read once, written to every build."""
     progress = _Progress(builds, plans)
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]

@@ -7,7 +7,7 @@ under its folder's name; what --from found, and how the boxes matched the images
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Dict, List, Optional, TypedDict
 
 from imagenet_build.build.builds import Build
 from imagenet_build.build.inputs import Inputs
@@ -20,42 +20,77 @@ from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import SHOWN
 
 
+class SplitSummary(TypedDict):
+    layout: str  # the copy's listing of the split: folders, flat, tar, ...
+    images: int  # listed
+    records: int  # written
+    shards: int
+
+
+class Summary(TypedDict, total=False):
+    """convert's --json document: one build's, or a --resize run's (`resize`, and each build's under `builds`)."""
+
+    ok: bool
+    output_dir: str
+    manifest: str  # a build's manifest.json
+    shards_written: int
+    shards_kept: int
+    records: int
+    bytes: int
+    seconds: float
+    images_per_second: Optional[float]
+    splits: Dict[str, SplitSummary]
+    skipped: List[Dict[str, Any]]  # {file, reason, split[, label]}
+    reencoded: List[Dict[str, Any]]  # {file, reencoded, note, split}
+    notes: List[str]
+    resize: Dict[str, Any]  # a --resize run: its targets and options
+    builds: Dict[str, "Summary"]  # a --resize run: each build's summary under its folder's name
+    shards_read: int  # a --resize run: shards whose images were read, once for every build
+    boxes: Dict[str, int]  # how the boxes matched the images
+    found: str  # --from: what it found
+
+
 class Timing:
     """How long a run took, and how many images it read: its images per second."""
 
     def __init__(self, seconds: float, images: int) -> None:
         self.seconds, self.images = seconds, images
 
-    def figures(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 3),
-                "images_per_second": round(self.images / self.seconds, 1) if self.seconds > 0 else None}
+    @property
+    def rounded(self) -> float:
+        return round(self.seconds, 3)
+
+    @property
+    def images_per_second(self) -> float | None:
+        return round(self.images / self.seconds, 1) if self.seconds > 0 else None
 
 
-def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> dict[str, Any]:
+def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summary:
     """One build's summary: its files, figures, the images left out or re-encoded, the scans' notes."""
     shards = [build.done[name].entry for p in plans for name in p.names]
-    summary: dict[str, Any] = {
-        "ok": True,
-        "output_dir": str(build.dest.output),
-        "manifest": storage.join(build.dest.output, MANIFEST_NAME),
-        "shards_written": len(build.written),
-        "shards_kept": len(shards) - len(build.written),
-        "records": sum(e["records"] for e in shards),
-        "bytes": sum(e["bytes"] for e in shards),
-        **timing.figures(),
-        "splits": {},
-        "skipped": [dict(s, split=e["split"]) for e in shards for s in e["skipped"]],
-        "reencoded": [dict(r, split=e["split"]) for e in shards for r in e["reencoded"]],
-        "notes": [],
-    }
+    summary = Summary(
+        ok=True,
+        output_dir=str(build.dest.output),
+        manifest=storage.join(build.dest.output, MANIFEST_NAME),
+        shards_written=len(build.written),
+        shards_kept=len(shards) - len(build.written),
+        records=sum(e["records"] for e in shards),
+        bytes=sum(e["bytes"] for e in shards),
+        seconds=timing.rounded,
+        images_per_second=timing.images_per_second,
+        splits={},
+        skipped=[dict(s, split=e["split"]) for e in shards for s in e["skipped"]],
+        reencoded=[dict(r, split=e["split"]) for e in shards for r in e["reencoded"]],
+        notes=[],
+    )
     for p in plans:
         s = p.input
-        summary["splits"][p.split] = {
-            "layout": s.layout,
-            "images": len(s),
-            "records": sum(build.done[name].entry["records"] for name in p.names),
-            "shards": p.num_shards,
-        }
+        summary["splits"][p.split] = SplitSummary(
+            layout=s.layout,
+            images=len(s),
+            records=sum(build.done[name].entry["records"] for name in p.names),
+            shards=p.num_shards,
+        )
         summary["notes"].extend(s.notes)
         if s.ignored:
             shown = ", ".join(s.ignored[:SHOWN])
@@ -72,23 +107,25 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> dict[
 
 
 def run_summary(request: ConvertRequest, builds: list[Build], plans: list[SplitPlan], inputs: Inputs,
-                shards_read: int, timing: Timing) -> dict[str, Any]:
+                shards_read: int, timing: Timing) -> Summary:
     """The run's summary: the build's own (a --resize run: each build's under its folder's name), the copy's
     notes first, what --from found, how the boxes matched."""
     summaries = [build_summary(build, plans, timing) for build in builds]
     if request.resize is None:
         summary = summaries[0]
     else:
-        summary = {
-            "ok": True,
-            "output_dir": str(request.dest.output),
-            "resize": {"targets": [t.label for t in request.resize.targets], "quality": request.resize.quality,
-                       "larger_only": request.resize.larger_only, "exif_transpose": request.resize.exif_transpose},
-            "builds": {build.folder: one for build, one in zip(builds, summaries)},
-            "shards_read": shards_read,
-            **timing.figures(),
-            "notes": [],
-        }
+        resize = request.resize
+        summary = Summary(
+            ok=True,
+            output_dir=str(request.dest.output),
+            resize={"targets": [t.label for t in resize.targets], "quality": resize.quality,
+                    "larger_only": resize.larger_only, "exif_transpose": resize.exif_transpose},
+            builds={build.folder: one for build, one in zip(builds, summaries)},
+            shards_read=shards_read,
+            seconds=timing.rounded,
+            images_per_second=timing.images_per_second,
+            notes=[],
+        )
     summary["notes"][:0] = request.copy.notes
     if inputs.boxes:
         summary["boxes"] = box_figures(inputs)

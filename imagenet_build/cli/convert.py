@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from imagenet_build.cli.group import cli, existing_dir, existing_file, print_json
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RUNNERS
+
+if TYPE_CHECKING:
+    from imagenet_build.build.summary import Summary
 
 
 @cli.command()
@@ -129,7 +132,7 @@ def convert(as_json: bool, **options: Any) -> None:
         click.echo(f"manifest: {summary['manifest']}")
 
 
-def _print_build(summary: dict[str, Any], indent: str = "") -> None:
+def _print_build(summary: Summary, indent: str = "") -> None:
     """One build's lines of convert's report."""
     from imagenet_build.sources.base import SHOWN
 
@@ -153,8 +156,8 @@ def _print_build(summary: dict[str, Any], indent: str = "") -> None:
     for r in summary["reencoded"]:
         if r["note"]:
             echo(f"note: {r['file']}: {r['note']}")
-    for s in summary["skipped"]:
-        echo(f"skipped: {s['file']}: {s['reason']}")
+    for skipped in summary["skipped"]:
+        echo(f"skipped: {skipped['file']}: {skipped['reason']}")
     if indent:
         echo(f"manifest: {summary['manifest']}")
 
