@@ -94,14 +94,19 @@ def totals(shards: Sequence[ShardEntry]) -> Dict[str, int]:
             "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"])}
 
 
+def label_counts(counts: Mapping[int, int]) -> Dict[str, int]:
+    """A split's label counts as the manifest records them: {"<label>": records}, by label, none of 0 records."""
+    return {str(k): v for k, v in sorted(counts.items()) if v}
+
+
 def split_figures(num_shards: int, done: Sequence[ShardEntry], left_out: Iterable[tuple[str, str]],
-                  label_counts: Mapping[int, int] | None) -> SplitFigures:
-    """One split's figures from its shards done so far; label_counts ({label: records}) once all are done."""
+                  labels: Mapping[int, int] | None) -> SplitFigures:
+    """One split's figures from its shards done so far; `labels` ({label: records}) once all are done."""
     figures = figures_of(done)
     split = SplitFigures(shards=num_shards, shards_done=figures["shards"], records=figures["records"],
                          bytes=figures["bytes"], left_out=[{"file": f, "reason": r} for f, r in left_out])
-    if label_counts is not None:
-        split["label_counts"] = {str(k): v for k, v in sorted(label_counts.items()) if v}
+    if labels is not None:
+        split["label_counts"] = label_counts(labels)
     return split
 
 

@@ -18,7 +18,7 @@ from collections import Counter
 from typing import IO, Any, Callable, Mapping, NamedTuple, Tuple
 
 from imagenet_build.build.folder import folder_entries
-from imagenet_build.build.manifest import Manifest, ShardEntry, figures_of, read_manifest
+from imagenet_build.build.manifest import Manifest, ShardEntry, figures_of, label_counts, read_manifest
 from imagenet_build.catalog.classes import (
     IMAGENET_CLASSES,
     IMAGENET_TOTALS,
@@ -495,7 +495,7 @@ def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]
         expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
         if expected is None:
             continue
-        if {str(k): v for k, v in sorted(counts.items())} != expected:
+        if label_counts(counts) != expected:
             differ = sorted(set(expected) ^ {str(k) for k in counts}
                             | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
             problems.add("labels", split, None, None,
