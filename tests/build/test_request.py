@@ -8,6 +8,7 @@ import pytest
 
 from conftest import run_cli
 from imagenet_build.cli.group import cli
+from imagenet_build.encode.resize import DEFAULT_QUALITY
 from imagenet_build.infra.errors import BuildError, UsageError
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RUNNERS, ConvertOptions, convert_request
 from imagenet_build.sources import scan_class_folders
@@ -123,6 +124,7 @@ def test_the_command_lines_quality_range_is_the_requests(sample_dir, tmp_path):
     """--quality's range is stated once: the command line refuses 0 in its words, and write_arrays in its own."""
     quality = {p.name: p for p in cli.commands["convert"].params}["quality"]
     assert (quality.type.min, quality.type.max) == QUALITY == (1, 100)
+    assert quality.help.endswith(f"[default: {DEFAULT_QUALITY}]")  # as the request resolves it
     result = run_cli("convert", "--train-dir", sample_dir / "train", "--output-dir", tmp_path / "out",
                      "--resize", "shorter:96", "--quality", 0)
     assert result.exit_code == 2 and "--quality" in result.stderr and "1<=x<=100" in result.stderr
