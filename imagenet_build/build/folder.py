@@ -72,27 +72,29 @@ def _kind(name: str, is_dir: bool, indexes_here: bool) -> Kind:
     return "stranger"
 
 
+def _entry(folder: str, name: str, kind: Kind, in_index_folder: bool) -> FolderEntry:
+    shard = name if kind == "shard" else (shard_of_index(name) or "") if kind == "index" else ""
+    return FolderEntry(name, storage.join(folder, name), kind, shard, in_index_folder)
+
+
 def folder_entries(output: str, index: str) -> list[FolderEntry]:
     """Every entry of a build's output folder, and of its index folder when that is another one, by kind (sorted
     by name, the output's first): the one rule of what a build folder may hold."""
     placement = index_placement(output, index)
     entries = []
     for name, is_dir in sorted(storage.listdir(output).items()):
-        path = storage.join(output, name)
         if placement == "inside" and is_dir and name == storage.basename(index):
-            entries.append(FolderEntry(name, path, "index-folder", "", False))
+            kind: Kind = "index-folder"
         elif not is_dir and name in (MANIFEST_NAME, LABELS_NAME):
-            entries.append(FolderEntry(name, path, "record", "", False))
+            kind = "record"
         elif not is_dir and parse_shard_name(name):
-            entries.append(FolderEntry(name, path, "shard", name, False))
+            kind = "shard"
         else:
             kind = _kind(name, is_dir, placement == "beside")
-            entries.append(FolderEntry(name, path, kind, shard_of_index(name) or "" if kind == "index" else "", False))
+        entries.append(_entry(output, name, kind, False))
     if placement != "beside":
-        for name, is_dir in sorted(storage.listdir(index).items()):
-            kind = _kind(name, is_dir, True)
-            entries.append(FolderEntry(name, storage.join(index, name), kind,
-                                       shard_of_index(name) or "" if kind == "index" else "", True))
+        entries += [_entry(index, name, _kind(name, is_dir, True), True)
+                    for name, is_dir in sorted(storage.listdir(index).items())]
     return entries
 
 
