@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from imagenet_build.catalog.boxes import unpack_boxes
 from imagenet_build.format.naming import shard_name
 from imagenet_build.infra.errors import BuildError, UsageError
-from imagenet_build.model import ImageEntry, ShardSpec
+from imagenet_build.model import ImageEntry, ShardSpec, file_name
 
 if TYPE_CHECKING:
     from imagenet_build.catalog.classes import Catalog
@@ -114,7 +114,7 @@ class SplitPlan:
         entries = []
         for i in self.order[begin:end]:
             relpath = source.relpaths[i]
-            packed = self._boxes.get(relpath.rsplit("/", 1)[-1]) if self._boxes else None
+            packed = self._boxes.get(file_name(relpath)) if self._boxes else None
             boxes = unpack_boxes(packed) if packed else ()
             if source.archive:
                 entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i],

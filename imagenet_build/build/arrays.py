@@ -16,23 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.folder import destination, locked
+from imagenet_build.build.folder import folder_entries, locked
 from imagenet_build.build.writer import shard_entry, write_records
 from imagenet_build.encode.example import encode_example_parts
-from imagenet_build.format.naming import (
-    LABELS_NAME,
-    SPLIT_NAME,
-    index_placement,
-    is_temp_name,
-    parse_shard_name,
-    shard_name,
-    shard_of_index,
-)
+from imagenet_build.format.destination import destination
+from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
 from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import write_atomic
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
+from imagenet_build.request import QUALITY, is_quality
 
 
 def _encode(pixels: Any, lossless: bool, quality: int) -> bytes:
@@ -72,8 +65,8 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
         raise BuildError("labels must be integers from 0 (class ids)")
     if not SPLIT_NAME.fullmatch(str(split)):
         raise BuildError(f"split {split!r}: a split is named with letters, digits, '_', '.' and '-' (train, test, ...)")
-    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
-        raise BuildError(f"quality must be 1..100, not {quality!r}")
+    if not is_quality(quality):
+        raise BuildError(f"quality must be {QUALITY[0]}..{QUALITY[1]}, not {quality!r}")
     names = _class_names(class_names) if class_names is not None else None
     if names is not None and labels.max() >= len(names):
         raise BuildError(f"label {int(labels.max())} but only {len(names)} class names")
@@ -100,26 +93,31 @@ def _class_names(given: Sequence[Any]) -> list[str]:
     return names
 
 
-def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, index_label: str, split: str,
-                 num_shards: int, ranges: list[tuple[int, int]], given_names: list[str] | None, quality: int,
-                 lossless: bool, layout_threads: int) -> manifest_mod.Manifest:
-    """write_arrays' work, with the folders held."""
+def _previous_build(output_dir: Path, index_label: str) -> manifest_mod.Manifest:
+    """The arrays build the folder holds already (its other splits are kept), or {}; refused when it is
+    unreadable, a convert build, or one with its indexes elsewhere."""
     try:  # before anything is written: an unreadable manifest is refused here as convert refuses it
         previous = manifest_mod.read_manifest(output_dir) or {}
     except ValueError as e:
         raise BuildError(f"{e}; remove it, or write the arrays to another folder") from None
-    options = {"source": "arrays", "index_dir": index_label}  # each split's encoding and layout: its own entry
     if previous and previous.get("options", {}).get("source") != "arrays":
         raise BuildError(f"{output_dir}: holds a build of convert; write the arrays to another folder")
     if previous and previous["options"].get("index_dir") != index_label:
         raise BuildError(f"{output_dir}: its splits' indexes are in {previous['options'].get('index_dir')}, not "
                          f"{index_label}; write this split's there too (the manifest records one index folder)")
+    return previous
+
+
+def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, index_label: str, split: str,
+                 num_shards: int, ranges: list[tuple[int, int]], given_names: list[str] | None, quality: int,
+                 lossless: bool, layout_threads: int) -> manifest_mod.Manifest:
+    """write_arrays' work, with the folders held."""
+    previous = _previous_build(output_dir, index_label)
     names = given_names or previous.get("synsets") or [str(k) for k in range(int(labels.max()) + 1)]
     if labels.max() >= len(names):
         raise BuildError(f"label {int(labels.max())} but the folder's build has {len(names)} classes")
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
-    num_classes = len(names)
     index_dir.mkdir(parents=True, exist_ok=True)
     _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
@@ -143,33 +141,36 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
     for k, (begin, end) in enumerate(ranges):
         name = shard_name(split, k, num_shards)
         shards.append(shard_entry(split, name, write_records(name, output_dir, index_dir, payloads(begin, end))))
-    counts = array("Q", [0] * num_classes)
+    counts = array("Q", [0] * len(names))
     for label in labels:
         counts[int(label)] += 1
+    figures = manifest_mod.split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
+    figures["encoding"] = "PNG" if lossless else f"JPEG q{quality}"
+    figures["layout_threads"] = layout_threads
+    manifest = _manifest(previous, split, figures, shards, names, index_label)
+    manifest_mod.write_manifest(output_dir, manifest)
+    manifest_mod.write_labels(output_dir, names)
+    return json.loads(json.dumps(manifest))
+
+
+def _manifest(previous: manifest_mod.Manifest, split: str, figures: manifest_mod.SplitFigures,
+              shards: list[manifest_mod.ShardEntry], names: list[str], index_label: str) -> manifest_mod.Manifest:
+    """The folder's manifest: the previous one's other splits, and this one."""
     kept = [s for s in previous.get("shards", []) if s["split"] != split]
     all_shards = sorted(kept + shards, key=lambda s: (s["split"] != "train", s["name"]))
     splits = {s: v for s, v in previous.get("splits", {}).items() if s != split}
-    splits[split] = {
-        "shards": num_shards, "shards_done": num_shards, "records": len(images),
-        "bytes": sum(s["bytes"] for s in shards), "left_out": [],
-        "label_counts": {str(k + 1): n for k, n in enumerate(counts) if n},
-        "encoding": "PNG" if lossless else f"JPEG q{quality}", "layout_threads": layout_threads,
-    }
-    manifest: manifest_mod.Manifest = {
+    splits[split] = figures
+    return {
         "format": manifest_mod.FORMAT,
         "complete": True,
-        "options": options,
+        "options": {"source": "arrays", "index_dir": index_label},  # each split's encoding and layout: its own
         "inputs": {"arrays": {s: v["records"] for s, v in splits.items()}},
-        "num_classes": num_classes,
+        "num_classes": len(names),
         "synsets": names,
         "splits": dict(sorted(splits.items())),
         "shards": all_shards,
-        "totals": {"records": sum(s["records"] for s in all_shards), "bytes": sum(s["bytes"] for s in all_shards),
-                   "skipped": 0, "reencoded": 0},
+        "totals": manifest_mod.totals(all_shards),
     }
-    manifest_mod.write_manifest(output_dir, manifest)
-    write_atomic(output_dir / LABELS_NAME, "".join(f"{n}\n" for n in names).encode())
-    return json.loads(json.dumps(manifest))
 
 
 def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str]) -> None:
@@ -179,7 +180,6 @@ def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str
         parsed = parse_shard_name(shard)
         return parsed is not None and parsed.split == split and shard not in planned
 
-    beside = index_placement(str(output_dir), str(index_dir)) == "beside"
-    for path in [*output_dir.iterdir(), *(index_dir.iterdir() if not beside else [])]:
-        if path.is_file() and (stale(shard_of_index(path.name) or path.name) or is_temp_name(path.name)):
-            path.unlink()
+    for entry in folder_entries(str(output_dir), str(index_dir)):
+        if entry.kind == "temp" or (entry.kind in ("shard", "index") and stale(entry.shard)):
+            Path(entry.path).unlink()

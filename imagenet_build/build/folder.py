@@ -1,21 +1,24 @@
-"""The output folder's policy: where shards and indexes go, what may already be there, one writer at a time.
+"""What a build folder may hold, and the output folder's policy: what may already be there, one writer at a time.
 
-The folder must be empty, new, or a previous build of ours: anything else in it
-is refused, never deleted, and so is an output (or index folder) inside an input
-folder, which the next run would read back as input.
+The one rule convert, verify and write_arrays share (folder_entries): a build folder holds its
+shards, their DALI indexes (in the index folder, or beside the shards), manifest.json and
+labels.txt; besides those, only what a run keeps or uses there, which is never read as the build:
+its lock, a temporary file (a write in progress, or left by a killed run: the next run removes it),
+the decompressed .tar.gz inputs of a run (removed when it ends, or by the next run), an interrupted
+Beam run's figures (replaced by the next one) and the kept listings of .tar.gz inputs. Convert
+resumes a folder holding them, verify passes them, and anything else is a stranger: convert refuses
+the folder (never deleting it), verify names it a stray file.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal, NamedTuple
 
+from imagenet_build.encode.resize import RESIZED_FOLDER
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import (
     BEAM_RESULTS,
-    DEFAULT_INDEX_DIR,
     LABELS_NAME,
     LISTINGS_NAME,
     LOCK_NAME,
@@ -23,90 +26,98 @@ from imagenet_build.format.naming import (
     SPOOL_PREFIX,
     index_placement,
     is_build_shard,
+    is_shard_index,
     is_temp_name,
+    parse_shard_name,
     shard_of_index,
 )
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, PathLike, UsageError
+from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
 
-if TYPE_CHECKING:
-    from imagenet_build.build.run import ConvertOptions
+# shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json or labels.txt; temp: a temporary
+# file; run: what a run keeps or uses beside the build (lock, spool, Beam's figures, listings); index-folder: the
+# index folder inside the output; stranger: anything else
+Kind = Literal["shard", "index", "record", "temp", "run", "index-folder", "stranger"]
 
 
-@dataclass(frozen=True)
-class Destination:
-    """Where shards go: a local folder, or a URL prefix of an object store.
+class FolderEntry(NamedTuple):
+    """One entry of a build's output folder, or of its index folder when that is another folder."""
 
-    Local output is written in place (temp name, fsync, rename). For a URL each
-    shard is written to a local temporary folder of the process writing it and
-    uploaded whole when complete (an object appears only when its upload finishes),
-    which also holds on a remote worker of a Beam runner.
-    """
-
-    output: str
-    index: str
-
-    @property
-    def remote(self) -> bool:
-        return storage.is_url(self.output)
-
-    def label_for_manifest(self) -> str:
-        """The index folder as the manifest records it: relative to the output when inside it."""
-        if self.remote:
-            prefix = self.output + "/"
-            return self.index[len(prefix):] if self.index.startswith(prefix) else self.index
-        try:
-            return str(Path(self.index).resolve().relative_to(Path(self.output).resolve()))
-        except ValueError:
-            return str(Path(self.index).resolve())
+    name: str  # its name in its folder
+    path: str
+    kind: Kind
+    shard: str  # a shard's name, or the shard an index belongs to; "" for the other kinds
+    in_index_folder: bool  # listed in the index folder (not the output)
 
 
-def destination(output_dir: PathLike, index_dir: PathLike | None) -> Destination:
-    output_dir = str(output_dir).rstrip("/") if storage.is_url(output_dir) else os.path.normpath(output_dir)
-    if not index_dir:
-        index_dir = storage.join(output_dir, DEFAULT_INDEX_DIR)
-    index_dir = str(index_dir).rstrip("/") if storage.is_url(index_dir) else os.path.normpath(index_dir)
-    if storage.is_url(output_dir) != storage.is_url(index_dir):
-        raise UsageError("--output-dir and --index-dir must both be local or both be URLs")
-    return Destination(output_dir, index_dir)
+def run_entry(name: str, is_dir: bool) -> bool:
+    """What a run keeps or uses in a build folder besides the build: its lock, an interrupted Beam run's figures
+    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends), and their
+    listings, kept for a rerun."""
+    return name == LOCK_NAME or (is_dir and (name in (BEAM_RESULTS, LISTINGS_NAME) or name.startswith(SPOOL_PREFIX)))
+
+
+def _kind(name: str, is_dir: bool, indexes_here: bool) -> Kind:
+    """An entry's kind by the one rule; `indexes_here`: the folder holds the indexes (the index folder, or the
+    output when they lie beside the shards)."""
+    if run_entry(name, is_dir):
+        return "run"
+    if is_dir:
+        return "stranger"
+    if is_temp_name(name):
+        return "temp"
+    if indexes_here and is_shard_index(name):
+        return "index"
+    return "stranger"
+
+
+def _entry(folder: str, name: str, kind: Kind, in_index_folder: bool) -> FolderEntry:
+    shard = name if kind == "shard" else (shard_of_index(name) or "") if kind == "index" else ""
+    return FolderEntry(name, storage.join(folder, name), kind, shard, in_index_folder)
+
+
+def folder_entries(output: str, index: str) -> list[FolderEntry]:
+    """Every entry of a build's output folder, and of its index folder when that is another one, by kind (sorted
+    by name, the output's first): the one rule of what a build folder may hold."""
+    placement = index_placement(output, index)
+    entries = []
+    for name, is_dir in sorted(storage.listdir(output).items()):
+        if placement == "inside" and is_dir and name == storage.basename(index):
+            kind: Kind = "index-folder"
+        elif not is_dir and name in (MANIFEST_NAME, LABELS_NAME):
+            kind = "record"
+        elif not is_dir and parse_shard_name(name):
+            kind = "shard"
+        else:
+            kind = _kind(name, is_dir, placement == "beside")
+        entries.append(_entry(output, name, kind, False))
+    if placement != "beside":
+        entries += [_entry(index, name, _kind(name, is_dir, True), True)
+                    for name, is_dir in sorted(storage.listdir(index).items())]
+    return entries
 
 
 def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
-    """(paths of our own files, strangers in the output, strangers in a separate index folder)."""
-    output = dest.output
-    index_name = storage.basename(dest.index)
-    placement = index_placement(output, dest.index)
+    """(paths of our own files, strangers in the output, strangers in a separate index folder): a shard of a
+    split convert does not write (a write_arrays build's test-*) is no file of a convert build."""
+    inside = index_placement(dest.output, dest.index) == "inside"
     ours: list[str] = []
     strangers: list[str] = []
     index_strangers: list[str] = []
-    for entry, is_dir in sorted(storage.listdir(output).items()):
-        if ignored_entry(entry, is_dir) or (placement == "inside" and entry == index_name and is_dir):
+    for entry in folder_entries(dest.output, dest.index):
+        if entry.kind in ("run", "index-folder"):
             continue
-        shard = entry if placement != "beside" else shard_of_index(entry) or entry
-        if entry in (MANIFEST_NAME, LABELS_NAME) or is_temp_name(entry) or (is_build_shard(shard) and not is_dir):
-            ours.append(storage.join(output, entry))
+        if entry.kind == "stranger" or (entry.kind in ("shard", "index") and not is_build_shard(entry.shard)):
+            if not entry.in_index_folder:
+                strangers.append(entry.name)
+            elif inside:
+                strangers.append(f"{storage.basename(dest.index)}/{entry.name}")
+            else:
+                index_strangers.append(entry.name)
         else:
-            strangers.append(entry)
-    if placement == "beside":  # listed above
-        return ours, strangers, index_strangers
-    for entry in sorted(storage.listdir(dest.index)):
-        if entry == LOCK_NAME:
-            continue
-        if is_temp_name(entry) or is_build_shard(shard_of_index(entry) or ""):
-            ours.append(storage.join(dest.index, entry))
-        elif placement == "inside":
-            strangers.append(f"{index_name}/{entry}")
-        else:
-            index_strangers.append(entry)
+            ours.append(entry.path)
     return ours, strangers, index_strangers
-
-
-def ignored_entry(entry: str, is_dir: bool) -> bool:
-    """What a build folder may hold besides its files: this run's lock, an interrupted Beam run's figures
-    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends), and their
-    listings, kept for a rerun."""
-    return entry == LOCK_NAME or (is_dir and (entry in (BEAM_RESULTS, LISTINGS_NAME) or entry.startswith(SPOOL_PREFIX)))
 
 
 def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool) -> None:
@@ -159,26 +170,13 @@ def locked(dest: Destination) -> contextlib.ExitStack:
     return stack
 
 
-def refuse_output_among_inputs(opts: ConvertOptions, dest: Destination) -> None:
-    """An output inside an input folder would be read back as input by the next run: refuse it now. The folder
-    of a copy that is a folder (Hugging Face's data/) is an input folder however its files are given."""
-    from imagenet_build.sources.copies import copy_folders  # the sources package registers every copy
-
-    if dest.remote:
-        return
-    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise BuildError(f"{folder}: exists and is not a folder; choose another {option}")
-    inputs = [(f"--{name.replace('_', '-')}", getattr(opts, name))
-              for name in ("train_dir", "validation_dir") if getattr(opts, name)]
-    inputs += [("--from", path) for path in opts.from_paths if not storage.is_url(path) and os.path.isdir(path)]
-    inputs += [(f"--from {given}'s folder", folder) for given, folder in copy_folders(opts.from_paths)]
-    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
-        if option == "--index-dir" and not opts.index_dir:
-            continue
-        where = Path(folder).resolve()
-        for input_option, input_folder in inputs:
-            root = Path(input_folder).resolve()
-            if where == root or root in where.parents:
-                raise UsageError(f"{option} {folder} is inside {input_option} {input_folder}: "
-                                 f"the next run would read the output as input; choose a {option} outside it")
+def check_resize_root(dest: Destination, index_given: bool) -> None:
+    """A resized build's OUTPUT (and --index-dir) holds resized builds only, one folder per size, besides what a
+    run keeps there (a full-size build's folder would take the builds for strangers)."""
+    for folder in [dest.output] + ([dest.index] if index_given else []):
+        for entry, is_dir in sorted(storage.listdir(folder).items()):
+            if run_entry(entry, is_dir):
+                continue
+            if not (is_dir and RESIZED_FOLDER.match(entry)):
+                raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "
+                                 "choose an empty or new folder for --resize builds")

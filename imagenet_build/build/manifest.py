@@ -5,19 +5,24 @@ Written atomically (temp name, fsync, rename), rewritten as shards complete with
 the shards it lists. It holds nothing that varies between runs (no times, no
 worker count), so an interrupted and resumed build ends with the same bytes as
 an uninterrupted one.
+
+A build's figures (each split's shards, records, bytes and label counts; the totals) are computed
+here once, from its shard entries, for convert, write_arrays and verify; labels.txt, the class of
+each label for builds whose classes are not the labels file's, is written here too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any, Dict, List, TypedDict, Union, get_origin, get_type_hints
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Dict, List, NamedTuple, TypedDict, Union, get_origin, get_type_hints
 
-from imagenet_build.format.naming import MANIFEST_NAME
+from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
+SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
 
 
 class ShardEntry(TypedDict, total=False):
@@ -64,6 +69,68 @@ class Manifest(TypedDict, total=False):
     totals: Dict[str, int]
     ended: str  # an incomplete build whose run stopped: "interrupted" or "failed" (none: killed, or running)
     error: str  # "failed": the one line the run ended with
+
+
+class ShardResult(NamedTuple):
+    """One shard written, or kept from a previous run: its entry in the manifest's shards, and its inputs'
+    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume."""
+
+    entry: ShardEntry
+    input_state: str
+
+
+def figures_of(entries: Iterable[ShardEntry]) -> Dict[str, int]:
+    """The figures of a set of shards (a split's, or all of a build's): how many, their records, their bytes."""
+    listed = list(entries)
+    return {"shards": len(listed), "records": sum(e["records"] for e in listed),
+            "bytes": sum(e["bytes"] for e in listed)}
+
+
+def totals(shards: Sequence[ShardEntry]) -> Dict[str, int]:
+    """A build's totals: records, bytes, images left out and images stored re-encoded."""
+    figures = figures_of(shards)
+    return {"records": figures["records"], "bytes": figures["bytes"],
+            "skipped": sum(len(e["skipped"]) for e in shards),
+            "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"])}
+
+
+def label_counts(counts: Mapping[int, int]) -> Dict[str, int]:
+    """A split's label counts as the manifest records them: {"<label>": records}, by label, none of 0 records."""
+    return {str(k): v for k, v in sorted(counts.items()) if v}
+
+
+def split_figures(num_shards: int, done: Sequence[ShardEntry], left_out: Iterable[tuple[str, str]],
+                  labels: Mapping[int, int] | None) -> SplitFigures:
+    """One split's figures from its shards done so far; `labels` ({label: records}) once all are done."""
+    figures = figures_of(done)
+    split = SplitFigures(shards=num_shards, shards_done=figures["shards"], records=figures["records"],
+                         bytes=figures["bytes"], left_out=[{"file": f, "reason": r} for f, r in left_out])
+    if labels is not None:
+        split["label_counts"] = label_counts(labels)
+    return split
+
+
+def assemble(base: Manifest, splits: Dict[str, SplitFigures], results: Sequence[ShardResult],
+             complete: bool) -> Manifest:
+    """The manifest of a build: `base`'s format, options, inputs and classes, the splits' figures, the shards
+    done in plan order (their inputs' state under inputs.shards) and the totals."""
+    shards = [result.entry for result in results]
+    return Manifest(
+        format=base["format"],
+        options=base["options"],
+        num_classes=base["num_classes"],
+        synsets=base["synsets"],
+        inputs=dict(base["inputs"], **{SHARD_INPUTS: {r.entry["name"]: r.input_state for r in results}}),
+        complete=complete,
+        splits=splits,
+        shards=shards,
+        totals=totals(shards),
+    )
+
+
+def write_labels(output_dir: PathLike, synsets: Sequence[str]) -> None:
+    """labels.txt: the synset (or class name) of label k on line k, atomically."""
+    storage.write_bytes(storage.join(output_dir, LABELS_NAME), "".join(f"{name}\n" for name in synsets).encode())
 
 
 # the fields a reader may rely on being there (the others are optional)

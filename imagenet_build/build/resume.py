@@ -11,19 +11,18 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.folder import Destination
-from imagenet_build.build.manifest import ShardEntry
-from imagenet_build.build.writer import INPUT_STATE, codec_of, rebuilt_sha256, variant_of
+from imagenet_build.build.manifest import SHARD_INPUTS, ShardEntry, ShardResult
+from imagenet_build.build.writer import codec_of, rebuilt_sha256, variant_of
 from imagenet_build.encode.resize import ResizeOptions
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import index_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
+from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
-
-SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
 
 
 class ResumeCheck(NamedTuple):
@@ -33,7 +32,7 @@ class ResumeCheck(NamedTuple):
     entry: ShardEntry  # the shard's entry in the previous manifest
     previous_state: str | None
     dest: Destination
-    on_error: str
+    on_error: OnError
     verify_inputs: bool
     resize: ResizeOptions | None = None  # a resized build's one target and options
 
@@ -97,12 +96,12 @@ def shards_to_keep(
     previous: manifest_mod.Manifest | None,
     plans: Sequence[SplitPlan],
     dest: Destination,
-    on_error: str,
+    on_error: OnError,
     pool: Workers,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
-) -> dict[str, dict[str, Any]]:
-    """{name: manifest entry} of the previous run's shards that this plan would write identically.
+) -> dict[str, ShardResult]:
+    """{name: its entry and its inputs' state now} of the previous run's shards that this plan would write identically.
 
     A shard is kept when its sha256 and its index's still match the files, its fingerprint
     matches this plan, and its inputs are as they were (a file's size and mtime, an archive
@@ -113,11 +112,11 @@ def shards_to_keep(
     states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
     tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs, resize)
              for p in plans for k, name in enumerate(p.names) if name in listed]
-    kept: dict[str, dict[str, Any]] = {}
+    kept: dict[str, ShardResult] = {}
 
     def keep(task: ResumeCheck, state: str | None) -> None:
         if state is not None:
-            kept[task.spec.name] = dict(task.entry, **{INPUT_STATE: state})
+            kept[task.spec.name] = ShardResult(task.entry, state)
 
     pool.run(still_matches, tasks, keep)
     return kept
@@ -128,7 +127,7 @@ def still_matches(
     entry: ShardEntry,
     previous_state: str | None,
     dest: Destination,
-    on_error: str,
+    on_error: OnError,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
 ) -> str | None:

@@ -17,15 +17,15 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from imagenet_build.build.folder import Destination
-from imagenet_build.build.manifest import ShardEntry
+from imagenet_build.build.manifest import ShardEntry, ShardResult
 from imagenet_build.encode import images
 from imagenet_build.encode.example import encode_example_parts
 from imagenet_build.encode.resize import ResizeOptions, prepare_resized
 from imagenet_build.encode.resize import codec as prepare_codec
 from imagenet_build.format.dali_index import index_text
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import index_name, temp_name
 from imagenet_build.format.tfrecord import frame
 from imagenet_build.infra import storage
@@ -33,10 +33,10 @@ from imagenet_build.infra.atomic import fsync_dir, write_temp
 from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
+from imagenet_build.request import OnError
 from imagenet_build.sources import Reader, reader_for
 
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
-INPUT_STATE = "input_state"  # a worker's figure for the manifest's inputs, not for its shard entry
 
 
 class ShardFigures(NamedTuple):
@@ -66,20 +66,12 @@ def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[
 
 
 class ShardTask(NamedTuple):
-    """One worker task: write this shard there."""
+    """One worker task: write this shard to each destination (one per target of a resized run)."""
 
     spec: ShardSpec
-    dest: Destination
-    on_error: str
-
-
-class ResizedShardTask(NamedTuple):
-    """One worker task of a resized build: write this shard once per target, each to its destination."""
-
-    spec: ShardSpec
-    dests: tuple  # one Destination per target of `resize`
-    on_error: str
-    resize: ResizeOptions
+    dests: tuple[Destination, ...]
+    on_error: OnError
+    resize: ResizeOptions | None = None  # None: the full-size build, to its one destination
 
 
 def _write_all(fd: int, parts: Sequence[bytes]) -> None:
@@ -209,7 +201,7 @@ def _preparer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[image
     return functools.partial(prepare_resized, options=resize)
 
 
-def _payloads(spec: ShardSpec, reader: Reader, on_error: str, outputs: list[_Output],
+def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[_Output],
               prepare: Callable[[bytes, str], list[images.StoredImage | InputError]]
               ) -> Iterator[list[tuple[bytes, ...] | None]]:
     """For each image, each output's payload parts (None where it is left out), in order.
@@ -256,9 +248,11 @@ def codec_of(reencoded: Iterable[dict], resized: int = 0) -> str:
     return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
 
 
-def _write(spec: ShardSpec, dests: Sequence[Destination], on_error: str, resize: ResizeOptions | None,
-           variants: Sequence[str]) -> list[dict[str, Any]]:
-    """Write the shard to every destination from one read of its images; the manifest entries, in order."""
+def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError,
+                resize: ResizeOptions | None = None) -> list[ShardResult]:
+    """Write one planned shard from one read of its input images to every destination (and upload it, for a
+    URL): the full-size build's, or one per target of `resize`, in target order. Its results, in that order."""
+    variants = [""] if resize is None else [variant_of(resize.only([t])) for t in resize.targets]
     outputs = [_Output([], [], [0]) for _ in dests]
     with contextlib.ExitStack() as stack, reader_for(spec) as reader:
         folders: list[tuple[str, str]] = []
@@ -278,23 +272,16 @@ def _write(spec: ShardSpec, dests: Sequence[Destination], on_error: str, resize:
             if dest.remote:  # shard first, then its index: a listed index always has its shard
                 storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
                 storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
-        identities = reader.identities
+        input_state = spec.input_state(reader.identities)
     assert len(outputs) == len(figures) == len(variants) == len(dests)
-    entries = []
+    results = []
     for output, figure, variant in zip(outputs, figures, variants):
-        # the manifest's entry, and the driver's figure for the manifest's inputs (INPUT_STATE)
-        entry: dict[str, Any] = dict(shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded))
+        entry = shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded)
         if resize is not None:
             entry["resized"] = output.resized[0]
         entry["fingerprint"] = spec.fingerprint(on_error, codec_of(output.reencoded, output.resized[0]), variant)
-        entry[INPUT_STATE] = spec.input_state(identities)  # moved to the manifest's "inputs" by the driver
-        entries.append(entry)
-    return entries
-
-
-def write_shard(spec: ShardSpec, dest: Destination, on_error: str) -> dict[str, Any]:
-    """Write one planned shard from its input images (and upload it, for a URL); return its manifest entry."""
-    return _write(spec, [dest], on_error, None, [""])[0]
+        results.append(ShardResult(entry, input_state))
+    return results
 
 
 def variant_of(resize: ResizeOptions | None) -> str:
@@ -305,15 +292,7 @@ def variant_of(resize: ResizeOptions | None) -> str:
     return json.dumps(resize.recorded(target), sort_keys=True)
 
 
-def write_resized_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: str,
-                        resize: ResizeOptions) -> list[dict[str, Any]]:
-    """Write one planned shard once per target of `resize`, to the destination of each, from one read
-    of its images; return the manifest entries in target order."""
-    variants = [variant_of(resize.only([t])) for t in resize.targets]
-    return _write(spec, dests, on_error, resize, variants)
-
-
-def rebuilt_sha256(spec: ShardSpec, on_error: str, resize: ResizeOptions | None = None) -> str:
+def rebuilt_sha256(spec: ShardSpec, on_error: OnError, resize: ResizeOptions | None = None) -> str:
     """sha256 of the shard the inputs give now, built in memory and not written (--verify-inputs)."""
     digest = hashlib.sha256()
     outputs = [_Output([], [], [0])]

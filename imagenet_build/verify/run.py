@@ -17,7 +17,8 @@ import time
 from collections import Counter
 from typing import IO, Any, Callable, Mapping, NamedTuple, Tuple
 
-from imagenet_build.build.manifest import Manifest, ShardEntry, read_manifest
+from imagenet_build.build.folder import folder_entries
+from imagenet_build.build.manifest import Manifest, ShardEntry, figures_of, label_counts, read_manifest
 from imagenet_build.catalog.classes import (
     IMAGENET_CLASSES,
     IMAGENET_TOTALS,
@@ -27,9 +28,6 @@ from imagenet_build.encode.example import LIST_FIELD, SCHEMA, example_message_cl
 from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, decide, exif_orientation
 from imagenet_build.format.dali_index import check_index
 from imagenet_build.format.naming import (
-    LABELS_NAME,
-    LISTINGS_NAME,
-    LOCK_NAME,
     MANIFEST_NAME,
     index_dir_of,
     index_name,
@@ -38,7 +36,6 @@ from imagenet_build.format.naming import (
     no_shards_message,
     parse_shard_name,
     shard_name,
-    shard_of_index,
 )
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
 from imagenet_build.infra import storage
@@ -330,20 +327,18 @@ def _file_kind(path: str) -> str:
 def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:
     """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
     shards: dict[str, list[tuple[int, int, str]]] = {}
-    placement = index_placement(root, index_dir)
-    for entry, is_dir in sorted(storage.listdir(root).items()):
-        parsed = parse_shard_name(entry)
-        path = storage.join(root, entry)
-        if parsed and not is_dir and not storage.is_url(root) and not os.path.isfile(path):  # reading would block
-            problems.add("shard-set", entry, None, None, f"not a regular file ({_file_kind(path)})")
-        elif parsed and not is_dir:
-            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, path))
-        elif entry in (MANIFEST_NAME, LABELS_NAME, LOCK_NAME) or (is_dir and entry == LISTINGS_NAME) or (
-                is_dir and placement == "inside" and entry == storage.basename(index_dir)) or (
-                placement == "beside" and shard_of_index(entry)):  # an index beside the shards: _orphan_indexes
+    for entry in folder_entries(root, index_dir):  # the rule of what a build folder may hold
+        parsed = parse_shard_name(entry.name)
+        if entry.in_index_folder:  # the index folder's files: _orphan_indexes
             continue
-        else:
-            problems.add("shard-set", entry, None, None, "stray file: not a shard, an index folder or the manifest")
+        if parsed and entry.kind == "shard" and not storage.is_url(root) and not os.path.isfile(entry.path):
+            problems.add("shard-set", entry.name, None, None,  # reading would block
+                         f"not a regular file ({_file_kind(entry.path)})")
+        elif parsed and entry.kind == "shard":
+            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, entry.path))
+        elif entry.kind == "stranger":
+            problems.add("shard-set", entry.name, None, None,
+                         "stray file: not a shard, an index folder or the manifest")
     for split, items in shards.items():
         counts = sorted({count for _, count, _ in items})
         if len(counts) > 1:
@@ -361,16 +356,12 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
 
 
 def _orphan_indexes(root: str, index_dir: str, shard_names: set[str], problems: Problems) -> None:
-    beside = index_placement(root, index_dir) == "beside"  # then the shards and the rest are _shard_set's
-    prefix = "" if beside else storage.basename(index_dir) + "/"
-    for entry in sorted(storage.listdir(index_dir)):
-        if entry.startswith("."):
-            continue
-        shard = shard_of_index(entry)
-        if shard is None and not beside:
-            problems.add("shard-set", f"{prefix}{entry}", None, None, "stray file in the index folder")
-        elif shard is not None and shard not in shard_names:
-            problems.add("index", f"{prefix}{entry}", None, None, "index file with no shard")
+    prefix = "" if index_placement(root, index_dir) == "beside" else storage.basename(index_dir) + "/"
+    for entry in folder_entries(root, index_dir):
+        if entry.in_index_folder and entry.kind == "stranger":
+            problems.add("shard-set", f"{prefix}{entry.name}", None, None, "stray file in the index folder")
+        elif entry.kind == "index" and entry.shard not in shard_names:
+            problems.add("index", f"{prefix}{entry.name}", None, None, "index file with no shard")
 
 
 def _check_manifest(
@@ -449,8 +440,7 @@ def _check_manifest_figures(manifest: Manifest, problems: Problems) -> None:
         if figures is None:
             problems.add("manifest", MANIFEST_NAME, None, None, f"{where}: missing, yet shards of it are listed")
             continue
-        actual = {"shards": len(listed), "records": sum(e["records"] for e in listed),
-                  "bytes": sum(e["bytes"] for e in listed)}
+        actual = figures_of(listed)
         for key in keys:
             if key in figures and figures[key] != actual[key]:
                 problems.add("manifest", MANIFEST_NAME, None, None,
@@ -505,7 +495,7 @@ def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]
         expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
         if expected is None:
             continue
-        if {str(k): v for k, v in sorted(counts.items())} != expected:
+        if label_counts(counts) != expected:
             differ = sorted(set(expected) ^ {str(k) for k in counts}
                             | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
             problems.add("labels", split, None, None,

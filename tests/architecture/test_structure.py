@@ -57,8 +57,8 @@ def test_no_import_cycle_between_modules():
 
 
 def test_the_import_contracts_hold():
-    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=ROOT, capture_output=True,
-                            text=True)
+    result = subprocess.run([str(Path(sys.executable).parent / "lint-imports"), "--no-cache"], cwd=ROOT,
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stdout[-3000:]
 
 

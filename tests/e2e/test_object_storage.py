@@ -111,9 +111,9 @@ def test_beam_to_s3(sample_dir, converted, bucket):
 
 def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     """Runners retry tasks: writing a shard twice (or from two workers) must give one result."""
-    from imagenet_build.build.folder import destination
     from imagenet_build.build.writer import write_shard
     from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.format.destination import destination
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
 
@@ -121,9 +121,9 @@ def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     spec = SplitPlan(scan_class_folders("train", sample_dir / "train", cat, "fail"), cat, {}, 4, 2).spec(1)
     dest = destination(tmp_path / "out", None)
     (tmp_path / "out" / "dali_idx").mkdir(parents=True)
-    first = write_shard(spec, dest, "fail")
+    first = write_shard(spec, (dest,), "fail")
     before = tree_digest(tmp_path / "out")
-    assert write_shard(spec, dest, "fail") == first
+    assert write_shard(spec, (dest,), "fail") == first
     assert tree_digest(tmp_path / "out") == before
 
 

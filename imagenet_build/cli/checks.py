@@ -1,0 +1,179 @@
+"""`imagenet-build verify`, `index` and `trainer-check`: the verbs that judge or read a build."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from imagenet_build.cli.group import cli, existing_dir, print_json, report_and_exit
+
+
+@cli.command()
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--index-dir", type=existing_dir,
+              help="Where the DALI indexes are. [default: the manifest's, else FOLDER/dali_idx]")
+@click.option("--quick", is_flag=True, help="Lengths and length CRCs and the indexes only: seeks over the payloads.")
+@click.option("--deep", is_flag=True, help="Also decode every image with Pillow and check its size.")
+@click.option("--expect-imagenet", is_flag=True,
+              help="Also require the full ILSVRC2012 totals (1,281,167 / 50,000, 1000 classes).")
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "problems", "warnings", "summary"} as JSON.')
+def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_imagenet: bool, workers: int,
+           as_json: bool) -> None:
+    """Prove the shards in FOLDER and their DALI indexes sound.
+
+    Checks every record's framing and both CRC32Cs, every DALI index against the
+    real record offsets (DALI itself accepts empty, short and duplicated indexes
+    without a word), the shard set, manifest.json (counts, sha256), and that every
+    record is a slim Example with sane values. Reports every problem with file,
+    record and byte offset. Exit 0 when sound, 1 when problems were found.
+    """
+    from imagenet_build.verify.run import format_report
+    from imagenet_build.verify.run import verify as run_verify
+
+    result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
+                        expect_imagenet=expect_imagenet, workers=workers)
+    report_and_exit(result, as_json, format_report)
+
+
+@cli.command()
+@click.argument("inputs", nargs=-1, required=True, type=click.Path())
+@click.option("--index-dir", type=existing_dir,
+              help="Where to write the indexes. [default: dali_idx/ beside each file]")
+@click.option("--workers", default=0, type=click.IntRange(min=0),
+              help="Processes; 0 (the default): one per core.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json: bool) -> None:
+    """Write a DALI index for each TFRecord file in INPUTS (files or folders).
+
+    Byte-identical to DALI's tfrecord2idx for every sound file, but reads only
+    the record headers (seeking over payloads) and checks each length's CRC. A
+    file whose framing is broken is refused, by name and byte offset, and gets
+    no index: tfrecord2idx would write a partial one and exit 0. Exit 1 if any
+    file was refused.
+    """
+    from imagenet_build.format.dali_index import index_shards
+
+    result = index_shards(inputs, index_dir=index_dir, workers=workers)
+    if as_json:
+        print_json(result)
+    else:
+        click.echo(f"indexed {len(result['indexed'])} file(s), {result['records']} records, "
+                   f"in {result['seconds']:.1f} s")
+    for r in result["refused"]:
+        where = f" at byte {r['offset']}" if r["offset"] is not None else ""
+        click.echo(f"refused: {r['file']}{where}: {r['message']}; no index written", err=True)
+    sys.exit(0 if result["ok"] else 1)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+class _ChannelOptions(click.Command):
+    """trainer-check's --mean and --std as the README writes them, `--mean 0 0 0`, besides one value
+    (`--mean '0 0 0'`, `--mean 0,0,0`): up to three numbers after the option become its one value."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        joined: list[str] = []
+        rest = list(args)
+        while rest:
+            arg = rest.pop(0)
+            joined.append(arg)
+            if arg == "--":
+                joined += rest
+                break
+            if arg in ("--mean", "--std"):
+                numbers: list[str] = []
+                while rest and len(numbers) < 3 and _is_number(rest[0]):
+                    numbers.append(rest.pop(0))
+                if numbers:
+                    joined.append(" ".join(numbers))
+        return super().parse_args(ctx, joined)
+
+
+def _split_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from imagenet_build.format.naming import SPLIT_NAME
+
+    if not SPLIT_NAME.fullmatch(value):
+        raise click.BadParameter("a split is named with letters, digits, '_', '.' and '-' (train, validation, test)")
+    return value
+
+
+def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    try:
+        numbers = tuple(float(v) for v in value.replace(",", " ").split())
+    except ValueError:
+        numbers = ()
+    if len(numbers) != 3:
+        raise click.BadParameter("three numbers, one per channel (R G B), e.g. '123.68 116.28 103.53'")
+    return numbers
+
+
+@cli.command("trainer-check", cls=_ChannelOptions)
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--split", default="train", show_default=True, callback=_split_name,
+              help="The split whose shards to read: train, validation, or any other the folder holds (test, ...).")
+@click.option("--framework", type=click.Choice(["dali", "torch"]), default="dali", show_default=True,
+              help="dali: DALI into Keras (extras tf, dali); torch: the PyTorch reader into torchvision (extra torch).")
+@click.option("--device", type=click.Choice(["auto", "gpu", "cuda", "cpu"]), default="auto", show_default=True,
+              help="auto: the GPU when the framework sees one, else the CPU (gpu and cuda are the same).")
+@click.option("--steps", type=click.IntRange(min=1),
+              help="Training steps [default: on a GPU 200 (dali) or 300 (torch), 30 on the CPU].")
+@click.option("--batch-size", type=click.IntRange(min=1),
+              help="[default: on a GPU 64 (dali) or 256 (torch), 16 on the CPU]")
+@click.option("--model", type=click.Choice(["resnet50", "small"]),
+              help="[default: resnet50 on a GPU, small on the CPU]")
+@click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Simulated ranks: each reads its share; together they must read every record once.")
+@click.option("--workers", type=click.IntRange(min=0),
+              help="--framework torch: DataLoader worker processes per rank [default: 2 on the CPU, 8 on a GPU].")
+@click.option("--mean", callback=_floats3, metavar="R G B",
+              help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
+@click.option("--std", callback=_floats3, metavar="R G B",
+              help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
+@click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
+def trainer_check(folder: str, split: str, framework: str, device: str, steps: int | None, batch_size: int | None,
+                  model: str | None, num_shards: int, workers: int | None, mean: tuple[float, ...] | None,
+                  std: tuple[float, ...] | None, compare_tf: bool, as_json: bool) -> None:
+    """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
+
+    Every index must cover its shard exactly (entries contiguous from 0 to the
+    file's size, as verify checks them; DALI checks nothing): otherwise one error
+    line names the index, its line and the shard. Then every record read exactly
+    once per epoch across --num-shards ranks, labels 0-based after the shift and
+    matching the manifest's histogram, no batch of one repeated image,
+    pixels normalised once, a finite loss, and a small fixed subset that is
+    learned. --framework dali needs the `tf` and `dali` extras, --framework torch
+    the `torch` extra; both run on the CPU without a GPU.
+    Exit 0 when every check passes, 1 otherwise.
+    """
+    from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
+
+    mean, std = mean or DLE_MEAN, std or DLE_STD
+    if framework == "torch":
+        if compare_tf:
+            raise click.UsageError("--compare-tf goes with --framework dali")
+        from imagenet_build.readback.torch_check import trainer_check as run_torch
+
+        result = run_torch(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
+                           num_shards=num_shards, mean=mean, std=std, workers=workers)
+    else:
+        if workers is not None:
+            raise click.UsageError("--workers goes with --framework torch")
+        from imagenet_build.readback.dali import trainer_check as run
+
+        result = run(folder, split=split, device="gpu" if device == "cuda" else device, steps=steps,
+                     batch_size=batch_size, model=model, num_shards=num_shards, mean=mean, std=std,
+                     compare_tf=compare_tf)
+    report_and_exit(result, as_json, format_report)
+

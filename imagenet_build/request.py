@@ -1,0 +1,235 @@
+"""convert's request: the command line's options validated once, in one place, into one frozen value.
+
+parse (cli) -> request (here) -> plan -> execute -> commit: every later stage takes the request, never
+the options. A mistake in the options is refused here in one line, before anything is read or
+written: options that do not go together, a choice out of its list, a shard count slim's layout
+cannot take, an output inside an input. The per-split options (--train-dir, --train-tar, ...) become
+a copy like one --from finds, so a build has one input path. The options' defaults and choices are
+stated once, here; the command line reads them from here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_args
+
+from imagenet_build.infra.errors import BuildError, UsageError
+
+if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
+    from imagenet_build.encode.resize import ResizeOptions
+    from imagenet_build.format.destination import Destination
+    from imagenet_build.sources.copies import Copy
+
+OnError = Literal["fail", "skip"]  # fail: stop at the first bad input; skip: leave it out, listed
+Runner = Literal["local", "beam"]  # local: worker processes here; beam: one Apache Beam task per shard
+ON_ERROR: Tuple[OnError, ...] = get_args(OnError)
+RUNNERS: Tuple[Runner, ...] = get_args(Runner)
+QUALITY = (1, 100)  # a JPEG quality, as Pillow takes it: --quality, write_arrays' quality
+_PER_SPLIT = ("train_dir", "validation_dir", "train_tar", "validation_tar")
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    """convert's options as given: the one home of their defaults (the command line shows these)."""
+
+    output_dir: str
+    from_paths: Tuple[str, ...] = ()  # --from: any copy of ImageNet, recognised by sources.find_copy
+    subset: Optional[str] = None  # a file of image names, or a shipped list (imagenet-1pct, imagenet-10pct)
+    train_dir: Optional[str] = None
+    validation_dir: Optional[str] = None
+    train_tar: Optional[str] = None
+    validation_tar: Optional[str] = None
+    bounding_box_file: Optional[str] = None
+    bbox_tar: Optional[str] = None
+    train_shards: int = 1024
+    validation_shards: int = 128
+    layout_threads: int = 8
+    workers: int = 0  # 0: one per core
+    labels_file: Optional[str] = None
+    metadata_file: Optional[str] = None
+    validation_labels_file: Optional[str] = None
+    index_dir: Optional[str] = None
+    on_error: str = ON_ERROR[0]
+    overwrite: bool = False
+    verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
+    classes_from_folders: bool = False
+    runner: str = RUNNERS[0]
+    beam_options: str = ""
+    resize: Optional[str] = None  # shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
+    quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
+    resize_larger_only: bool = True  # False: --resize-all
+    exif_transpose: bool = False
+
+
+DEFAULTS = ConvertOptions(output_dir="")
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    """One convert, validated: what to read, how to lay it out, where to write it."""
+
+    copy: Copy  # what to read: the copy --from names, or the one the per-split options make up
+    from_paths: Tuple[str, ...]  # --from as given; empty when the per-split options name the copy
+    dest: Destination
+    index_dir: Optional[str]  # --index-dir as given (None: OUTPUT/dali_idx)
+    train_shards: int
+    validation_shards: int
+    layout_threads: int
+    labels_file: Optional[str]  # None: the shipped ILSVRC2012 synsets
+    metadata_file: Optional[str]  # None: the shipped texts
+    validation_labels_file: str
+    classes_from: Optional[str]  # --classes-from-folders: the folder whose sub-folders are the classes
+    bounding_box_file: Optional[str]
+    bbox_tar: Optional[str]
+    subset: Optional[str]
+    on_error: OnError
+    runner: Runner
+    beam_options: str
+    workers: int  # processes, at least 1
+    overwrite: bool
+    verify_inputs: bool
+    resize: Optional[ResizeOptions]  # None: the full-size build
+
+    def shards(self, split: str) -> int:
+        """--train-shards or --validation-shards."""
+        return self.train_shards if split == "train" else self.validation_shards
+
+
+def convert_request(options: ConvertOptions) -> ConvertRequest:
+    """The options checked, in the order a user meets them, and the copy they name resolved."""
+    from imagenet_build.catalog.classes import DEFAULT_VALIDATION_LABELS_FILE
+    from imagenet_build.format.destination import destination
+
+    _refuse_conflicts(options)
+    on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
+    runner = cast(Runner, _choice(options.runner, RUNNERS, "--runner"))
+    resize = _resize_options(options)
+    dest = destination(options.output_dir, options.index_dir)
+    refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
+    copy = _resolve_copy(options)
+    _check_layout(options, copy)
+    return ConvertRequest(
+        copy=copy,
+        from_paths=tuple(map(str, options.from_paths)),
+        dest=dest,
+        index_dir=options.index_dir,
+        train_shards=options.train_shards,
+        validation_shards=options.validation_shards,
+        layout_threads=options.layout_threads,
+        labels_file=options.labels_file,
+        metadata_file=options.metadata_file,
+        validation_labels_file=options.validation_labels_file or str(DEFAULT_VALIDATION_LABELS_FILE),
+        classes_from=(options.train_dir or options.validation_dir) if options.classes_from_folders else None,
+        bounding_box_file=options.bounding_box_file,
+        bbox_tar=options.bbox_tar,
+        subset=options.subset,
+        on_error=on_error,
+        runner=runner,
+        beam_options=options.beam_options,
+        workers=options.workers or os.cpu_count() or 1,
+        overwrite=options.overwrite,
+        verify_inputs=options.verify_inputs,
+        resize=resize,
+    )
+
+
+def _option(name: str) -> str:
+    """train_dir -> --train-dir."""
+    return "--" + name.replace("_", "-")
+
+
+def _refuse_conflicts(options: ConvertOptions) -> None:
+    """Options that exclude each other, and a request with nothing to convert."""
+    for a, b in (("train_dir", "train_tar"), ("validation_dir", "validation_tar"), ("bounding_box_file", "bbox_tar")):
+        if getattr(options, a) and getattr(options, b):
+            raise UsageError(f"give {_option(a)} or {_option(b)}, not both")
+    explicit = [name for name in _PER_SPLIT if getattr(options, name)]
+    if options.from_paths and explicit:
+        raise UsageError(f"give --from or {_option(explicit[0])}, not both")
+    if not (options.from_paths or explicit):
+        raise UsageError("nothing to convert: give --from PATH (any copy of ImageNet), or --train-dir/--train-tar "
+                         "and/or --validation-dir/--validation-tar")
+    if options.classes_from_folders and (options.labels_file or options.train_tar or options.validation_tar):
+        raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
+                         "not with --labels-file or the ImageNet archives")
+    if options.classes_from_folders and options.from_paths:
+        raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
+                         "not with --from")
+
+
+def _choice(value: str, choices: Sequence[str], option: str) -> str:
+    if value not in choices:
+        raise UsageError(f"{option} must be {' or '.join(choices)}, not {value!r}")
+    return value
+
+
+def is_quality(value: object) -> bool:
+    """A JPEG quality Pillow takes: a whole number in QUALITY."""
+    return isinstance(value, int) and not isinstance(value, bool) and QUALITY[0] <= value <= QUALITY[1]
+
+
+def _resize_options(options: ConvertOptions) -> ResizeOptions | None:
+    """The resize options, or None for a full-size build; UsageError for options without --resize."""
+    from imagenet_build.encode.resize import DEFAULT_QUALITY, ResizeOptions, parse_targets
+
+    if options.resize is None:  # --resize "" is a mistake, not a full-size build
+        given = [name for name, value in (("--quality", options.quality is not None),
+                                          ("--resize-all", not options.resize_larger_only),
+                                          ("--exif-transpose", options.exif_transpose)) if value]
+        if given:
+            raise UsageError(f"{given[0]} goes with --resize (e.g. --resize shorter:256)")
+        return None
+    quality = DEFAULT_QUALITY if options.quality is None else options.quality
+    if not is_quality(quality):
+        raise UsageError(f"--quality must be {QUALITY[0]}..{QUALITY[1]}, not {quality}")
+    return ResizeOptions(parse_targets(options.resize), quality, options.resize_larger_only, options.exif_transpose)
+
+
+def _resolve_copy(options: ConvertOptions) -> Copy:
+    """The copy to read: the one --from's paths make up, or the one of the per-split options."""
+    if options.from_paths:
+        from imagenet_build.sources.copies import find_copy
+
+        return find_copy(options.from_paths)
+    from imagenet_build.sources.explicit import explicit_copy
+
+    return explicit_copy(options.train_dir, options.validation_dir, options.train_tar, options.validation_tar,
+                         options.classes_from_folders)
+
+
+def _check_layout(options: ConvertOptions, copy: Copy) -> None:
+    """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
+    from imagenet_build.plan import shard_ranges
+
+    for split, shards in (("train", options.train_shards), ("validation", options.validation_shards)):
+        if split in copy.splits:
+            shard_ranges(0, shards, options.layout_threads)
+
+
+def refuse_output_among_inputs(options: ConvertOptions, dest: Destination) -> None:
+    """An output inside an input folder would be read back as input by the next run: refuse it now. The folder
+    of a copy that is a folder (Hugging Face's data/) is an input folder however its files are given."""
+    from pathlib import Path
+
+    from imagenet_build.infra import storage
+    from imagenet_build.sources.copies import copy_folders  # the sources package registers every copy
+
+    if dest.remote:
+        return
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{folder}: exists and is not a folder; choose another {option}")
+    inputs = [(_option(name), getattr(options, name))
+              for name in ("train_dir", "validation_dir") if getattr(options, name)]
+    inputs += [("--from", path) for path in options.from_paths if not storage.is_url(path) and os.path.isdir(path)]
+    inputs += [(f"--from {given}'s folder", folder) for given, folder in copy_folders(options.from_paths)]
+    for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
+        if option == "--index-dir" and not options.index_dir:
+            continue
+        where = Path(folder).resolve()
+        for input_option, input_folder in inputs:
+            root = Path(input_folder).resolve()
+            if where == root or root in where.parents:
+                raise UsageError(f"{option} {folder} is inside {input_option} {input_folder}: "
+                                 f"the next run would read the output as input; choose a {option} outside it")

@@ -1,0 +1,38 @@
+"""The execute stage: a request (no options object) runs to a build whose manifest's figures are its shards'."""
+
+import json
+import shutil
+from collections import Counter
+
+from conftest import run_cli
+from imagenet_build.build import manifest as manifest_mod
+from imagenet_build.build.run import convert
+from imagenet_build.request import ConvertOptions, convert_request
+
+
+def test_a_request_runs_to_a_manifest_whose_figures_are_its_shards(sample_dir, tmp_path):
+    copy = tmp_path / "sample"
+    shutil.copytree(sample_dir, copy)
+    broken = sorted((copy / "train").rglob("*.JPEG"))[5]
+    broken.write_bytes(b"not a JPEG")
+    out = tmp_path / "out"
+    request = convert_request(ConvertOptions(
+        output_dir=str(out), train_dir=str(copy / "train"), validation_dir=str(copy / "validation"),
+        labels_file=str(copy / "labels.txt"), validation_labels_file=str(copy / "validation_labels.txt"),
+        train_shards=4, validation_shards=2, layout_threads=2, workers=1, on_error="skip"))
+    summary = convert(request)
+    assert summary["ok"] and [s["file"] for s in summary["skipped"]] == [f"{broken.parent.name}/{broken.name}"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    shards = manifest["shards"]
+    assert manifest["totals"] == manifest_mod.totals(shards) and manifest["totals"]["skipped"] == 1
+    for split, figures in manifest["splits"].items():
+        mine = [s for s in shards if s["split"] == split]
+        assert {k: figures[k] for k in ("shards", "records", "bytes")} == manifest_mod.figures_of(mine)
+    train = manifest["splits"]["train"]  # the labels the train split listed, less the one left out
+    counts = Counter({int(k): v for k, v in train["label_counts"].items()})
+    assert sum(counts.values()) == train["records"] == 47
+    label = (copy / "labels.txt").read_text().split().index(broken.parent.name) + 1
+    assert counts == Counter({k: 12 for k in range(1, 5)}) - Counter({label: 1})
+    assert set(manifest["inputs"]["shards"]) == {s["name"] for s in shards}  # each shard's inputs' state, apart
+    assert all("input_state" not in s for s in shards)
+    assert run_cli("verify", out, "--workers", 1).exit_code == 0
