@@ -102,7 +102,7 @@ def test_the_per_split_options_are_a_copy_like_one_from_finds(sample_dir, tmp_pa
                                labels_file, "fail")
     assert (validation.layout, list(validation.relpaths)) == ("flat", list(expected.relpaths))
     only_train = convert_request(options(sample_dir, tmp_path / "out", validation_dir=None))
-    assert only_train.copy.scan_validation is None and only_train.copy.boxes is None
+    assert only_train.copy.splits == ("train",) and not only_train.copy.carries_boxes
 
 
 def test_classes_from_folders_takes_any_image_from_both_splits(sample_dir, tmp_path):
@@ -113,10 +113,9 @@ def test_classes_from_folders_takes_any_image_from_both_splits(sample_dir, tmp_p
                                              train_shards=2, validation_shards=2, layout_threads=1))
     assert request.classes_from == str(sample_dir / "train")
     catalog = catalog_from_folders(request.classes_from)
-    for scan in (request.copy.scan_train, request.copy.scan_validation):
-        scanned = scan(catalog, "fail", None, None, None) if scan is request.copy.scan_validation else scan(
-            catalog, "fail", None)
-        expected = scan_class_folders("train", sample_dir / "train", catalog, "fail", any_image=True)
+    expected = scan_class_folders("train", sample_dir / "train", catalog, "fail", any_image=True)
+    for scanned in (request.copy.scan_train(catalog, "fail", None),
+                    request.copy.scan_validation(catalog, "fail", None, list, "")):
         assert list(scanned.relpaths) == list(expected.relpaths)  # the PNG named .JPEG and the rest, any suffix
 
 
