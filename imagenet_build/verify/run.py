@@ -24,7 +24,8 @@ from imagenet_build.catalog.classes import (
     SUBSET_TRAIN_IMAGES,
 )
 from imagenet_build.encode.example import LIST_FIELD, SCHEMA, example_message_class
-from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, decide, exif_orientation
+from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, decide
+from imagenet_build.encode.jpeg_header import exif_orientation
 from imagenet_build.format.dali_index import check_index
 from imagenet_build.format.naming import (
     LABELS_NAME,
