@@ -12,9 +12,9 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import FrameType
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
@@ -156,9 +156,10 @@ def _stop_on_signals() -> Callable[[], None]:
     return restore
 
 
-def _report_and_exit(
-    result: dict[str, Any], as_json: bool, format_report: Callable[[dict[str, Any]], list[str]]
-) -> NoReturn:
+_Result = TypeVar("_Result", bound=Mapping[str, Any])  # a checking command's result (a TypedDict, or a dict)
+
+
+def _report_and_exit(result: _Result, as_json: bool, format_report: Callable[[_Result], list[str]]) -> NoReturn:
     """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
     if as_json:
         _print_json(result)
@@ -355,7 +356,7 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
     record is a slim Example with sane values. Reports every problem with file,
     record and byte offset. Exit 0 when sound, 1 when problems were found.
     """
-    from imagenet_build.verify.run import format_report
+    from imagenet_build.verify.report import format_report
     from imagenet_build.verify.run import verify as run_verify
 
     result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
