@@ -21,7 +21,15 @@ import io
 from typing import Literal, NamedTuple
 
 from imagenet_build.encode.jpeg_encode import encode_jpeg, to_rgb
-from imagenet_build.encode.jpeg_header import EXTRANEOUS, NO_LENGTH, SHORT_SEGMENT, JpegHeader, scan_bytes, walk
+from imagenet_build.encode.jpeg_header import (
+    EXTRANEOUS,
+    NO_LENGTH,
+    SHORT_SEGMENT,
+    JpegHeader,
+    is_jpeg,
+    scan_bytes,
+    walk,
+)
 from imagenet_build.infra.errors import InputError
 
 # The files slim, TFDS and the TPU converter re-encode, found by name (REFERENCE §2).
@@ -179,14 +187,14 @@ def decide(data: bytes) -> Decision:
 def readable(data: bytes) -> bytes:
     """An image's bytes as a decoder that needs a clean header (Pillow) should get them: a JPEG's header
     without the bytes libjpeg skips, anything else as it is."""
-    return decide(data).readable if data[:2] == b"\xff\xd8" else data
+    return decide(data).readable if is_jpeg(data) else data
 
 
 def prepare(data: bytes, path: str) -> StoredImage:
     """The bytes to store for one input file, with their size. Raises InputError."""
     if not data:
         raise InputError(path, "empty file (0 bytes)")
-    if data[:2] == b"\xff\xd8":
+    if is_jpeg(data):
         decision = decide(data)
         if decision.action == REFUSE:
             raise InputError(path, decision.reason)

@@ -23,6 +23,11 @@ NO_LENGTH = "a marker without a length among the header segments"
 SHORT_SEGMENT = "a header segment with a length below 2"
 
 
+def is_jpeg(data: bytes) -> bool:
+    """Whether bytes are a JPEG's: they start with the start-of-image marker, FF D8."""
+    return data[:2] == b"\xff\xd8"
+
+
 class JpegHeader(NamedTuple):
     sof: int
     precision: int

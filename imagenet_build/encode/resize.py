@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from imagenet_build.encode import images, jpeg_encode
-from imagenet_build.encode.jpeg_header import exif_orientation
+from imagenet_build.encode.jpeg_header import exif_orientation, is_jpeg
 from imagenet_build.infra.errors import InputError, UsageError
 
 # Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
@@ -291,7 +291,7 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     """
     full = images.prepare(data, path)  # the checks, and the full-size build's bytes
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
-    orientation = exif_orientation(data) if options.exif_transpose and data[:2] == b"\xff\xd8" else 1
+    orientation = exif_orientation(data) if options.exif_transpose and is_jpeg(data) else 1
     decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
     source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)

@@ -8,6 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from imagenet_build.build.manifest import Manifest
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
+from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding, Place
@@ -22,7 +23,7 @@ class Labels(RecordCheck, FolderCheck):
         if record.fields is None:
             return ()
         label = record.one("image/class/label")
-        return (f"label {label}: labels are 1-based (0 is background)",) if label < 1 else ()
+        return (f"label {label}: labels are 1-based (0 is background)",) if label < FIRST_LABEL else ()
 
     def run_folder(self, folder: Folder) -> Iterator[Finding]:
         """Each problem names a record that shows it: the first with the label, or where a label and synset

@@ -13,10 +13,10 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from imagenet_build.encode.example import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
 from imagenet_build.encode.images import Decision, decide
+from imagenet_build.encode.jpeg_header import is_jpeg
 from imagenet_build.verify.check import Check, Mode
 
 Fields = Dict[str, Tuple[Optional[str], List[Any]]]  # key: (the Feature's list kind, or None; its values)
-JPEG_START = b"\xff\xd8"
 _ONE_VALUE = frozenset(ONE_VALUE)
 
 
@@ -62,7 +62,7 @@ class Record:
     def decision(self) -> Decision | None:
         """convert's rule for the stored JPEG (encode/images.py), or None where image/encoded is no JPEG."""
         encoded = self.one("image/encoded")
-        return decide(encoded) if encoded[:2] == JPEG_START else None
+        return decide(encoded) if is_jpeg(encoded) else None
 
 
 def schema_problems(fields: Fields) -> list[str]:
