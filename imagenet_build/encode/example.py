@@ -39,7 +39,7 @@ LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list
 BOX_COORDS = tuple(f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax"))  # a box, in slim's order
 BOX_LABEL = "image/object/bbox/label"
 PER_BOX = frozenset((*BOX_COORDS, BOX_LABEL))  # one value per box; every other key holds exactly one value
-ONE_VALUE = tuple(key for key in SCHEMA if key not in PER_BOX)
+ONE_VALUE = frozenset(SCHEMA) - PER_BOX
 FIRST_LABEL = 1  # slim's labels are 1-based (0 is background): readers subtract it, verify requires labels >= it
 CONSTANTS = {"image/colorspace": b"RGB", "image/channels": 3}  # the same in every record
 FORMATS = (b"JPEG", b"PNG")  # image/format: convert stores JPEG; write_arrays stores PNG with lossless=True

@@ -20,9 +20,9 @@ class Labels(RecordCheck, FolderCheck):
     covers = "labels in 1..K, one synset per label, counts against the manifest"
 
     def run_record(self, record: Record) -> Iterable[str]:
-        if record.fields is None:
+        if not record.readable:
             return ()
-        label = record.one("image/class/label")
+        label = record.one["image/class/label"]
         return (f"label {label}: labels are 1-based (0 is background)",) if label < FIRST_LABEL else ()
 
     def run_folder(self, folder: Folder) -> Iterator[Finding]:

@@ -8,25 +8,27 @@ what they need from it; what several need (the JPEG's decision) is worked out on
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Iterable
 
 from imagenet_build.encode.example import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
 from imagenet_build.encode.images import Decision, decide
 from imagenet_build.encode.jpeg_header import is_jpeg
 from imagenet_build.verify.check import Check, Mode
 
-Fields = Dict[str, Tuple[Optional[str], List[Any]]]  # key: (the Feature's list kind, or None; its values)
-_ONE_VALUE = frozenset(ONE_VALUE)
-
 
 class Record:
-    """One record: its number and byte offset in the shard, and its fields where they can be read."""
+    """One record: its number and byte offset in the shard, and its fields where they can be read.
+
+    Where `readable`, `one` holds the value of each single-valued key and `lists` every key's values.
+    """
 
     def __init__(self, number: int, offset: int, payload: bytes, crc_ok: bool) -> None:
         self.number, self.offset, self.crc_ok = number, offset, crc_ok
-        self.fields: Fields | None = None  # None: the CRC fails, or the fields are not slim's schema
-        self.unreadable: list[str] = []  # why the fields cannot be read (the `example` check reports it)
+        self.readable = False  # the CRC holds and the fields are slim's schema
+        self.unreadable: list[str] = []  # why the fields cannot be read, past the CRC (the `example` check's)
+        self.one: dict[str, Any] = {}
+        self.lists: dict[str, list[Any]] = {}
+        self._decision: Decision | None | bool = False  # False: not worked out yet
         if crc_ok:
             self._parse(payload)
 
@@ -37,44 +39,41 @@ class Record:
         except Exception as e:  # protobuf raises its own DecodeError types
             self.unreadable = [f"not a tf.train.Example: {e}"]
             return
-        fields: Fields = {}
+        kinds: dict[str, str | None] = {}
+        lists: dict[str, list[Any]] = {}
         for key, feature in example.features.feature.items():
-            kind = feature.WhichOneof("kind")
-            fields[key] = (kind, list(getattr(feature, kind).value) if kind else [])
-        self.unreadable = schema_problems(fields)
+            kind = kinds[key] = feature.WhichOneof("kind")
+            lists[key] = list(getattr(feature, kind).value) if kind else []
+        self.unreadable = schema_problems(kinds, lists)
         if not self.unreadable:
-            self.fields = fields
-
-    def one(self, key: str) -> Any:
-        """The value of a single-valued key (the record's fields are readable)."""
-        assert self.fields is not None
-        return self.fields[key][1][0]
-
-    def values(self, key: str) -> list[Any]:
-        assert self.fields is not None
-        return self.fields[key][1]
+            self.readable, self.lists = True, lists
+            self.one = {key: lists[key][0] for key in ONE_VALUE}
 
     def label_pair(self) -> tuple[int, str]:
         """(label, synset): what the labels check counts over the folder."""
-        return self.one("image/class/label"), self.one("image/class/synset").decode("utf-8", "replace")
+        return self.one["image/class/label"], self.one["image/class/synset"].decode("utf-8", "replace")
 
-    @functools.cached_property
+    @property
     def decision(self) -> Decision | None:
-        """convert's rule for the stored JPEG (encode/images.py), or None where image/encoded is no JPEG."""
-        encoded = self.one("image/encoded")
-        return decide(encoded) if is_jpeg(encoded) else None
+        """convert's rule for the stored JPEG (encode/images.py), or None where image/encoded is no JPEG;
+        worked out once, for every check that asks."""
+        if self._decision is False:
+            encoded = self.one["image/encoded"]
+            self._decision = decide(encoded) if is_jpeg(encoded) else None
+        assert not isinstance(self._decision, bool)
+        return self._decision
 
 
-def schema_problems(fields: Fields) -> list[str]:
+def schema_problems(kinds: dict[str, str | None], lists: dict[str, list[Any]]) -> list[str]:
     """Every key of slim's schema present, of its type, and the single-valued ones with one value."""
     found = []
     for key, kind in SCHEMA.items():
-        if key not in fields:
+        if key not in kinds:
             found.append(f"missing key {key}")
-        elif fields[key][0] != LIST_FIELD[kind]:
-            found.append(f"{key} is {fields[key][0]}, expected {LIST_FIELD[kind]}")
-        elif key in _ONE_VALUE and len(fields[key][1]) != 1:
-            found.append(f"{key} holds {len(fields[key][1])} values, expected 1")
+        elif kinds[key] != LIST_FIELD[kind]:
+            found.append(f"{key} is {kinds[key]}, expected {LIST_FIELD[kind]}")
+        elif key in ONE_VALUE and len(lists[key]) != 1:
+            found.append(f"{key} holds {len(lists[key])} values, expected 1")
     return found
 
 

@@ -27,7 +27,7 @@ class Example(RecordCheck):
     covers = "every record a slim Example: 15 keys, their types, sane values"
 
     def run_record(self, record: Record) -> Iterable[str]:
-        if record.fields is None:
+        if not record.readable:
             return record.unreadable
         return _value_problems(record) + _encoded_problems(record) + _box_problems(record)
 
@@ -35,23 +35,23 @@ class Example(RecordCheck):
 def _value_problems(record: Record) -> list[str]:
     """The single values: size, the constant fields, the format, the names."""
     found = []
-    height, width = record.one("image/height"), record.one("image/width")
+    height, width = record.one["image/height"], record.one["image/width"]
     if height <= 0 or width <= 0:
         found.append(f"height/width {height}x{width} not positive")
     for key, expected in CONSTANTS.items():
-        if record.one(key) != expected:
-            found.append(f"{key} is {record.one(key)!r}, expected {expected!r}")
-    if record.one("image/format") not in FORMATS:
-        found.append(f"image/format is {record.one('image/format')!r}, expected b'JPEG' (or b'PNG')")
+        if record.one[key] != expected:
+            found.append(f"{key} is {record.one[key]!r}, expected {expected!r}")
+    if record.one["image/format"] not in FORMATS:
+        found.append(f"image/format is {record.one['image/format']!r}, expected b'JPEG' (or b'PNG')")
     for key in ("image/class/synset", "image/class/text", "image/filename"):
-        if not record.one(key):
+        if not record.one[key]:
             found.append(f"{key} is empty")
     return found
 
 
 def _encoded_problems(record: Record) -> list[str]:
     """The image is of its format; a JPEG's header agrees with the record, and convert would store it."""
-    encoded, image_format = record.one("image/encoded"), record.one("image/format")
+    encoded, image_format = record.one["image/encoded"], record.one["image/format"]
     decision = record.decision
     if decision is None:
         if image_format == b"PNG" and encoded[:8] == PNG_MAGIC:
@@ -61,7 +61,7 @@ def _encoded_problems(record: Record) -> list[str]:
     if header is None:
         return [f"image/encoded is a {decision.reason}"]
     found = []
-    height, width = record.one("image/height"), record.one("image/width")
+    height, width = record.one["image/height"], record.one["image/width"]
     if (header.height, header.width) != (height, width):
         found.append(f"JPEG header says {header.width}x{header.height}, record says {width}x{height}")
     if decision.action == REFUSE:
@@ -71,13 +71,13 @@ def _encoded_problems(record: Record) -> list[str]:
 
 def _box_problems(record: Record) -> list[str]:
     """The box lists: one length, values in [0, 1], the class's label, corners in order."""
-    boxes = [record.values(key) for key in BOX_COORDS]
-    box_labels = record.values(BOX_LABEL)
+    boxes = [record.lists[key] for key in BOX_COORDS]
+    box_labels = record.lists[BOX_LABEL]
     if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
         return ["bbox lists of different lengths"]
     if any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
         return ["bbox value outside [0, 1]"]
-    label = record.one("image/class/label")
+    label = record.one["image/class/label"]
     if any(v != label for v in box_labels):
         return ["bbox/label differs from the class label"]
     if any(xmin > xmax or ymin > ymax for xmin, ymin, xmax, ymax in zip(*boxes)):
@@ -92,7 +92,7 @@ class Readers(RecordCheck):
     covers = "every JPEG one convert stores untouched: TensorFlow's, DALI's and torchvision's decoders read it"
 
     def run_record(self, record: Record) -> Iterable[str]:
-        decision = record.decision if record.fields is not None else None
+        decision = record.decision if record.readable else None
         if decision is None or decision.action != REENCODE:
             return ()
         at = f"byte {decision.at} of image/encoded"
@@ -109,13 +109,13 @@ class Decode(RecordCheck):
         return mode.deep
 
     def run_record(self, record: Record) -> Iterable[str]:
-        if record.fields is None:
+        if not record.readable:
             return ()
         from PIL import Image
 
-        height, width = record.one("image/height"), record.one("image/width")
+        height, width = record.one["image/height"], record.one["image/width"]
         try:
-            with Image.open(io.BytesIO(record.one("image/encoded"))) as image:
+            with Image.open(io.BytesIO(record.one["image/encoded"])) as image:
                 image.load()
                 size = image.size
         except Exception as e:  # Pillow raises many kinds for a broken image
@@ -130,10 +130,10 @@ class ExifOrientation(RecordCheck):
     covers = "stored JPEGs with an EXIF orientation: DALI's decoder turns them, TensorFlow's does not"
 
     def run_record(self, record: Record) -> Iterable[str]:
-        decision = record.decision if record.fields is not None else None
+        decision = record.decision if record.readable else None
         if decision is None or decision.header is None:
             return ()
-        orientation = exif_orientation(record.one("image/encoded"))
+        orientation = exif_orientation(record.one["image/encoded"])
         if orientation == 1:
             return ()
         turned = "its shape and pixels" if orientation >= 5 else "its pixels"

@@ -125,7 +125,7 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
                     for run, name, found in record_checks:
                         for message in run(record):
                             found.add(name, shard.name, record.number, offset, message)
-                    if record.fields is not None:
+                    if record.readable:
                         label_pairs.setdefault(record.label_pair(), [0, record.number, offset])[0] += 1
         except FramingError as e:
             shard.framing_error = e

@@ -74,7 +74,8 @@ def test_a_warning_check_reports_apart_and_leaves_the_build_sound(converted, thr
     report = json.loads(result.stdout)
     assert result.exit_code == 0 and report["ok"] and report["problems"] == []
     assert report["summary"]["warning_counts"][check.name] == SHARDS and check.name not in report["summary"]["checks"]
-    assert f"warning: {check.name}: {SHARDS} record(s): {check.covers}" in run_cli("verify", converted, "--workers", 1).stdout
+    text = run_cli("verify", converted, "--workers", 1).stdout
+    assert f"warning: {check.name}: {SHARDS} record(s): {check.covers}" in text
 
 
 def test_a_check_runs_only_in_the_modes_it_says(converted, throwaway):
