@@ -15,7 +15,8 @@ import sys
 
 from PIL import Image
 
-from imagenet_build.encode.images import ARITHMETIC, EXTRANEOUS, LOSSLESS, NO_LENGTH, REFUSE, SHORT_SEGMENT, STORE
+from imagenet_build.encode.images import ARITHMETIC, LOSSLESS, REFUSE, STORE
+from imagenet_build.encode.jpeg_header import EXTRANEOUS, NO_LENGTH, SHORT_SEGMENT
 
 SIZE = (64, 48)  # width, height of every case but the hand-built ones
 

@@ -30,7 +30,7 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
     record is a slim Example with sane values. Reports every problem with file,
     record and byte offset. Exit 0 when sound, 1 when problems were found.
     """
-    from imagenet_build.verify.run import format_report
+    from imagenet_build.verify.report import format_report
     from imagenet_build.verify.run import verify as run_verify
 
     result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,

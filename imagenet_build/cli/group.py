@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
-from typing import Any, Callable, NoReturn
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
@@ -90,9 +90,10 @@ class _Commands(click.Group):
 
 
 
-def report_and_exit(
-    result: dict[str, Any], as_json: bool, format_report: Callable[[dict[str, Any]], list[str]]
-) -> NoReturn:
+_Result = TypeVar("_Result", bound=Mapping[str, Any])  # a checking command's result (a TypedDict, or a dict)
+
+
+def report_and_exit(result: _Result, as_json: bool, format_report: Callable[[_Result], list[str]]) -> NoReturn:
     """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
     if as_json:
         print_json(result)

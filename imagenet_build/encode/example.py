@@ -36,6 +36,13 @@ SCHEMA = {
 
 
 LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}  # Feature's oneof per type
+BOX_COORDS = tuple(f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax"))  # a box, in slim's order
+BOX_LABEL = "image/object/bbox/label"
+PER_BOX = frozenset((*BOX_COORDS, BOX_LABEL))  # one value per box; every other key holds exactly one value
+ONE_VALUE = frozenset(SCHEMA) - PER_BOX
+FIRST_LABEL = 1  # slim's labels are 1-based (0 is background): readers subtract it, verify requires labels >= it
+CONSTANTS = {"image/colorspace": b"RGB", "image/channels": 3}  # the same in every record
+FORMATS = (b"JPEG", b"PNG")  # image/format: convert stores JPEG; write_arrays stores PNG with lossless=True
 
 
 @functools.lru_cache(maxsize=None)
@@ -136,11 +143,11 @@ def _cached_entry(key: str, values: tuple[Any, ...]) -> bytes:
 def _class_entries(label: int, synset: str, text: str) -> bytes:
     """The entries sorted before image/encoded: all fixed by the class."""
     values: dict[str, tuple[Any, ...]] = {
-        "image/channels": (3,),
+        "image/channels": (CONSTANTS["image/channels"],),
         "image/class/label": (label,),
         "image/class/synset": (synset.encode(),),
         "image/class/text": (text.encode(),),
-        "image/colorspace": (b"RGB",),
+        "image/colorspace": (CONSTANTS["image/colorspace"],),
     }
     assert list(values) == _BEFORE_ENCODED
     return b"".join(_entry(k, v) for k, v in values.items())
@@ -149,7 +156,7 @@ def _class_entries(label: int, synset: str, text: str) -> bytes:
 _ENCODED_KEY = "image/encoded"
 _KEYS = sorted(SCHEMA)  # deterministic protobuf writes map entries sorted by key
 _BEFORE_ENCODED = _KEYS[: _KEYS.index(_ENCODED_KEY)]
-_BOX_KEYS = ["image/object/bbox/label"] + [f"image/object/bbox/{c}" for c in ("xmax", "xmin", "ymax", "ymin")]
+_BOX_KEYS = sorted(PER_BOX)  # label, xmax, xmin, ymax, ymin: the order _box_entries writes its columns in
 assert _KEYS[_KEYS.index(_ENCODED_KEY) + 1 :] == [
     "image/filename", "image/format", "image/height", *_BOX_KEYS, "image/width"
 ]

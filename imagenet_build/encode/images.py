@@ -12,15 +12,24 @@ segments, arithmetic or lossless coding), a CMYK/YCCK JPEG (slim's rule) and eve
 (a PNG behind a .JPEG name) is re-encoded as an RGB JPEG at quality 100, as slim, TFDS and the
 TPU converter do for ImageNet's 23 known cases. What no decoder reads (truncated image data, no
 image, a header libjpeg stops on) is refused. docs/images.md has the table of decoders and cases.
-The header walk is hand-written: Pillow's open() parses the same markers but
-costs several times more per image, and we also want the truncation check.
+The header walk is jpeg_header.py's; writing a JPEG with Pillow is jpeg_encode.py's.
 """
 
 from __future__ import annotations
 
 import io
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
+from imagenet_build.encode.jpeg_encode import encode_jpeg, to_rgb
+from imagenet_build.encode.jpeg_header import (
+    EXTRANEOUS,
+    NO_LENGTH,
+    SHORT_SEGMENT,
+    JpegHeader,
+    is_jpeg,
+    scan_bytes,
+    walk,
+)
 from imagenet_build.infra.errors import InputError
 
 # The files slim, TFDS and the TPU converter re-encode, found by name (REFERENCE §2).
@@ -37,19 +46,9 @@ SLIM_CMYK_NAMES = frozenset(
 )
 
 REENCODE_QUALITY = 100
-JPEG_MAX_SIDE = 65500  # libjpeg's JPEG_MAX_DIMENSION: the largest side it writes
 _STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
-_SOF_MARKERS = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
-_NO_LENGTH = set(range(0xD0, 0xD8)) | {0x01}  # RST0..7 and TEM: libjpeg takes them anywhere, alone
-# The markers libjpeg reads in a header (any other stops it: "Unsupported marker type"): frames, tables,
-# restart interval, APPn, COM, DNL, and the image data's SOS. Those it skips have their length first.
-_KNOWN = _SOF_MARKERS | {0xC4, 0xC8, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE} | set(range(0xE0, 0xF0))
-_SKIPPED = set(range(0xE0, 0xF0)) | {0xFE, 0xDC}  # APPn, COM, DNL: a length below 2 only skips nothing
 
 # Why an image that libjpeg decodes is re-encoded although its frame is storable: what DALI's parser does.
-EXTRANEOUS = "extraneous bytes before a header marker"
-NO_LENGTH = "a marker without a length among the header segments"
-SHORT_SEGMENT = "a header segment with a length below 2"
 DALI_STOPS = {
     EXTRANEOUS: "DALI's parser stops on it (\"Invalid marker\"); libjpeg skips them",
     NO_LENGTH: "DALI's parser reads a length after every marker and loses its place",
@@ -60,16 +59,10 @@ ARITHMETIC = "arithmetic-coded JPEG"
 _ARITHMETIC = {0xC9, 0xCA}  # sequential and progressive: libjpeg decodes them, nvJPEG does not
 LOSSLESS = "lossless JPEG"  # SOF3: libjpeg-turbo 3 decodes it, TensorFlow's decoder does not
 
-STORE, REENCODE, REFUSE = "store", "re-encode", "refuse"
-
-
-class JpegHeader(NamedTuple):
-    sof: int
-    precision: int
-    height: int
-    width: int
-    components: int
-    adobe_transform: object  # None when there is no Adobe APP14 segment
+Action = Literal["store", "re-encode", "refuse"]
+STORE: Action = "store"
+REENCODE: Action = "re-encode"
+REFUSE: Action = "refuse"
 
 
 class StoredImage(NamedTuple):
@@ -83,126 +76,12 @@ class StoredImage(NamedTuple):
 class Decision(NamedTuple):
     """What a build does with one JPEG's bytes: STORE, REENCODE or REFUSE them, and why."""
 
-    action: str
+    action: Action
     reason: str  # REENCODE: the summary's words ("CMYK JPEG", EXTRANEOUS, ...); REFUSE: the error; STORE: ""
     at: int  # the byte of the image the reason is about (the offending marker or bytes), -1 when none
     header: JpegHeader | None  # None when the header cannot be read
     scan_bytes: int  # bytes of image data up to the end-of-image marker, -1 without one
     readable: bytes  # the bytes as libjpeg reads them: the header without what it skips (what Pillow needs)
-
-
-class _Walk(NamedTuple):
-    header: JpegHeader
-    sof_at: int  # offset of the frame header's marker
-    scan: int  # offset of the image data
-    odd: str  # the first thing in the header DALI's parser cannot take (EXTRANEOUS, ...), or ""
-    odd_at: int
-
-
-def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
-    """(marker, its position, whether bytes were skipped to reach it), found as libjpeg finds it: past
-    bytes other than 0xFF, 0xFF fill bytes and FF 00 pairs; ValueError where there is none."""
-    size = len(data)
-    skipped = False
-    while True:
-        if pos < size and data[pos] != 0xFF:
-            skipped = True
-            pos = data.find(b"\xff", pos)
-            if pos < 0:
-                raise ValueError("truncated in the header")
-        while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
-            pos += 1
-        if pos + 1 >= size:  # no marker after the fill bytes
-            raise ValueError("truncated in the header")
-        if data[pos + 1] != 0:
-            return data[pos + 1], pos, skipped
-        skipped = True  # FF 00: a stuffed zero outside any image data
-        pos += 2
-
-
-def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
-    if length < 8:
-        raise ValueError("bad frame header")
-    return JpegHeader(
-        sof=marker,
-        precision=data[pos + 4],
-        height=(data[pos + 5] << 8) | data[pos + 6],
-        width=(data[pos + 7] << 8) | data[pos + 8],
-        components=data[pos + 9],
-        adobe_transform=None,
-    )
-
-
-def _walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> _Walk:
-    """Walk the markers up to the first SOS as libjpeg does, noting what DALI's parser would stop on;
-    `pieces` gets (start, end) of each segment libjpeg reads.
-
-    Raises ValueError with a short reason where libjpeg stops too (no decoder reads the image).
-    """
-    size = len(data)
-    pos = 2
-    sof, sof_at, adobe = None, -1, None
-    odd, odd_at = "", -1
-    while True:
-        if pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _KNOWN:  # a plain segment: most of them
-            marker, at = data[pos + 1], pos
-            length = (data[pos + 2] << 8) | data[pos + 3]
-            end, why = pos + 2 + length, ""
-            if length < 2 or end > size:
-                end, why = _segment_end(data, marker, at)
-        else:
-            marker, at, skipped = _next_marker(data, pos)
-            end, why = _segment_end(data, marker, at)
-            if skipped and not odd:
-                odd, odd_at = EXTRANEOUS, pos
-        if why:  # a marker DALI's parser cannot step over: libjpeg goes on right after it
-            odd, odd_at = (odd, odd_at) if odd else (why, at)
-            pos = end
-            continue
-        if pieces is not None:
-            pieces.append((at, end))
-        if marker in _SOF_MARKERS:
-            if sof is not None:
-                raise ValueError(f"a second frame header at byte {at}")
-            sof, sof_at = _frame_header(data, at, marker, end - at - 2), at
-        elif marker == 0xEE and end - at >= 16 and data[at + 4 : at + 9] == b"Adobe":
-            adobe = data[at + 15]
-        elif marker == 0xDA:
-            if sof is None:
-                raise ValueError("image data before any frame header")
-            return _Walk(sof._replace(adobe_transform=adobe), sof_at, end, odd, odd_at)
-        pos = end
-
-
-def _segment_end(data: bytes, marker: int, at: int) -> tuple[int, str]:
-    """(where the segment of `marker` at `at` ends, "" or why DALI's parser cannot step over it there).
-
-    Raises ValueError where libjpeg stops: a second SOI, an EOI, a marker it does not know, a segment
-    past the end of the file."""
-    if marker in _NO_LENGTH:
-        return at + 2, NO_LENGTH
-    if marker == 0xD8:
-        raise ValueError(f"a second start-of-image marker at byte {at}")
-    if marker == 0xD9:
-        raise ValueError("ends before any image data")
-    if marker not in _KNOWN:
-        raise ValueError(f"marker 0x{marker:02X} at byte {at}, which libjpeg does not read")
-    if at + 4 > len(data):
-        raise ValueError("truncated in the header")
-    length = (data[at + 2] << 8) | data[at + 3]
-    if length < 2:
-        if marker in _SKIPPED:  # libjpeg reads the length and skips nothing
-            return at + 4, SHORT_SEGMENT
-        raise ValueError(f"segment length {length} at byte {at}")
-    if at + 2 + length > len(data):
-        raise ValueError("truncated in the header")
-    return at + 2 + length, ""
-
-
-def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
-    """(JpegHeader, offset of the image data); ValueError with a short reason where libjpeg stops."""
-    walk = _walk(data)
-    return walk.header, walk.scan
 
 
 def is_storable(header: JpegHeader) -> bool:
@@ -252,7 +131,7 @@ def bomb_pixels() -> int | None:
     return 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
 
 
-def size_problem(header: JpegHeader, scan_bytes: int) -> str:
+def size_problem(header: JpegHeader, data_bytes: int) -> str:
     """Why a JPEG's header size cannot be believed, or "".
 
     Two rules: more pixels than Pillow's decompression-bomb limit; or less entropy-coded
@@ -267,24 +146,11 @@ def size_problem(header: JpegHeader, scan_bytes: int) -> str:
         return (f"header claims {header.width}x{header.height} = {pixels:,} pixels, beyond Pillow's "
                 f"decompression-bomb limit of {limit:,}")
     blocks = -(-header.width // 8) * -(-header.height // 8)
-    if header.sof in _STORABLE_SOF and scan_bytes * 64 < blocks:
-        return (f"header claims {header.width}x{header.height} but the image data is {scan_bytes:,} bytes, "
+    if header.sof in _STORABLE_SOF and data_bytes * 64 < blocks:
+        return (f"header claims {header.width}x{header.height} but the image data is {data_bytes:,} bytes, "
                 "under 1 bit per 8 blocks of 8x8 pixels (rule: the header lies, a decompression bomb or "
                 "a corrupt size)")
     return ""
-
-
-def jpeg_facts(data: bytes) -> tuple[JpegHeader, int]:
-    """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
-    header, scan = parse_jpeg_header(data)
-    return header, _scan_bytes(data, scan)
-
-
-def _scan_bytes(data: bytes, scan: int) -> int:
-    # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
-    # end is the end-of-image marker; searching backwards finds it at once.
-    end = data.rfind(b"\xff\xd9", scan)
-    return end - scan if end >= 0 else -1
 
 
 def decide(data: bytes) -> Decision:
@@ -295,40 +161,40 @@ def decide(data: bytes) -> Decision:
     REFUSE when no decoder reads it (Pillow's decode, at re-encoding, is the last word on the rest).
     """
     try:
-        walk = _walk(data)
+        found = walk(data)
     except ValueError as e:
         return Decision(REFUSE, f"broken JPEG: {e}", -1, None, -1, data)
-    header = walk.header
-    scan_bytes = _scan_bytes(data, walk.scan)
-    if scan_bytes < 0:
+    header = found.header
+    scanned = scan_bytes(data, found.scan)
+    if scanned < 0:
         return Decision(REFUSE, "truncated JPEG: no end-of-image marker after the image data", len(data),
-                        header, scan_bytes, data)
-    problem = size_problem(header, scan_bytes)
+                        header, scanned, data)
+    problem = size_problem(header, scanned)
     if problem:
-        return Decision(REFUSE, problem, -1, header, scan_bytes, data)
+        return Decision(REFUSE, problem, -1, header, scanned, data)
     readable = data
-    if walk.odd:  # what libjpeg reads: the segments it found, without the bytes it skipped
+    if found.odd:  # what libjpeg reads: the segments it found, without the bytes it skipped
         pieces: list[tuple[int, int]] = []
-        _walk(data, pieces)
+        walk(data, pieces)
         readable = b"".join([data[:2], *(data[start:end] for start, end in pieces), data[pieces[-1][1] :]])
     if not is_storable(header):
-        return Decision(REENCODE, _jpeg_kind(header), walk.sof_at, header, scan_bytes, readable)
-    if walk.odd:
-        return Decision(REENCODE, walk.odd, walk.odd_at, header, scan_bytes, readable)
-    return Decision(STORE, "", -1, header, scan_bytes, data)
+        return Decision(REENCODE, _jpeg_kind(header), found.sof_at, header, scanned, readable)
+    if found.odd:
+        return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable)
+    return Decision(STORE, "", -1, header, scanned, data)
 
 
 def readable(data: bytes) -> bytes:
     """An image's bytes as a decoder that needs a clean header (Pillow) should get them: a JPEG's header
     without the bytes libjpeg skips, anything else as it is."""
-    return decide(data).readable if data[:2] == b"\xff\xd8" else data
+    return decide(data).readable if is_jpeg(data) else data
 
 
 def prepare(data: bytes, path: str) -> StoredImage:
     """The bytes to store for one input file, with their size. Raises InputError."""
     if not data:
         raise InputError(path, "empty file (0 bytes)")
-    if data[:2] == b"\xff\xd8":
+    if is_jpeg(data):
         decision = decide(data)
         if decision.action == REFUSE:
             raise InputError(path, decision.reason)
@@ -337,15 +203,6 @@ def prepare(data: bytes, path: str) -> StoredImage:
             return StoredImage(data, decision.header.height, decision.header.width, "")
         return reencode(decision.readable, path, decision.reason)
     return reencode(data, path, None)
-
-
-def to_rgb(image: Any) -> Any:
-    """RGB pixels as TensorFlow's decode_*(channels=3) gives them: alpha dropped, 16 bits cut to 8."""
-    if image.mode.startswith("I;16"):
-        image = image.convert("I")
-    if image.mode == "I":
-        image = image.point(lambda v: v * (1 / 256)).convert("L")
-    return image if image.mode == "RGB" else image.convert("RGB")  # convert() would copy an RGB image
 
 
 def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:
@@ -364,67 +221,6 @@ def reencode(data: bytes, path: str, kind: str | None) -> StoredImage:
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
         raise InputError(path, f"cannot decode {kind or 'image'}: {e}") from None
     return StoredImage(encode_jpeg(rgb, path, quality=REENCODE_QUALITY), rgb.height, rgb.width, kind)
-
-
-def jpeg_size_problem(width: int, height: int) -> str:
-    """Why a JPEG cannot hold an image of this size, or ""."""
-    return f"a JPEG holds at most {JPEG_MAX_SIDE:,} pixels a side" if max(width, height) > JPEG_MAX_SIDE else ""
-
-
-def encode_jpeg(image: Any, path: str, **options: Any) -> bytes:
-    """`image` saved as JPEG with Pillow's `options`; an image JPEG cannot hold, or any failure of the
-    encoder, is an InputError naming `path` (the per-image error path: named, skippable)."""
-    problem = jpeg_size_problem(image.width, image.height)
-    if problem:  # libjpeg would fail with "broken data stream", after a line of its own on stderr
-        raise InputError(path, f"{image.width:,}x{image.height:,} pixels: {problem}, so it cannot be stored as "
-                               "slim's JPEG")
-    out = io.BytesIO()
-    try:
-        image.save(out, format="JPEG", **options)
-    except (OSError, ValueError) as e:
-        raise InputError(path, f"cannot encode as JPEG: {e}") from None
-    return out.getvalue()
-
-
-def exif_orientation(data: bytes) -> int:
-    """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read.
-
-    DALI's decoder applies it and TensorFlow's ignores it, so the two disagree about the
-    shape of an image whose orientation is 5..8 (and about the pixels for 2..8).
-    """
-    pos, size = 2, len(data)
-    while pos + 4 <= size and data[pos] == 0xFF:
-        marker = data[pos + 1]
-        if marker in _NO_LENGTH or marker == 0xD8:
-            pos += 2
-            continue
-        if marker == 0xDA or marker == 0xD9:
-            return 1
-        end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
-        if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
-            return _tiff_orientation(data[pos + 10 : end])
-        pos = end
-    return 1
-
-
-def _tiff_orientation(tiff: bytes) -> int:
-    """Tag 0x0112 of the first IFD of an EXIF TIFF block, 1 when absent or malformed."""
-    orders: dict[bytes, Literal["little", "big"]] = {b"II": "little", b"MM": "big"}
-    order = orders.get(tiff[:2])
-    if order is None or len(tiff) < 8:
-        return 1
-
-    def number(at: int, width: int) -> int:
-        return int.from_bytes(tiff[at : at + width], order) if at + width <= len(tiff) else -1
-
-    ifd = number(4, 4)
-    count = number(ifd, 2)
-    for k in range(max(count, 0)):
-        entry = ifd + 2 + 12 * k
-        if number(entry, 2) == 0x0112:
-            value = number(entry + 8, 2)
-            return value if 1 <= value <= 8 else 1
-    return 1
 
 
 def encoder_version() -> str:

@@ -31,7 +31,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from imagenet_build.encode import images
+from imagenet_build.encode import images, jpeg_encode
+from imagenet_build.encode.jpeg_header import exif_orientation, is_jpeg
 from imagenet_build.infra.errors import InputError, UsageError
 
 # Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
@@ -92,7 +93,7 @@ def pixel_cap() -> int:
 
 def max_size() -> int:
     """The largest N of shorter:N or longer:N: an N x N image must stay within pixel_cap()."""
-    return min(math.isqrt(pixel_cap()), images.JPEG_MAX_SIDE)
+    return min(math.isqrt(pixel_cap()), jpeg_encode.JPEG_MAX_SIDE)
 
 
 def parse_targets(text: str) -> tuple[Target, ...]:
@@ -117,7 +118,7 @@ def parse_targets(text: str) -> tuple[Target, ...]:
 
 def output_problem(width: int, height: int) -> str:
     """Why a resized image of width x height cannot be made, or "": checked before any pixel is decoded."""
-    problem = images.jpeg_size_problem(width, height)
+    problem = jpeg_encode.jpeg_size_problem(width, height)
     if problem:
         return problem
     if width * height > pixel_cap():
@@ -247,7 +248,7 @@ class _Source:
                 if scale != 8:  # Pillow picks 1/d with d <= width // requested: ask for exactly 1/d
                     opened.draft("RGB", (width // (8 // scale), height // (8 // scale)))
                 opened.load()
-                image = images.to_rgb(opened)
+                image = jpeg_encode.to_rgb(opened)
         except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
             raise InputError(self.path, f"cannot decode {self.kind or 'image'}: {e}") from None
         for m in range(1, 9):  # the scale the decoder used: libjpeg rounds the scaled size up
@@ -258,7 +259,7 @@ class _Source:
 
 def _encode(image: Any, quality: int, path: str) -> bytes:
     """Baseline RGB JPEG, 4:2:0, no EXIF, no ICC, no optimisation pass: the same bytes for the same pixels."""
-    return images.encode_jpeg(image, path, quality=quality, subsampling=2, optimize=False, progressive=False)
+    return jpeg_encode.encode_jpeg(image, path, quality=quality, subsampling=2, optimize=False, progressive=False)
 
 
 def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
@@ -290,7 +291,7 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     """
     full = images.prepare(data, path)  # the checks, and the full-size build's bytes
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
-    orientation = images.exif_orientation(data) if options.exif_transpose and data[:2] == b"\xff\xd8" else 1
+    orientation = exif_orientation(data) if options.exif_transpose and is_jpeg(data) else 1
     decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
     source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)

@@ -1,9 +1,10 @@
-"""The checks of trainer-check, one set for every reader (DALI in trainer.py, PyTorch in torch_trainer.py).
+"""The checks of trainer-check, one set for every reader (DALI in dali.py, PyTorch in torch_check.py).
 
 A reader turns the shards into what these functions take: the records one
 epoch delivered to each simulated rank, batches of normalised images (NHWC
-arrays), and the losses of its training steps. The checks, their thresholds
-and their wording live here only, so the readers are held to the same rules.
+arrays), and the losses of its training steps. The checks, their thresholds,
+their wording and their order (`run_checks`, over a reader's `TrainerReader`)
+live here only, so the readers are held to the same rules.
 numpy is imported inside the functions (the `tf` and `torch` extras both bring it).
 """
 
@@ -13,20 +14,72 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
+from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 
 # The ImageNet normalisation of NVIDIA's Deep Learning Examples (0-255 units): every reader's default
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
 # (rank, source file, byte offset, image/filename, the label as stored: 1-based)
-Seen = tuple[int, Any, Any, str, int]
+Seen = Tuple[int, Any, Any, str, int]
+
+
+class CheckLine(TypedDict):
+    """One check of a trainer-check report."""
+
+    name: str
+    ok: bool
+    detail: str  # its figures, or what is wrong
+
+
+class FirstAndLast(TypedDict):
+    first: Optional[float]
+    last: Optional[float]
+
+
+class _TrainerResult(TypedDict):
+    ok: bool
+    checks: List[CheckLine]
+    split: str
+    device: str
+    model: str
+    batch_size: int
+    steps: int
+    ranks: int
+    records: int
+    images_per_second: float  # read + decode + augment
+    training_images_per_second: float
+    loss: FirstAndLast
+    overfit_loss: FirstAndLast
+    channel_mean: List[float]
+    channel_std: List[float]
+    seconds: float
+
+
+class TfDataFigures(TypedDict):
+    """The same augmentation through tf.data (trainer-check --compare-tf)."""
+
+    images_per_second: float
+    channel_mean: List[float]
+    channel_std: List[float]
+
+
+class TrainerResult(_TrainerResult, total=False):
+    """trainer-check's result and its --json document: every reader's, and what each adds."""
+
+    tf_data: TfDataFigures  # DALI, --compare-tf
+    framework: str  # PyTorch: "torch"
+    reader: str
+    device_name: str
+    torch: str  # torch's version
+    workers: int  # DataLoader workers
 
 
 class Report:
     def __init__(self) -> None:
-        self.checks: list[dict] = []
+        self.checks: list[CheckLine] = []
 
     def add(self, name: str, ok: bool, detail: str) -> None:
         self.checks.append({"name": name, "ok": bool(ok), "detail": detail})
@@ -74,7 +127,7 @@ def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any
     report.add("ranks", not shared, f"{len(shared)} record(s) reach more than one rank" if shared
                else f"{num_shards} rank(s), disjoint")
 
-    labels = Counter(label - 1 for _, _, _, _, label in seen)
+    labels = Counter(label - FIRST_LABEL for _, _, _, _, label in seen)
     outside = sorted(k for k in labels if not 0 <= k < classes)
     detail = f"labels - 1 in [{min(labels)}, {max(labels)}], {classes} classes"
     problems = []
@@ -82,7 +135,7 @@ def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any
         problems.append(f"{sum(labels[k] for k in outside)} label(s) outside [0, {classes}) after the shift "
                         f"(e.g. {outside[0]}): records 0-based, or a wrong class count")
     wanted = (manifest or {}).get("splits", {}).get(split, {}).get("label_counts")
-    if wanted is not None and {str(k + 1): v for k, v in sorted(labels.items())} != wanted:
+    if wanted is not None and {str(k + FIRST_LABEL): v for k, v in sorted(labels.items())} != wanted:
         problems.append("class histogram differs from manifest.json")
     report.add("labels", not problems, "; ".join(problems) or detail)
 
@@ -139,7 +192,7 @@ def check_overfit(report: Report, fixed: Sequence[float], failure: str, count: i
 def result_of(report: Report, *, split: str, device: str, model: str, batch_size: int, steps: int, ranks: int,
               records: int, pipeline_rate: float, train_rate: float, losses: Sequence[float],
               fixed: Sequence[float], channel_mean: list[float], channel_std: list[float],
-              started: float) -> dict[str, Any]:
+              started: float) -> TrainerResult:
     """The report every reader's trainer check returns (each adds what is its own)."""
     return {
         "ok": report.ok,
@@ -172,7 +225,7 @@ def rate(value: float) -> str:
     return f"{value:.0f}" if value >= 100 else f"{float(f'{value:.3g}'):g}"
 
 
-def format_report(result: dict) -> list[str]:
+def format_report(result: TrainerResult) -> list[str]:
     """The readable report of a trainer-check result, whichever reader made it."""
     lines = [f"trainer-check {result['split']} on {result['device']} ({result['model']}, batch {result['batch_size']}, "
              f"{result['steps']} steps, {result['ranks']} rank(s)): {result['records']} records"]
@@ -188,3 +241,55 @@ def format_report(result: dict) -> list[str]:
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
         c["name"] for c in result["checks"] if not c["ok"]))
     return lines
+
+
+class Settings(NamedTuple):
+    """What a trainer-check run was asked for, its defaults filled in for its device."""
+
+    folder: str
+    split: str
+    device: str
+    model: str
+    batch_size: int
+    steps: int
+    num_shards: int  # simulated ranks
+
+
+class TrainerReader(Protocol):
+    """A reader under trainer-check: each step of the check, through it."""
+
+    name: str  # as the report says it: "DALI", "the PyTorch reader"
+
+    def read_epoch(self) -> list[Seen]:
+        """Every record one epoch delivers to each simulated rank."""
+
+    def sample(self, count: int) -> tuple[list[Any], float]:
+        """`count` augmented batches as NHWC arrays, and read + decode + augment's images/s."""
+
+    def train(self, classes: int) -> tuple[list[float], str, float]:
+        """The losses of training steps fed by the reader, why training stopped early (or ""), images/s."""
+
+    def overfit(self, classes: int) -> tuple[list[float], str, int]:
+        """The losses of training on one fixed batch, why it stopped early (or ""), the batch's images."""
+
+
+def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str, Any] | None, paths: Sequence[str],
+               started: float) -> TrainerResult:
+    """Every check, in order, through one reader: epoch, ranks and labels; batches and normalisation; loss;
+    overfit. A reader that reads nothing at all is an error, not a report."""
+    report = Report()
+    split, batch_size, steps, ranks = settings.split, settings.batch_size, settings.steps, settings.num_shards
+    seen = reader.read_epoch()
+    if not seen:
+        raise BuildError(f"{settings.folder}: {reader.name} read no {split} records at all")
+    classes = (manifest or {}).get("num_classes") or max(label for *_, label in seen)
+    check_epoch(report, seen, manifest, split, paths, ranks, classes, reader=reader.name)
+    batches, pipeline_rate = reader.sample(max(4, min(20, len(seen) // batch_size)))
+    channel_mean, channel_std = check_batches(report, batches)
+    losses, failure, train_rate = reader.train(classes)
+    check_loss(report, losses, failure)
+    fixed, failure, count = reader.overfit(classes)
+    check_overfit(report, fixed, failure, count)
+    return result_of(report, split=split, device=settings.device, model=settings.model, batch_size=batch_size,
+                     steps=steps, ranks=ranks, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
+                     losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std, started=started)

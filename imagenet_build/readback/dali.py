@@ -10,7 +10,7 @@ figures in the report (REFERENCE §8 for the pipeline):
   normalisation  per-channel mean ~ 0, std ~ 1 (not raw 0-255, not normalised twice)
   loss           finite through the training steps
   overfit        a small fixed subset is learned: its loss falls clearly
-The checks themselves are trainer_checks.py's, shared with the PyTorch reader (torch_trainer.py).
+The checks themselves, and their order, are checks.py's, shared with the PyTorch reader (torch_check.py).
 TensorFlow and DALI are imported here only (extras `tf` and `dali`).
 """
 
@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, Callable
 
 from imagenet_build.build.manifest import Manifest, read_manifest
+from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.format.dali_index import index_entries
 from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, split_shards
 from imagenet_build.infra.errors import BuildError, PathLike
@@ -31,13 +32,12 @@ from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readback.checks import (
     DLE_MEAN,
     DLE_STD,
-    Report,
-    check_batches,
-    check_epoch,
-    check_loss,
-    check_overfit,
+    Seen,
+    Settings,
+    TfDataFigures,
+    TrainerResult,
     per_second,
-    result_of,
+    run_checks,
 )
 
 IMAGE_SIZE = 224
@@ -143,7 +143,7 @@ def training_pipeline(paths: list[str], indexes: list[str], device: str, batch_s
         images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="HWC",
                                           crop=(IMAGE_SIZE, IMAGE_SIZE), mean=list(mean), std=list(std),
                                           mirror=mirror)
-        labels = fn.cast(r["image/class/label"], dtype=types.INT32) - 1  # records are 1-based
+        labels = fn.cast(r["image/class/label"], dtype=types.INT32) - FIRST_LABEL  # 0-based, as a loss takes it
         return images, (labels.gpu() if gpu else labels)
 
     return pipeline()
@@ -154,9 +154,9 @@ def _rank_size(epoch_size: int, shard_id: int, num_shards: int) -> int:
     return epoch_size * (shard_id + 1) // num_shards - epoch_size * shard_id // num_shards
 
 
-def read_epoch(paths: list[str], indexes: list[str], num_shards: int, batch_size: int = 64) -> list[tuple[Any, ...]]:
+def read_epoch(paths: list[str], indexes: list[str], num_shards: int, batch_size: int = 64) -> list[Seen]:
     """[(rank, source file, offset, filename, label)] for one epoch of every simulated rank."""
-    seen: list[tuple[Any, ...]] = []
+    seen: list[Seen] = []
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         pipe = reading_pipeline(paths, indexes, rank, num_shards, batch_size)
@@ -278,7 +278,7 @@ def _dali_failure(error: BaseException) -> str:
     return telling[0][:300]
 
 
-def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", **options: Any) -> dict[str, Any]:
+def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", **options: Any) -> TrainerResult:
     """Run every check; returns the report dict (ok, checks, images_per_second, loss, ...).
 
     DALI reports bad data it reaches (an index entry off by a byte, a truncated record) as a
@@ -297,72 +297,90 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
 def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Manifest | None, list[str], list[str]],
                    steps: int | None = None, batch_size: int | None = None, model: str | None = None,
                    num_shards: int = 1, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                   compare_tf: bool = False) -> dict[str, Any]:
+                   compare_tf: bool = False) -> TrainerResult:
     started = time.monotonic()
     manifest, paths, indexes = inputs
     device = resolve_device(device)
-    steps = steps or (200 if device == "gpu" else 30)
-    batch_size = batch_size or (64 if device == "gpu" else 16)
-    model = model or ("resnet50" if device == "gpu" else "small")
-    classes = (manifest or {}).get("num_classes")
-    report = Report()
-
-    seen = read_epoch(paths, indexes, num_shards)
-    if not seen:
-        raise BuildError(f"{folder}: DALI read no {split} records at all")
-    classes = classes or max(label for *_, label in seen)
-    check_epoch(report, seen, manifest, split, paths, num_shards, classes)
-
-    # the read-and-decode pipeline alone: its speed, and batches to look at
-    import numpy as np
-
-    pipe = training_pipeline(paths, indexes, device, batch_size, mean, std)
-    pipe.build()
-    batches: list[Any] = []
-    timed_images, t0 = 0, time.perf_counter()
-    for _ in range(max(4, min(20, len(seen) // batch_size))):
-        images, _ = pipe.run()
-        batches.append(np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor()))
-        timed_images += batch_size
-    pipeline_rate = timed_images / (time.perf_counter() - t0)
-    del pipe
-    channel_mean, channel_std = check_batches(report, batches)
-
-    # training through DALI's TensorFlow plugin
-    import tensorflow as tf
-
-    train_model = build_model(model, classes)
-    dataset = _dali_dataset(training_pipeline(paths, indexes, device, batch_size, mean, std), device, batch_size)
-    losses: list[float] = []
-    t0 = time.perf_counter()
-    failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(steps)),
-                     train_model, losses)
-    train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
-    check_loss(report, losses, failure)
-
-    # overfit a small fixed subset: eval-style images held in memory, trained on repeatedly
-    subset = training_pipeline(paths, indexes, device, batch_size, mean, std, training=False)
-    subset.build()
-    images, labels = subset.run()
-    images = np.array(images.as_cpu().as_tensor() if device == "gpu" else images.as_tensor())
-    labels = np.array(labels.as_cpu().as_tensor() if device == "gpu" else labels.as_tensor()).reshape(-1)
-    del subset
-    fixed: list[float] = []
-    failure = _train(lambda: ((images, labels) for _ in range(max(steps, 30))), build_model(model, classes), fixed)
-    check_overfit(report, fixed, failure, len(labels))
-
-    result = result_of(report, split=split, device=device, model=model, batch_size=batch_size, steps=steps,
-                       ranks=num_shards, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
-                       losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std,
-                       started=started)
+    gpu = device == "gpu"
+    settings = Settings(str(folder), split, device, model or ("resnet50" if gpu else "small"),
+                        batch_size or (64 if gpu else 16), steps or (200 if gpu else 30), num_shards)
+    reader = _DaliReader(settings, paths, indexes, mean, std)
+    result = run_checks(reader, settings, manifest, paths, started)
     if compare_tf:
-        result["tf_data"] = compare_with_tf_data(paths, batch_size, mean, std, len(batches))
+        result["tf_data"] = compare_with_tf_data(paths, settings.batch_size, mean, std, reader.sampled)
     return result
+
+
+class _DaliReader:
+    """trainer-check's steps through DALI's pipelines (a TrainerReader); training through its TF plugin."""
+
+    name = "DALI"
+
+    def __init__(self, settings: Settings, paths: list[str], indexes: list[str], mean: Sequence[float],
+                 std: Sequence[float]) -> None:
+        self.settings, self.paths, self.indexes, self.mean, self.std = settings, paths, indexes, mean, std
+        self.sampled = 0  # batches sample() ran
+
+    def _pipeline(self, training: bool = True) -> Any:
+        s = self.settings
+        return training_pipeline(self.paths, self.indexes, s.device, s.batch_size, self.mean, self.std,
+                                 training=training)
+
+    def read_epoch(self) -> list[Seen]:
+        return read_epoch(self.paths, self.indexes, self.settings.num_shards)
+
+    def sample(self, count: int) -> tuple[list[Any], float]:
+        """The read-and-decode pipeline alone: its speed, and batches to look at."""
+        import numpy as np
+
+        gpu = self.settings.device == "gpu"
+        pipe = self._pipeline()
+        pipe.build()
+        batches: list[Any] = []
+        timed_images, t0 = 0, time.perf_counter()
+        for _ in range(count):
+            images, _ = pipe.run()
+            batches.append(np.array(images.as_cpu().as_tensor() if gpu else images.as_tensor()))
+            timed_images += self.settings.batch_size
+        pipeline_rate = timed_images / (time.perf_counter() - t0)
+        del pipe
+        self.sampled = count
+        return batches, pipeline_rate
+
+    def train(self, classes: int) -> tuple[list[float], str, float]:
+        """Training through DALI's TensorFlow plugin."""
+        import tensorflow as tf
+
+        s = self.settings
+        train_model = build_model(s.model, classes)
+        dataset = _dali_dataset(self._pipeline(), s.device, s.batch_size)
+        losses: list[float] = []
+        t0 = time.perf_counter()
+        failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(s.steps)),
+                         train_model, losses)
+        return losses, failure, len(losses) * s.batch_size / (time.perf_counter() - t0)
+
+    def overfit(self, classes: int) -> tuple[list[float], str, int]:
+        """A small fixed subset: eval-style images held in memory, trained on repeatedly."""
+        import numpy as np
+
+        s = self.settings
+        gpu = s.device == "gpu"
+        subset = self._pipeline(training=False)
+        subset.build()
+        images, labels = subset.run()
+        images = np.array(images.as_cpu().as_tensor() if gpu else images.as_tensor())
+        labels = np.array(labels.as_cpu().as_tensor() if gpu else labels.as_tensor()).reshape(-1)
+        del subset
+        fixed: list[float] = []
+        failure = _train(lambda: ((images, labels) for _ in range(max(s.steps, 30))), build_model(s.model, classes),
+                         fixed)
+        return fixed, failure, len(labels)
 
 
 def compare_with_tf_data(
     paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
-) -> dict[str, Any]:
+) -> TfDataFigures:
     """The same augmentation through tf.data (imagenet_build.tfdata): images/s and channel statistics."""
     import numpy as np
 

@@ -26,12 +26,12 @@ import os
 from collections.abc import Sequence
 from typing import Any, Union
 
+from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL
 from imagenet_build.format.naming import is_shard_index, no_shards_message, split_shards
 from imagenet_build.infra import storage
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
 
-_BOX_KEYS = ("xmin", "ymin", "xmax", "ymax")
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 
 
@@ -76,10 +76,27 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     if len(files) < num_workers:
         raise ValueError(f"{len(files)} files cannot be shared by {num_workers} workers: each worker needs at "
                          "least one (convert with more shards, or use fewer workers)")
+    parse_batch = _batch_parser(tf, augment, image_size, mean, std)
+    dataset = tf.data.Dataset.from_tensor_slices(files).shard(num_workers, worker_index)
+    if training:
+        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
+                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+    if training:
+        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
+    if repeat:
+        dataset = dataset.repeat()
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float], std: Sequence[float]) -> Any:
+    """serialized records of a batch -> (images normalised, labels 0-based): one parse for the whole batch,
+    then slim's augmentation (augment) or the evaluation crop per image."""
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
-        **{f"image/object/bbox/{k}": tf.io.VarLenFeature(tf.float32) for k in _BOX_KEYS},
+        **{key: tf.io.VarLenFeature(tf.float32) for key in BOX_COORDS},
     }
     mean = tf.constant(mean, tf.float32)
     std = tf.constant(std, tf.float32)
@@ -107,26 +124,16 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     def parse_batch(serialized: Any) -> tuple[Any, Any]:
         parsed = tf.io.parse_example(serialized, features)  # one parse for the whole batch
         if augment:
-            coords = [tf.sparse.to_dense(parsed[f"image/object/bbox/{k}"]) for k in _BOX_KEYS]
+            coords = [tf.sparse.to_dense(parsed[key]) for key in BOX_COORDS]
             images = tf.map_fn(lambda args: random_crop(*args), (parsed["image/encoded"], *coords),
                                fn_output_signature=spec, parallel_iterations=16)
         else:
             images = tf.map_fn(centre_crop, parsed["image/encoded"], fn_output_signature=spec,
                                parallel_iterations=16)
-        labels = tf.cast(parsed["image/class/label"], tf.int32) - 1  # records are 1-based
+        labels = tf.cast(parsed["image/class/label"], tf.int32) - FIRST_LABEL  # 0-based, as a loss takes it
         return (images - mean) / std, labels
 
-    dataset = tf.data.Dataset.from_tensor_slices(files).shard(num_workers, worker_index)
-    if training:
-        dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    dataset = dataset.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 8),
-                                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
-    if training:
-        dataset = dataset.shuffle(shuffle_buffer, seed=seed)
-    if repeat:
-        dataset = dataset.repeat()
-    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
-    return dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return parse_batch
 
 
 __all__ = [

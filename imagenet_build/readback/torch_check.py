@@ -1,6 +1,6 @@
 """trainer-check --framework torch: the shards through the PyTorch reader into real training steps.
 
-The same checks as the DALI path, from trainer_checks.py: one epoch read by
+The same checks as the DALI path, from checks.py: one epoch read by
 --num-shards simulated ranks (each with its DataLoader workers) must deliver
 every record once and no record to two ranks; labels and histogram; batches;
 normalisation; a finite loss; a small fixed subset that is learned. One code
@@ -16,19 +16,11 @@ import os
 import time
 from typing import Any, Callable, Generator, Iterator, Sequence
 
+from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import end_with_this_process, progress_bar
-from imagenet_build.readback.checks import (
-    DLE_MEAN,
-    DLE_STD,
-    Report,
-    check_batches,
-    check_epoch,
-    check_loss,
-    check_overfit,
-    result_of,
-)
+from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
 
 
 def resolve_device(device: str) -> str:
@@ -95,18 +87,18 @@ def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None,
         epoch += 1
 
 
-def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_size: int = 64) -> list[tuple]:
+def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_size: int = 64) -> list[Seen]:
     """[(rank, shard, offset, filename, label as stored)] for one epoch of every simulated rank."""
     from imagenet_build.readback.torch_dataset import RecordDataset
 
-    seen: list[tuple] = []
+    seen: list[Seen] = []
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         dataset = RecordDataset(folder, split, rank=rank, world_size=num_shards, decode=False, shuffle=True)
         for batch in _loader(dataset, batch_size, workers):
             for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
                                                   batch["label"].tolist()):
-                seen.append((rank, shard, offset, name, label + 1))  # the check wants the stored label
+                seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
             bar.update(len(batch["filename"]))
     bar.close()
     return seen
@@ -155,7 +147,7 @@ def _sync(device: str) -> None:
         require("torch", "trainer-check --framework torch").cuda.synchronize()
 
 
-def trainer_check(folder: str, split: str = "train", **options: Any) -> dict:
+def trainer_check(folder: str, split: str = "train", **options: Any) -> TrainerResult:
     """Run every check through the PyTorch reader; the report dict, shaped as the DALI path's.
 
     A DataLoader worker's error reaches here rebuilt by PyTorch with the worker's whole traceback in
@@ -174,89 +166,104 @@ def trainer_check(folder: str, split: str = "train", **options: Any) -> dict:
 def _trainer_check(folder: str, split: str = "train", device: str = "auto", steps: int | None = None,
                    batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
                    mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                   workers: int | None = None) -> dict:
+                   workers: int | None = None) -> TrainerResult:
     torch = require("torch", "trainer-check --framework torch")
-    from imagenet_build.readback.torch_dataset import BatchTransform, RecordDataset, Records, share
+    from imagenet_build.readback.torch_records import Records, share
 
     started = time.monotonic()
     records = Records(folder, split)  # a missing or unreadable index: one line, before anything starts
     device = resolve_device(device)
     gpu = device == "cuda"
-    steps = steps or (300 if gpu else 30)
-    batch_size = batch_size or (256 if gpu else 16)
-    model = model or ("resnet50" if gpu else "small")
+    settings = Settings(folder, split, device, model or ("resnet50" if gpu else "small"),
+                        batch_size or (256 if gpu else 16), steps or (300 if gpu else 30), num_shards)
     workers = min(8, os.cpu_count() or 1) if workers is None and gpu else (2 if workers is None else workers)
     share(len(records), num_shards - 1, num_shards)
-    classes = (records.manifest or {}).get("num_classes")
-    report = Report()
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
+    result = run_checks(_TorchReader(settings, mean, std, workers), settings, records.manifest, records.paths,
+                        started)
+    result["framework"], result["reader"] = "torch", "PyTorch reader (imagenet_build.torch)"
+    result["device_name"] = torch.cuda.get_device_name() if gpu else "cpu"
+    result["torch"], result["workers"] = torch.__version__, workers
+    return result
 
-    seen = read_epoch(folder, split, num_shards, workers)
-    if not seen:
-        raise BuildError(f"{folder}: the PyTorch reader read no {split} records at all")
-    classes = classes or max(label for *_, label in seen)
-    check_epoch(report, seen, records.manifest, split, records.paths, num_shards, classes, reader="the PyTorch reader")
 
-    # read + decode + augment alone: its speed, and batches to look at
-    dataset = RecordDataset(folder, split, decode=False, shuffle=True)
-    augment = BatchTransform(device, training=True, mean=mean, std=std, channels_last=gpu)
-    stream = _cycle(dataset, batch_size, workers)
-    augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
-    _sync(device)
-    kept, timed_images = [], 0
-    t0 = time.perf_counter()
-    for k in range(max(4, min(20, len(seen) // batch_size))):
-        images = augment(next(stream)["image"])
-        if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
-            kept.append(images)
-        timed_images += len(images)
-    _sync(device)
-    pipeline_rate = timed_images / (time.perf_counter() - t0)
-    stream.close()
-    batches = [images.permute(0, 2, 3, 1).float().cpu().numpy() for images in kept]  # NHWC, as the checks take
-    channel_mean, channel_std = check_batches(report, batches)
+class _TorchReader:
+    """trainer-check's steps through the PyTorch reader (a TrainerReader): one code path for both devices."""
 
-    # training from the reader, end to end
-    net = build_model(model, classes, device)
-    stream = _cycle(dataset, batch_size, workers)
+    name = "the PyTorch reader"
 
-    after_first_step: list[float] = []
+    def __init__(self, settings: Settings, mean: Sequence[float], std: Sequence[float], workers: int) -> None:
+        self.settings, self.mean, self.std, self.workers = settings, mean, std, workers
+        self.gpu = settings.device == "cuda"
 
-    def training_batches() -> Iterator[tuple]:
-        for step in range(steps):
-            if step == 1:
-                after_first_step.append(time.perf_counter())
-            batch = next(stream)
-            yield augment(batch["image"]), batch["label"]
+    def read_epoch(self) -> list[Seen]:
+        s = self.settings
+        return read_epoch(s.folder, s.split, s.num_shards, self.workers)
 
-    losses: list[float] = []
-    t0 = time.perf_counter()
-    failure = _train(net, training_batches, classes, device, losses)
-    _sync(device)
-    if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
-        train_rate = (len(losses) - 1) * batch_size / (time.perf_counter() - after_first_step[0])
-    else:
-        train_rate = len(losses) * batch_size / (time.perf_counter() - t0)
-    stream.close()  # its DataLoader workers end here
-    del net
-    check_loss(report, losses, failure)
+    def sample(self, count: int) -> tuple[list[Any], float]:
+        """read + decode + augment alone: its speed, and batches to look at."""
+        from imagenet_build.readback.torch_dataset import RecordDataset
+        from imagenet_build.readback.torch_transform import BatchTransform
 
-    # overfit a small fixed subset: eval-style images held on the device, trained on repeatedly (until
-    # the loss is down to a quarter, well past the halving the check asks for, or max(steps, 30) steps)
-    subset = RecordDataset(folder, split, decode=False, shuffle=False)
-    first = next(iter(_loader(subset, batch_size, 0)))
-    images = BatchTransform(device, training=False, mean=mean, std=std, channels_last=gpu)(first["image"])
-    labels = first["label"]
-    fixed: list[float] = []
-    failure = _train(build_model(model, classes, device), lambda: ((images, labels) for _ in range(max(steps, 30))),
-                     classes, device, fixed, until=lambda so_far: so_far[-1] < 0.25 * so_far[0])
-    check_overfit(report, fixed, failure, len(labels))
+        s = self.settings
+        self.dataset = RecordDataset(s.folder, s.split, decode=False, shuffle=True)
+        self.augment = BatchTransform(s.device, training=True, mean=self.mean, std=self.std, channels_last=self.gpu)
+        stream = _cycle(self.dataset, s.batch_size, self.workers)
+        self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
+        _sync(s.device)
+        kept, timed_images = [], 0
+        t0 = time.perf_counter()
+        for k in range(count):
+            images = self.augment(next(stream)["image"])
+            if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
+                kept.append(images)
+            timed_images += len(images)
+        _sync(s.device)
+        pipeline_rate = timed_images / (time.perf_counter() - t0)
+        stream.close()
+        return [images.permute(0, 2, 3, 1).float().cpu().numpy() for images in kept], pipeline_rate  # NHWC
 
-    result = result_of(report, split=split, device=device, model=model, batch_size=batch_size, steps=steps,
-                       ranks=num_shards, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
-                       losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std,
-                       started=started)
-    return dict(result, framework="torch", reader="PyTorch reader (imagenet_build.torch)",
-                device_name=torch.cuda.get_device_name() if gpu else "cpu", torch=torch.__version__,
-                workers=workers)
+    def train(self, classes: int) -> tuple[list[float], str, float]:
+        """Training from the reader, end to end."""
+        s = self.settings
+        net = build_model(s.model, classes, s.device)
+        stream = _cycle(self.dataset, s.batch_size, self.workers)
+        after_first_step: list[float] = []
+
+        def training_batches() -> Iterator[tuple]:
+            for step in range(s.steps):
+                if step == 1:
+                    after_first_step.append(time.perf_counter())
+                batch = next(stream)
+                yield self.augment(batch["image"]), batch["label"]
+
+        losses: list[float] = []
+        t0 = time.perf_counter()
+        failure = _train(net, training_batches, classes, s.device, losses)
+        _sync(s.device)
+        if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
+            train_rate = (len(losses) - 1) * s.batch_size / (time.perf_counter() - after_first_step[0])
+        else:
+            train_rate = len(losses) * s.batch_size / (time.perf_counter() - t0)
+        stream.close()  # its DataLoader workers end here
+        del net
+        return losses, failure, train_rate
+
+    def overfit(self, classes: int) -> tuple[list[float], str, int]:
+        """A small fixed subset: eval-style images held on the device, trained on repeatedly (until the loss is
+        down to a quarter, well past the halving the check asks for, or max(steps, 30) steps)."""
+        from imagenet_build.readback.torch_dataset import RecordDataset
+        from imagenet_build.readback.torch_transform import BatchTransform
+
+        s = self.settings
+        subset = RecordDataset(s.folder, s.split, decode=False, shuffle=False)
+        first = next(iter(_loader(subset, s.batch_size, 0)))
+        images = BatchTransform(s.device, training=False, mean=self.mean, std=self.std,
+                                channels_last=self.gpu)(first["image"])
+        labels = first["label"]
+        fixed: list[float] = []
+        failure = _train(build_model(s.model, classes, s.device),
+                         lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, s.device, fixed,
+                         until=lambda so_far: so_far[-1] < 0.25 * so_far[0])
+        return fixed, failure, len(labels)

@@ -15,161 +15,23 @@ each rank's range again per DataLoader worker, and the map-style one leaves the
 workers to the DataLoader. Every record is read exactly once an epoch across
 ranks x workers; ranges differ by at most one record.
 
-`BatchTransform` decodes a batch and augments it (slim's random crop area and
-aspect ranges, resize, mirror, normalise) on the device it is given: the CPU
-path and the GPU path (nvJPEG through torchvision) are the same code.
-
-torch and torchvision come with the `torch` extra; only this module and
-torch_trainer.py import them.
+The records of a split and reading one are torch_records.py's; decoding and augmenting a batch
+(`BatchTransform`), torch_transform.py's.
+torch and torchvision come with the `torch` extra; only readback/ imports them.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import random
-from array import array
 from typing import Any, Callable, Iterator, Sequence
 
-from imagenet_build.build.manifest import read_manifest
-from imagenet_build.encode.example import decode_example
-from imagenet_build.format.dali_index import index_entries
-from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, split_shards
-from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
-from imagenet_build.readback.checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
+from imagenet_build.readback.torch_records import RecordReader, Records, share
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
-
-AREA = (0.05, 1.0)  # slim's random crop: fraction of the image's area
-ASPECT = (0.75, 1.33)  # and width / height
-
-
-# ------------------------------------------------------------------ the records of a split
-
-
-class Records:
-    """Every record of a split as the DALI indexes list them: shard number, offset and size per record.
-
-    Held in arrays (24 bytes a record: ~30 MB for ImageNet's train split), so
-    DataLoader workers forked from the process share them without copying.
-    Each index must cover its shard exactly (dali_index.index_entries, the rule
-    verify holds indexes to), or the dataset is refused before anything is read.
-    A folder is a local path or an fsspec URL (s3://, gs://: the `s3`, `gcs` extras).
-    """
-
-    def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None) -> None:
-        folder = os.fspath(folder)  # str: a URL stays one (pathlib folds s3:// into s3:/)
-        if not storage.is_url(folder) and not os.path.isdir(folder):
-            raise BuildError(f"{folder}: not a folder")
-        try:
-            manifest = read_manifest(folder)
-        except ValueError as e:
-            raise BuildError(str(e)) from None
-        self.manifest = manifest
-        index_dir = index_dir_of(folder, manifest, index_dir)
-        self.paths = split_shards(folder, split)
-        if not self.paths:
-            raise BuildError(no_shards_message(folder, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
-        self.shard, self.offset, self.size = array("i"), array("q"), array("q")
-        self.starts = []  # first record number of each shard
-        for number, path in enumerate(self.paths):
-            self.starts.append(len(self.offset))
-            for offset, size in index_entries(path, index_path(path, index_dir)):
-                self.shard.append(number)
-                self.offset.append(offset)
-                self.size.append(size)
-
-    def __len__(self) -> int:
-        return len(self.offset)
-
-    def epoch_order(self, shuffle: bool, seed: int, epoch: int) -> Any:
-        """The epoch's record numbers (an int64 tensor): in order, or permuted by (seed, epoch)."""
-        if not shuffle:
-            return torch.arange(len(self), dtype=torch.int64)
-        generator = torch.Generator().manual_seed(seed + epoch)  # as DistributedSampler seeds
-        return torch.randperm(len(self), generator=generator)
-
-
-def share(total: int, part: int, parts: int, what: str = "rank") -> tuple[int, int]:
-    """[start, end) of part `part` of `parts` contiguous ranges of `total` records; an error if one is empty."""
-    if total < parts:
-        raise BuildError(f"{total} record(s) for {parts} {what}s: each {what} needs at least one; "
-                         "use fewer ranks or workers, or more records")
-    return total * part // parts, total * (part + 1) // parts
-
-
-# ------------------------------------------------------------------ one record
-
-
-class _Reader:
-    """Reads and parses records; file descriptors are opened per process (DataLoader workers fork)."""
-
-    def __init__(self, records: Records, decode: bool, boxes: bool, check_crc: bool,
-                 transform: Callable[[Any], Any] | None) -> None:
-        self.records = records
-        self.decode = decode
-        self.boxes = boxes
-        self.check_crc = check_crc
-        self.transform = transform
-        self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file
-        self._pid = -1
-
-    def __getstate__(self) -> dict:  # a spawned worker opens its own files
-        return {**self.__dict__, "_files": {}, "_pid": -1}
-
-    def pread(self, shard: int, size: int, offset: int) -> bytes:
-        """`size` bytes at `offset` of a shard: one pread of a file, one ranged read of an object."""
-        if self._pid != os.getpid():
-            self._files, self._pid = {}, os.getpid()
-        path = self.records.paths[shard]
-        if shard not in self._files:
-            self._files[shard] = (storage.open_read(path, random_access=True) if storage.is_url(path)
-                                  else os.open(path, os.O_RDONLY))
-        f = self._files[shard]
-        if isinstance(f, int):
-            return os.pread(f, size, offset)
-        f.seek(offset)
-        return f.read(size)
-
-    def read(self, number: int) -> dict:
-        """Record `number` by one pread at its index offset."""
-        r = self.records
-        shard, offset, size = r.shard[number], r.offset[number], r.size[number]
-        return self.parse(shard, offset, size, self.pread(shard, size, offset))
-
-    def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
-        """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
-        path = self.records.paths[shard]
-        if len(data) < size:
-            raise BuildError(f"{path}: byte {offset}: the index points past the end of the file; "
-                             "run imagenet-build verify")
-        try:
-            payload = unframe(data, self.check_crc)
-        except FramingError as e:
-            raise BuildError(f"{path}: byte {offset}: {e.message}; run imagenet-build verify") from None
-        try:
-            features = decode_example(payload)
-            encoded = features["image/encoded"][0]
-            label = features["image/class/label"][0] - 1  # records are 1-based
-            filename = features["image/filename"][0].decode()
-        except Exception as e:  # not slim's Example: a message, not a traceback
-            raise BuildError(f"{path}: byte {offset}: not slim's Example ({type(e).__name__}: {e}); "
-                             "run imagenet-build verify") from None
-        sample = {"image": encoded, "label": label, "filename": filename, "shard": path, "offset": offset}
-        if self.boxes:
-            columns = [features.get(f"image/object/bbox/{c}", []) for c in ("xmin", "ymin", "xmax", "ymax")]
-            sample["boxes"] = torch.tensor(list(zip(*columns)), dtype=torch.float32).reshape(-1, 4)
-        if self.decode:
-            sample["image"] = decode_images([encoded], "cpu", where=[f"{path}: byte {offset} ({filename})"])[0]
-        if self.transform is not None:
-            sample["image"] = self.transform(sample["image"])
-        return sample
-
-
-# ------------------------------------------------------------------ the datasets
 
 
 class _SharedEpoch:
@@ -206,7 +68,7 @@ class RecordDataset(_SharedEpoch, torch.utils.data.Dataset):  # type: ignore[nam
         self.records = Records(folder, split, index_dir)
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.shuffle = split == "train" if shuffle is None else shuffle
-        self._reader = _Reader(self.records, decode, boxes, check_crc, transform)
+        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform)
         self._range = share(len(self.records), self.rank, self.world_size)
         self._share_epoch()
         self._order_epoch = -1
@@ -251,7 +113,7 @@ class IterableRecordDataset(_SharedEpoch, torch.utils.data.IterableDataset):  # 
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.shuffle = split == "train" if shuffle is None else shuffle
         self.shuffle_buffer = shuffle_buffer
-        self._reader = _Reader(self.records, decode, boxes, check_crc, transform)
+        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform)
         self._share_epoch()
 
     def _stream(self, epoch: int) -> list[int]:
@@ -330,85 +192,3 @@ def collate(samples: Sequence[dict]) -> dict:
             out[key] = values
     return out
 
-
-# ------------------------------------------------------------------ decoding and augmentation
-
-
-def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Sequence[str] | None = None) -> list:
-    """JPEGs (bytes or uint8 tensors) to RGB CHW uint8 tensors on `device`, batched (nvJPEG on "cuda").
-
-    Grayscale JPEGs come out with three channels (the stored CMYK and PNG images
-    were re-encoded as RGB JPEG when the shards were written).
-    """
-    io = require("torchvision.io", "decoding images in imagenet_build.torch")
-    data = [e if isinstance(e, torch.Tensor) else torch.frombuffer(bytearray(e), dtype=torch.uint8) for e in encoded]
-    try:
-        return io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
-    except RuntimeError as e:
-        if len(data) > 1:  # find which one, for the message
-            for k, one in enumerate(data):
-                decode_images([one], device, where=[where[k]] if where else [f"image {k} of the batch"])
-        what = where[0] if where else "an image"
-        raise BuildError(f"{what}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
-
-
-class BatchTransform:
-    """Decode a batch of stored JPEGs and augment it on `device`: float32 NCHW, normalised.
-
-    Training: slim's random crop (area 0.05-1 of the image, aspect 0.75-1.33,
-    area drawn uniformly and aspect log-uniformly as DALI does, 100 attempts,
-    else the whole image), resize to size x size (bilinear, antialiased), random
-    mirror. Evaluation: resize the shorter side to `resize`, centre size x size.
-    Then (x - mean) / std per channel, in 0-255 units. Random draws come from a
-    CPU generator seeded with `seed`, so a run is repeatable on either device.
-    """
-
-    def __init__(self, device: str = "cpu", training: bool = True, size: int = 224, resize: int = 256,
-                 mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                 area: tuple[float, float] = AREA, aspect: tuple[float, float] = ASPECT, attempts: int = 100,
-                 seed: int = 0, channels_last: bool = False) -> None:
-        self.device = torch.device(device)
-        self.training, self.size, self.resize = training, size, resize
-        self.area, self.aspect, self.attempts = area, aspect, attempts
-        self.channels_last = channels_last
-        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
-        self.std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
-        self.generator = torch.Generator().manual_seed(seed)
-
-    def __call__(self, encoded: Sequence[bytes | Any]) -> Any:
-        images = [self.crop_resize(image) for image in decode_images(encoded, str(self.device))]
-        if self.training:
-            flips = (torch.rand(len(images), generator=self.generator) < 0.5).tolist()
-            images = [image.flip(-1) if flip else image for image, flip in zip(images, flips)]
-        out = torch.stack(images).float().sub_(self.mean).div_(self.std)
-        return out.contiguous(memory_format=torch.channels_last) if self.channels_last else out
-
-    def crop_box(self, height: int, width: int) -> tuple[int, int, int, int]:
-        """(top, left, height, width) of the training crop of an image of this size."""
-        g, area = self.generator, height * width
-        log_lo, log_hi = math.log(self.aspect[0]), math.log(self.aspect[1])
-        for _ in range(self.attempts):
-            u = torch.rand(4, generator=g, dtype=torch.float64).tolist()
-            target = area * (self.area[0] + (self.area[1] - self.area[0]) * u[0])
-            ratio = math.exp(log_lo + (log_hi - log_lo) * u[1])
-            w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
-            if 0 < w <= width and 0 < h <= height:
-                return int(u[2] * (height - h + 1)), int(u[3] * (width - w + 1)), h, w
-        return 0, 0, height, width
-
-    def crop_resize(self, image: Any) -> Any:
-        """One CHW uint8 image to 3 x size x size uint8 (torchvision's resize: its uint8 fast path on the CPU)."""
-        functional = require("torchvision.transforms.v2.functional", "augmenting images in imagenet_build.torch")
-        height, width = image.shape[-2:]
-        if self.training:
-            top, left, h, w = self.crop_box(height, width)
-            return functional.resized_crop(image, top, left, h, w, [self.size, self.size], antialias=True)
-        scale = self.resize / min(height, width)
-        h, w = max(self.size, round(height * scale)), max(self.size, round(width * scale))
-        return functional.center_crop(functional.resize(image, [h, w], antialias=True), [self.size, self.size])
-
-
-__all__ = [
-    "AREA", "ASPECT", "BatchTransform", "IterableRecordDataset", "RecordDataset", "Records", "collate",
-    "decode_images", "share",
-]

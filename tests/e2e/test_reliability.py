@@ -31,7 +31,7 @@ from conftest import (
     tree_digest,
     wait_until_gone,
 )
-from imagenet_build.encode.images import parse_jpeg_header
+from imagenet_build.encode.jpeg_header import parse_jpeg_header
 from imagenet_build.infra import atomic
 from imagenet_build.infra.lock import LOCK_NAME, FolderLock
 

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_cli
 from helpers import records_of, write_shard
-from imagenet_build.encode import images
+from imagenet_build.encode import images, jpeg_header
 from imagenet_build.encode.example import decode_example, encode_example
 from imagenet_build.encode.images import REFUSE, STORE
 from jpeg_cases import CASES, decode_all, segments
@@ -30,7 +30,7 @@ def read_at(result, data, decoder):
     """(read, (height, width)) of a decoder's result, the size as the header has it (DALI turns an image
     by its EXIF orientation: turned back here; verify warns about those)."""
     ok, height, width, _ = result
-    turned = decoder == "dali-cpu" and images.exif_orientation(data) >= 5
+    turned = decoder == "dali-cpu" and jpeg_header.exif_orientation(data) >= 5
     return ok, (width, height) if turned else (height, width)
 
 

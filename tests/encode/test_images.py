@@ -5,7 +5,7 @@ import io
 import pytest
 from PIL import Image
 
-from imagenet_build.encode import images
+from imagenet_build.encode import images, jpeg_header
 from imagenet_build.encode.images import REFUSE, STORE
 from imagenet_build.infra.errors import InputError
 from jpeg_cases import CASES, flat, segments
@@ -50,7 +50,7 @@ def test_cmyk_jpeg_is_reencoded_as_rgb_quality_100():
     assert stored.reencoded == "CMYK JPEG"
     with Image.open(io.BytesIO(stored.data)) as image:
         assert image.format == "JPEG" and image.mode == "RGB" and image.size == (40, 30)
-    header, _ = images.parse_jpeg_header(stored.data)
+    header, _ = jpeg_header.parse_jpeg_header(stored.data)
     assert header.components == 3
     assert images.name_disagreement("n01739381_1309.JPEG", stored) == ""
     assert "not in slim's list" in images.name_disagreement("other.JPEG", stored)
@@ -107,7 +107,7 @@ def test_a_header_cut_anywhere_or_ending_in_fill_bytes_is_an_input_error():
     """Every prefix of a JPEG's header, alone or followed by 0xFF fill bytes (which may precede any
     marker), is refused as a broken or truncated JPEG: never an IndexError from walking past the end."""
     data = jpeg(size=(40, 30))
-    _, scan = images.parse_jpeg_header(data)
+    _, scan = jpeg_header.parse_jpeg_header(data)
     for cut in range(2, scan):
         for tail in (b"", b"\xff", b"\xff" * 4, b"\xff\xc0"):
             with pytest.raises(InputError, match="broken JPEG|truncated"):
@@ -133,7 +133,7 @@ def test_each_odd_jpeg_is_stored_reencoded_or_refused_as_the_decoders_read_it(ca
         assert info.value.path == "odd/file.jpg" and images.decide(data).action != STORE  # Pillow has the last word
         return
     stored = images.prepare(data, "odd/file.jpg")
-    header, _ = images.parse_jpeg_header(data)
+    header, _ = jpeg_header.parse_jpeg_header(data)
     assert (stored.width, stored.height) == (header.width, header.height)
     if expected == STORE:
         assert stored.data is data and stored.reencoded == ""
@@ -154,10 +154,10 @@ def test_a_reencoded_header_defect_keeps_the_pixels_libjpeg_decodes():
 def test_the_offending_byte_is_named():
     base = CASES["baseline"][0]
     dqt = [pos for marker, pos in segments(base) if marker == 0xDB][0]
-    assert images.decide(CASES["junk before DQT"][0])[:3] == (images.REENCODE, images.EXTRANEOUS, dqt)
+    assert images.decide(CASES["junk before DQT"][0])[:3] == (images.REENCODE, jpeg_header.EXTRANEOUS, dqt)
     sof = [pos for marker, pos in segments(base) if marker == 0xC0][0]
     assert images.decide(CASES["RST marker among the header segments"][0])[:3] == (
-        images.REENCODE, images.NO_LENGTH, sof)
+        images.REENCODE, jpeg_header.NO_LENGTH, sof)
     assert images.decide(CASES["CMYK"][0]).reason == "CMYK JPEG"
 
 
@@ -167,7 +167,7 @@ def test_hand_built_jpegs_are_what_they_claim():
     for sof in (0xC9, 0xC3):
         with Image.open(io.BytesIO(flat(3, sof))) as image:
             assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
-    header, _ = images.parse_jpeg_header(flat(2))
+    header, _ = jpeg_header.parse_jpeg_header(flat(2))
     assert (header.sof, header.components) == (0xC0, 2)
 
 
@@ -179,4 +179,4 @@ def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_read
     options = resize.ResizeOptions(resize.parse_targets("shorter:24"))
     odd, = resize.prepare_resized(CASES["junk before APP0"][0], "x.jpg", options)
     clean, = resize.prepare_resized(CASES["baseline"][0], "x.jpg", options)
-    assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == images.EXTRANEOUS
+    assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == jpeg_header.EXTRANEOUS

@@ -18,7 +18,7 @@ from conftest import children_of, run_cli, run_process, sample_args, tree_digest
 from helpers import expect_error, read_with_tensorflow
 from imagenet_build.encode import resize
 from imagenet_build.encode.example import decode_example
-from imagenet_build.encode.images import exif_orientation, jpeg_facts
+from imagenet_build.encode.jpeg_header import exif_orientation, jpeg_facts
 from imagenet_build.encode.resize import Target
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.infra.errors import InputError, UsageError

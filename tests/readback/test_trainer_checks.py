@@ -1,8 +1,8 @@
 """The checks of trainer-check on synthetic epochs and arrays: fast, and each able to fail.
 
 The readers (DALI, PyTorch) are exercised end to end in test_trainer.py and
-test_torch.py; here every rule of trainer_checks.py is held to a case that passes
-and a case that must fail, without a pipeline.
+test_torch.py; here every rule of checks.py, and the one order run_checks takes every reader
+through, is held to a case that passes and a case that must fail, without a pipeline.
 """
 
 import math
@@ -153,3 +153,57 @@ def test_slow_training_rates_are_reported_not_rounded_to_zero():
                        channel_mean=[0, 0, 0], channel_std=[1, 1, 1], started=0.0)
     assert (result["images_per_second"], result["training_images_per_second"]) == (412.3, 0.0412)
     assert "read+decode+augment: 412 images/s; training: 0.0412 images/s" in "\n".join(format_report(result))
+
+
+class FakeReader:
+    """A reader's steps as trainer-check takes them, without a pipeline: the epoch of `shards`, normalised
+    batches, a loss that falls; `fails` makes training stop with that reason."""
+
+    name = "the fake reader"
+
+    def __init__(self, seen, fails=""):
+        self.seen, self.fails, self.asked = seen, fails, []
+
+    def read_epoch(self):
+        self.asked.append("epoch")
+        return self.seen
+
+    def sample(self, count):
+        import numpy as np
+
+        self.asked.append(("sample", count))
+        rng = np.random.default_rng(0)
+        return [rng.standard_normal((4, 8, 8, 3)) for _ in range(count)], 100.0
+
+    def train(self, classes):
+        self.asked.append(("train", classes))
+        return [2.0, 1.5], self.fails, 10.0
+
+    def overfit(self, classes):
+        self.asked.append(("overfit", classes))
+        return [2.0, 0.5], "", 4
+
+
+def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
+    """run_checks is the one sequence both trainer-check paths use: a reader supplies its steps, the checks,
+    their order and the report are the same for all (a reader that stops training fails `loss`)."""
+    from imagenet_build.readback.checks import Settings, run_checks
+
+    settings = Settings("out", "train", "cpu", "small", batch_size=1, steps=2, num_shards=1)
+    reader = FakeReader(epoch(shards))
+    result = run_checks(reader, settings, MANIFEST, shards, started=0.0)
+    assert [c["name"] for c in result["checks"]] == ["epoch", "ranks", "labels", "batches", "normalisation",
+                                                      "loss", "overfit"]
+    assert result["ok"], result["checks"]
+    assert reader.asked == ["epoch", ("sample", 5), ("train", 2), ("overfit", 2)]  # classes: the labels seen
+    assert (result["records"], result["loss"], result["overfit_loss"]) == (5, {"first": 2.0, "last": 1.5},
+                                                                           {"first": 2.0, "last": 0.5})
+    stopped = run_checks(FakeReader(epoch(shards), fails="training stopped at step 2"), settings, MANIFEST, shards,
+                         started=0.0)
+    assert not stopped["ok"] and results_of(stopped)["loss"]["detail"] == "training stopped at step 2"
+    with pytest.raises(BuildError, match="^out: the fake reader read no train records at all$"):
+        run_checks(FakeReader([]), settings, MANIFEST, shards, started=0.0)
+
+
+def results_of(result):
+    return {c["name"]: c for c in result["checks"]}

@@ -63,7 +63,7 @@ def test_records_equal_the_original_build_where_the_image_is_the_same(ilsvrc, bl
 
 
 def test_expect_imagenet_knows_the_release_totals():
-    from imagenet_build.verify.run import expected_totals
+    from imagenet_build.verify.label_checks import expected_totals
 
     manifest = {"inputs": {"source": {"layout": "face-blurred ILSVRC2012 (image-net.org)"}}, "options": {}}
     assert expected_totals(manifest)[0] == {"train": 1281066, "validation": 49997}

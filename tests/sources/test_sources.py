@@ -114,7 +114,7 @@ def test_the_shipped_subsets_are_simclrs_lists():
 
 
 def test_expect_imagenet_knows_the_subset_counts():
-    from imagenet_build.verify.run import expected_totals
+    from imagenet_build.verify.label_checks import expected_totals
 
     assert expected_totals(None) == ({"train": 1281167, "validation": 50000}, "ILSVRC2012")
     manifest = {"options": {"subset": "imagenet-10pct"}, "inputs": {}}

@@ -1,0 +1,208 @@
+"""Read a JPEG's header from its bytes: the markers walked as libjpeg walks them, and what DALI's parser
+would stop on; the size of its image data; its EXIF orientation.
+
+Hand-written: Pillow's open() parses the same markers but costs several times more per image, and we
+also want the truncation check. What the walk's findings mean for a build (store, re-encode, refuse)
+is images.py's rule.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+SOF_MARKERS = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+_NO_LENGTH = set(range(0xD0, 0xD8)) | {0x01}  # RST0..7 and TEM: libjpeg takes them anywhere, alone
+# The markers libjpeg reads in a header (any other stops it: "Unsupported marker type"): frames, tables,
+# restart interval, APPn, COM, DNL, and the image data's SOS. Those it skips have their length first.
+_KNOWN = SOF_MARKERS | {0xC4, 0xC8, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE} | set(range(0xE0, 0xF0))
+_SKIPPED = set(range(0xE0, 0xF0)) | {0xFE, 0xDC}  # APPn, COM, DNL: a length below 2 only skips nothing
+
+# What in a header libjpeg steps over but DALI's parser cannot (images.py says what each does to DALI).
+EXTRANEOUS = "extraneous bytes before a header marker"
+NO_LENGTH = "a marker without a length among the header segments"
+SHORT_SEGMENT = "a header segment with a length below 2"
+
+
+def is_jpeg(data: bytes) -> bool:
+    """Whether bytes are a JPEG's: they start with the start-of-image marker, FF D8."""
+    return data[:2] == b"\xff\xd8"
+
+
+class JpegHeader(NamedTuple):
+    sof: int
+    precision: int
+    height: int
+    width: int
+    components: int
+    adobe_transform: object  # None when there is no Adobe APP14 segment
+
+
+class Walk(NamedTuple):
+    """What walking a JPEG's header found."""
+
+    header: JpegHeader
+    sof_at: int  # offset of the frame header's marker
+    scan: int  # offset of the image data
+    odd: str  # the first thing in the header DALI's parser cannot take (EXTRANEOUS, ...), or ""
+    odd_at: int
+
+
+def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
+    """(marker, its position, whether bytes were skipped to reach it), found as libjpeg finds it: past
+    bytes other than 0xFF, 0xFF fill bytes and FF 00 pairs; ValueError where there is none."""
+    size = len(data)
+    skipped = False
+    while True:
+        if pos < size and data[pos] != 0xFF:
+            skipped = True
+            pos = data.find(b"\xff", pos)
+            if pos < 0:
+                raise ValueError("truncated in the header")
+        while pos + 1 < size and data[pos + 1] == 0xFF:  # fill bytes
+            pos += 1
+        if pos + 1 >= size:  # no marker after the fill bytes
+            raise ValueError("truncated in the header")
+        if data[pos + 1] != 0:
+            return data[pos + 1], pos, skipped
+        skipped = True  # FF 00: a stuffed zero outside any image data
+        pos += 2
+
+
+def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
+    if length < 8:
+        raise ValueError("bad frame header")
+    return JpegHeader(
+        sof=marker,
+        precision=data[pos + 4],
+        height=(data[pos + 5] << 8) | data[pos + 6],
+        width=(data[pos + 7] << 8) | data[pos + 8],
+        components=data[pos + 9],
+        adobe_transform=None,
+    )
+
+
+def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
+    """Walk the markers up to the first SOS as libjpeg does, noting what DALI's parser would stop on;
+    `pieces` gets (start, end) of each segment libjpeg reads.
+
+    Raises ValueError with a short reason where libjpeg stops too (no decoder reads the image).
+    """
+    size = len(data)
+    pos = 2
+    sof, sof_at, adobe = None, -1, None
+    odd, odd_at = "", -1
+    while True:
+        if pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _KNOWN:  # a plain segment: most of them
+            marker, at = data[pos + 1], pos
+            length = (data[pos + 2] << 8) | data[pos + 3]
+            end, why = pos + 2 + length, ""
+            if length < 2 or end > size:
+                end, why = _segment_end(data, marker, at)
+        else:
+            marker, at, skipped = _next_marker(data, pos)
+            end, why = _segment_end(data, marker, at)
+            if skipped and not odd:
+                odd, odd_at = EXTRANEOUS, pos
+        if why:  # a marker DALI's parser cannot step over: libjpeg goes on right after it
+            odd, odd_at = (odd, odd_at) if odd else (why, at)
+            pos = end
+            continue
+        if pieces is not None:
+            pieces.append((at, end))
+        if marker in SOF_MARKERS:
+            if sof is not None:
+                raise ValueError(f"a second frame header at byte {at}")
+            sof, sof_at = _frame_header(data, at, marker, end - at - 2), at
+        elif marker == 0xEE and end - at >= 16 and data[at + 4 : at + 9] == b"Adobe":
+            adobe = data[at + 15]
+        elif marker == 0xDA:
+            if sof is None:
+                raise ValueError("image data before any frame header")
+            return Walk(sof._replace(adobe_transform=adobe), sof_at, end, odd, odd_at)
+        pos = end
+
+
+def _segment_end(data: bytes, marker: int, at: int) -> tuple[int, str]:
+    """(where the segment of `marker` at `at` ends, "" or why DALI's parser cannot step over it there).
+
+    Raises ValueError where libjpeg stops: a second SOI, an EOI, a marker it does not know, a segment
+    past the end of the file."""
+    if marker in _NO_LENGTH:
+        return at + 2, NO_LENGTH
+    if marker == 0xD8:
+        raise ValueError(f"a second start-of-image marker at byte {at}")
+    if marker == 0xD9:
+        raise ValueError("ends before any image data")
+    if marker not in _KNOWN:
+        raise ValueError(f"marker 0x{marker:02X} at byte {at}, which libjpeg does not read")
+    if at + 4 > len(data):
+        raise ValueError("truncated in the header")
+    length = (data[at + 2] << 8) | data[at + 3]
+    if length < 2:
+        if marker in _SKIPPED:  # libjpeg reads the length and skips nothing
+            return at + 4, SHORT_SEGMENT
+        raise ValueError(f"segment length {length} at byte {at}")
+    if at + 2 + length > len(data):
+        raise ValueError("truncated in the header")
+    return at + 2 + length, ""
+
+
+def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
+    """(JpegHeader, offset of the image data); ValueError with a short reason where libjpeg stops."""
+    found = walk(data)
+    return found.header, found.scan
+
+
+def jpeg_facts(data: bytes) -> tuple[JpegHeader, int]:
+    """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
+    header, scan = parse_jpeg_header(data)
+    return header, scan_bytes(data, scan)
+
+
+def scan_bytes(data: bytes, scan: int) -> int:
+    """Bytes of image data from `scan` up to the end-of-image marker, -1 without one."""
+    # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the
+    # end is the end-of-image marker; searching backwards finds it at once.
+    end = data.rfind(b"\xff\xd9", scan)
+    return end - scan if end >= 0 else -1
+
+
+def exif_orientation(data: bytes) -> int:
+    """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read.
+
+    DALI's decoder applies it and TensorFlow's ignores it, so the two disagree about the
+    shape of an image whose orientation is 5..8 (and about the pixels for 2..8).
+    """
+    pos, size = 2, len(data)
+    while pos + 4 <= size and data[pos] == 0xFF:
+        marker = data[pos + 1]
+        if marker in _NO_LENGTH or marker == 0xD8:
+            pos += 2
+            continue
+        if marker == 0xDA or marker == 0xD9:
+            return 1
+        end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+        if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
+            return _tiff_orientation(data[pos + 10 : end])
+        pos = end
+    return 1
+
+
+def _tiff_orientation(tiff: bytes) -> int:
+    """Tag 0x0112 of the first IFD of an EXIF TIFF block, 1 when absent or malformed."""
+    orders: dict[bytes, Literal["little", "big"]] = {b"II": "little", b"MM": "big"}
+    order = orders.get(tiff[:2])
+    if order is None or len(tiff) < 8:
+        return 1
+
+    def number(at: int, width: int) -> int:
+        return int.from_bytes(tiff[at : at + width], order) if at + width <= len(tiff) else -1
+
+    ifd = number(4, 4)
+    count = number(ifd, 2)
+    for k in range(max(count, 0)):
+        entry = ifd + 2 + 12 * k
+        if number(entry, 2) == 0x0112:
+            value = number(entry + 8, 2)
+            return value if 1 <= value <= 8 else 1
+    return 1

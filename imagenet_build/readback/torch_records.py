@@ -1,0 +1,141 @@
+"""The records of a split as the PyTorch reader finds them, and reading one.
+
+`Records` lists every record of a split by the DALI indexes (each index held to format/dali_index.py's
+rule first); `RecordReader` reads one record by a pread at its offset (or a run of them sequentially),
+checks its framing and parses slim's Example into a sample dict; `share` cuts an epoch into the
+contiguous ranges of ranks and workers. torch comes with the `torch` extra.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from typing import Any, Callable
+
+from imagenet_build.build.manifest import read_manifest
+from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, decode_example
+from imagenet_build.format.dali_index import index_entries
+from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, split_shards
+from imagenet_build.format.tfrecord import FramingError, unframe
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.optional import require
+from imagenet_build.readback.torch_transform import decode_images
+
+torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
+
+
+class Records:
+    """Every record of a split as the DALI indexes list them: shard number, offset and size per record.
+
+    Held in arrays (24 bytes a record: ~30 MB for ImageNet's train split), so
+    DataLoader workers forked from the process share them without copying.
+    Each index must cover its shard exactly (dali_index.index_entries, the rule
+    verify holds indexes to), or the dataset is refused before anything is read.
+    A folder is a local path or an fsspec URL (s3://, gs://: the `s3`, `gcs` extras).
+    """
+
+    def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None) -> None:
+        folder = os.fspath(folder)  # str: a URL stays one (pathlib folds s3:// into s3:/)
+        if not storage.is_url(folder) and not os.path.isdir(folder):
+            raise BuildError(f"{folder}: not a folder")
+        try:
+            manifest = read_manifest(folder)
+        except ValueError as e:
+            raise BuildError(str(e)) from None
+        self.manifest = manifest
+        index_dir = index_dir_of(folder, manifest, index_dir)
+        self.paths = split_shards(folder, split)
+        if not self.paths:
+            raise BuildError(no_shards_message(folder, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
+        self.shard, self.offset, self.size = array("i"), array("q"), array("q")
+        self.starts = []  # first record number of each shard
+        for number, path in enumerate(self.paths):
+            self.starts.append(len(self.offset))
+            for offset, size in index_entries(path, index_path(path, index_dir)):
+                self.shard.append(number)
+                self.offset.append(offset)
+                self.size.append(size)
+
+    def __len__(self) -> int:
+        return len(self.offset)
+
+    def epoch_order(self, shuffle: bool, seed: int, epoch: int) -> Any:
+        """The epoch's record numbers (an int64 tensor): in order, or permuted by (seed, epoch)."""
+        if not shuffle:
+            return torch.arange(len(self), dtype=torch.int64)
+        generator = torch.Generator().manual_seed(seed + epoch)  # as DistributedSampler seeds
+        return torch.randperm(len(self), generator=generator)
+
+
+def share(total: int, part: int, parts: int, what: str = "rank") -> tuple[int, int]:
+    """[start, end) of part `part` of `parts` contiguous ranges of `total` records; an error if one is empty."""
+    if total < parts:
+        raise BuildError(f"{total} record(s) for {parts} {what}s: each {what} needs at least one; "
+                         "use fewer ranks or workers, or more records")
+    return total * part // parts, total * (part + 1) // parts
+
+
+class RecordReader:
+    """Reads and parses records; file descriptors are opened per process (DataLoader workers fork)."""
+
+    def __init__(self, records: Records, decode: bool, boxes: bool, check_crc: bool,
+                 transform: Callable[[Any], Any] | None) -> None:
+        self.records = records
+        self.decode = decode
+        self.boxes = boxes
+        self.check_crc = check_crc
+        self.transform = transform
+        self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file
+        self._pid = -1
+
+    def __getstate__(self) -> dict:  # a spawned worker opens its own files
+        return {**self.__dict__, "_files": {}, "_pid": -1}
+
+    def pread(self, shard: int, size: int, offset: int) -> bytes:
+        """`size` bytes at `offset` of a shard: one pread of a file, one ranged read of an object."""
+        if self._pid != os.getpid():
+            self._files, self._pid = {}, os.getpid()
+        path = self.records.paths[shard]
+        if shard not in self._files:
+            self._files[shard] = (storage.open_read(path, random_access=True) if storage.is_url(path)
+                                  else os.open(path, os.O_RDONLY))
+        f = self._files[shard]
+        if isinstance(f, int):
+            return os.pread(f, size, offset)
+        f.seek(offset)
+        return f.read(size)
+
+    def read(self, number: int) -> dict:
+        """Record `number` by one pread at its index offset."""
+        r = self.records
+        shard, offset, size = r.shard[number], r.offset[number], r.size[number]
+        return self.parse(shard, offset, size, self.pread(shard, size, offset))
+
+    def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
+        """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
+        path = self.records.paths[shard]
+        if len(data) < size:
+            raise BuildError(f"{path}: byte {offset}: the index points past the end of the file; "
+                             "run imagenet-build verify")
+        try:
+            payload = unframe(data, self.check_crc)
+        except FramingError as e:
+            raise BuildError(f"{path}: byte {offset}: {e.message}; run imagenet-build verify") from None
+        try:
+            features = decode_example(payload)
+            encoded = features["image/encoded"][0]
+            label = features["image/class/label"][0] - FIRST_LABEL  # 0-based, as a loss takes it
+            filename = features["image/filename"][0].decode()
+        except Exception as e:  # not slim's Example: a message, not a traceback
+            raise BuildError(f"{path}: byte {offset}: not slim's Example ({type(e).__name__}: {e}); "
+                             "run imagenet-build verify") from None
+        sample = {"image": encoded, "label": label, "filename": filename, "shard": path, "offset": offset}
+        if self.boxes:
+            columns = [features.get(key, []) for key in BOX_COORDS]
+            sample["boxes"] = torch.tensor(list(zip(*columns)), dtype=torch.float32).reshape(-1, 4)
+        if self.decode:
+            sample["image"] = decode_images([encoded], "cpu", where=[f"{path}: byte {offset} ({filename})"])[0]
+        if self.transform is not None:
+            sample["image"] = self.transform(sample["image"])
+        return sample

@@ -1,0 +1,93 @@
+"""Decoding and augmenting batches for the PyTorch reader, on the CPU or the GPU with the same code.
+
+`decode_images` turns stored JPEGs into RGB CHW uint8 tensors (nvJPEG on "cuda"); `BatchTransform`
+decodes a batch and augments it: slim's random crop area and aspect ranges, resize, mirror, normalise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.optional import require
+from imagenet_build.readback.checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
+
+torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
+
+AREA = (0.05, 1.0)  # slim's random crop: fraction of the image's area
+ASPECT = (0.75, 1.33)  # and width / height
+
+
+def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Sequence[str] | None = None) -> list:
+    """JPEGs (bytes or uint8 tensors) to RGB CHW uint8 tensors on `device`, batched (nvJPEG on "cuda").
+
+    Grayscale JPEGs come out with three channels (the stored CMYK and PNG images
+    were re-encoded as RGB JPEG when the shards were written).
+    """
+    io = require("torchvision.io", "decoding images in imagenet_build.torch")
+    data = [e if isinstance(e, torch.Tensor) else torch.frombuffer(bytearray(e), dtype=torch.uint8) for e in encoded]
+    try:
+        return io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
+    except RuntimeError as e:
+        if len(data) > 1:  # find which one, for the message
+            for k, one in enumerate(data):
+                decode_images([one], device, where=[where[k]] if where else [f"image {k} of the batch"])
+        what = where[0] if where else "an image"
+        raise BuildError(f"{what}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
+
+
+class BatchTransform:
+    """Decode a batch of stored JPEGs and augment it on `device`: float32 NCHW, normalised.
+
+    Training: slim's random crop (area 0.05-1 of the image, aspect 0.75-1.33,
+    area drawn uniformly and aspect log-uniformly as DALI does, 100 attempts,
+    else the whole image), resize to size x size (bilinear, antialiased), random
+    mirror. Evaluation: resize the shorter side to `resize`, centre size x size.
+    Then (x - mean) / std per channel, in 0-255 units. Random draws come from a
+    CPU generator seeded with `seed`, so a run is repeatable on either device.
+    """
+
+    def __init__(self, device: str = "cpu", training: bool = True, size: int = 224, resize: int = 256,
+                 mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
+                 area: tuple[float, float] = AREA, aspect: tuple[float, float] = ASPECT, attempts: int = 100,
+                 seed: int = 0, channels_last: bool = False) -> None:
+        self.device = torch.device(device)
+        self.training, self.size, self.resize = training, size, resize
+        self.area, self.aspect, self.attempts = area, aspect, attempts
+        self.channels_last = channels_last
+        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, encoded: Sequence[bytes | Any]) -> Any:
+        images = [self.crop_resize(image) for image in decode_images(encoded, str(self.device))]
+        if self.training:
+            flips = (torch.rand(len(images), generator=self.generator) < 0.5).tolist()
+            images = [image.flip(-1) if flip else image for image, flip in zip(images, flips)]
+        out = torch.stack(images).float().sub_(self.mean).div_(self.std)
+        return out.contiguous(memory_format=torch.channels_last) if self.channels_last else out
+
+    def crop_box(self, height: int, width: int) -> tuple[int, int, int, int]:
+        """(top, left, height, width) of the training crop of an image of this size."""
+        g, area = self.generator, height * width
+        log_lo, log_hi = math.log(self.aspect[0]), math.log(self.aspect[1])
+        for _ in range(self.attempts):
+            u = torch.rand(4, generator=g, dtype=torch.float64).tolist()
+            target = area * (self.area[0] + (self.area[1] - self.area[0]) * u[0])
+            ratio = math.exp(log_lo + (log_hi - log_lo) * u[1])
+            w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+            if 0 < w <= width and 0 < h <= height:
+                return int(u[2] * (height - h + 1)), int(u[3] * (width - w + 1)), h, w
+        return 0, 0, height, width
+
+    def crop_resize(self, image: Any) -> Any:
+        """One CHW uint8 image to 3 x size x size uint8 (torchvision's resize: its uint8 fast path on the CPU)."""
+        functional = require("torchvision.transforms.v2.functional", "augmenting images in imagenet_build.torch")
+        height, width = image.shape[-2:]
+        if self.training:
+            top, left, h, w = self.crop_box(height, width)
+            return functional.resized_crop(image, top, left, h, w, [self.size, self.size], antialias=True)
+        scale = self.resize / min(height, width)
+        h, w = max(self.size, round(height * scale)), max(self.size, round(width * scale))
+        return functional.center_crop(functional.resize(image, [h, w], antialias=True), [self.size, self.size])

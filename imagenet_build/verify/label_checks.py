@@ -1,0 +1,115 @@
+"""The checks of the labels: each record's (1-based), then across the folder (one synset per label and one
+label per synset, counts against the manifest), and with --expect-imagenet ImageNet's totals."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Iterable, Iterator
+
+from imagenet_build.build.manifest import Manifest, label_counts
+from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
+from imagenet_build.encode.example import FIRST_LABEL
+from imagenet_build.verify.check import Mode
+from imagenet_build.verify.folder import Folder, FolderCheck
+from imagenet_build.verify.problems import Finding, Place
+from imagenet_build.verify.record import Record, RecordCheck
+
+
+class Labels(RecordCheck, FolderCheck):
+    name, rank = "labels", 80
+    covers = "labels in 1..K, one synset per label, counts against the manifest"
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        if not record.readable:
+            return ()
+        label = record.one["image/class/label"]
+        return (f"label {label}: labels are 1-based (0 is background)",) if label < FIRST_LABEL else ()
+
+    def run_folder(self, folder: Folder) -> Iterator[Finding]:
+        """Each problem names a record that shows it: the first with the label, or where a label and synset
+        disagree, the first record of the rarest pair (most likely the wrong one)."""
+        manifest, expect_imagenet = folder.manifest, folder.mode.expect_imagenet
+        num_classes = (manifest or {}).get("num_classes") or (IMAGENET_CLASSES if expect_imagenet else None)
+        synsets = (manifest or {}).get("synsets")
+        if num_classes is None:
+            folder.notes.append("no manifest: labels checked to be >= 1 and consistent, not against a class count")
+        by_label: dict[int, dict[str, tuple[int, Place]]] = {}
+        by_synset: dict[str, dict[int, tuple[int, Place]]] = {}
+        for (label, synset), seen_pair in folder.seen.items():
+            by_label.setdefault(label, {})[synset] = seen_pair
+            by_synset.setdefault(synset, {})[label] = seen_pair
+        for label, pairs in sorted(by_label.items()):
+            if num_classes is not None and label > num_classes:
+                first = min(place for _, place in pairs.values())
+                yield Finding(*first, f"label {label} above the {num_classes} classes")
+            if len(pairs) > 1:
+                yield Finding(*_rarest(pairs), f"label {label} carries several synsets: {sorted(pairs)}")
+            elif synsets and 1 <= label <= len(synsets) and set(pairs) != {synsets[label - 1]}:
+                ((name, (_, place)),) = pairs.items()
+                yield Finding(*place, f"label {label} carries {name}, the labels file says {synsets[label - 1]}")
+        for synset, labels in sorted(by_synset.items()):
+            if len(labels) > 1:
+                yield Finding(*_rarest(labels), f"synset {synset} under several labels: {sorted(labels)}")
+        if manifest:
+            yield from _check_label_counts(manifest, folder.split_counts)
+
+
+def _rarest(pairs: dict[Any, tuple[int, Place]]) -> Place:
+    """The first record of the pair with the fewest records (of two as common, the one met later)."""
+    return max(pairs.values(), key=lambda seen_pair: (-seen_pair[0], seen_pair[1]))[1]
+
+
+def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]]) -> Iterator[Finding]:
+    """The records of each label per split against the manifest's counts."""
+    for split, counts in split_counts.items():
+        expected = manifest.get("splits", {}).get(split, {}).get("label_counts")
+        if expected is None:
+            continue
+        if label_counts(counts) != expected:
+            differ = sorted(set(expected) ^ {str(k) for k in counts}
+                            | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
+            yield Finding(split, None, None,
+                          f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
+
+
+class Imagenet(FolderCheck):
+    """Each split's records and the classes against ImageNet's (the labels the records hold, or with --quick
+    the manifest's class count)."""
+
+    name, rank = "imagenet", 100
+    covers = "the full ILSVRC2012 totals (--expect-imagenet)"
+
+    @classmethod
+    def runs(cls, mode: Mode) -> bool:
+        return mode.expect_imagenet
+
+    def run_folder(self, folder: Folder) -> Iterator[Finding]:
+        manifest, split_records = folder.manifest, folder.split_records()
+        expected, what = expected_totals(manifest)
+        for split, total in expected.items():
+            if split_records.get(split) != total:
+                yield Finding(split, None, None, f"{split_records.get(split, 0)} records, {what} has {total:,}")
+        seen_labels = None if folder.mode.quick else {label for label, _ in folder.seen}
+        classes = len(seen_labels) if seen_labels is not None else (manifest or {}).get("num_classes")
+        if classes is None:
+            folder.notes.append("--expect-imagenet: classes not counted (--quick reads no labels, and there is no "
+                                "manifest)")
+        elif classes != IMAGENET_CLASSES:
+            yield Finding("classes", None, None, f"{classes:,} classes, {what} has {IMAGENET_CLASSES:,}")
+
+
+def expected_totals(manifest: Manifest | None) -> tuple[dict[str, int], str]:
+    """({split: records}, what) a full build should hold: ILSVRC2012's, the copy's own (the face-blurred
+    release lacks a few images), and a shipped subset's train count."""
+    from imagenet_build.sources.copies import LAYOUTS
+
+    expected, what = dict(IMAGENET_TOTALS), "ILSVRC2012"
+    inputs, options = (manifest or {}).get("inputs", {}), (manifest or {}).get("options", {})
+    layout = (inputs.get("source") or {}).get("layout")
+    for known in LAYOUTS:
+        if known.name == layout and known.totals:
+            expected, what = dict(known.totals), known.name
+    subset = options.get("subset")
+    if subset in SUBSET_TRAIN_IMAGES:
+        expected["train"], what = SUBSET_TRAIN_IMAGES[subset], f"{what} --subset {subset}"
+    return expected, what

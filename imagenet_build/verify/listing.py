@@ -1,0 +1,76 @@
+"""What the folder holds: its shards by split, found before any is read, and what it must not hold.
+
+Listing is where verify meets the folder's names, so the listing reports what it meets that is wrong
+under the checks whose rows they are: `shard-set` (strays, gaps, a total that disagrees, a shard
+name that is no regular file, strays in the index folder) and `index` (an index with no shard).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from imagenet_build.build.folder import folder_entries
+from imagenet_build.format.naming import index_placement, no_shards_message, parse_shard_name, shard_name
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.verify.problems import Problems
+
+
+def list_shards(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:
+    """{split: [(number, path)]} of the shards in root; what the folder and the index folder must not hold is
+    reported. A folder with no shard at all is no build: BuildError."""
+    by_split = _shard_set(root, index_dir, problems)
+    paths = [path for shards in by_split.values() for _, path in shards]
+    if not paths:
+        raise BuildError(no_shards_message(root, "shards named <split>-NNNNN-of-NNNNN"))
+    _orphan_indexes(root, index_dir, {storage.basename(p) for p in paths}, problems)
+    return by_split
+
+
+def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:
+    """{split: [(index, path)]} of the shards in root; stray files and name gaps reported."""
+    shards: dict[str, list[tuple[int, int, str]]] = {}
+    for entry in folder_entries(root, index_dir):  # the rule of what a build folder may hold
+        parsed = parse_shard_name(entry.name)
+        if entry.in_index_folder:  # the index folder's files: _orphan_indexes
+            continue
+        if parsed and entry.kind == "shard" and not storage.is_url(root) and not os.path.isfile(entry.path):
+            problems.add("shard-set", entry.name, None, None,  # reading would block
+                         f"not a regular file ({file_kind(entry.path)})")
+        elif parsed and entry.kind == "shard":
+            shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, entry.path))
+        elif entry.kind == "stranger":
+            problems.add("shard-set", entry.name, None, None,
+                         "stray file: not a shard, an index folder or the manifest")
+    for split, items in shards.items():
+        counts = sorted({count for _, count, _ in items})
+        if len(counts) > 1:
+            problems.add("shard-set", f"{split}-*", None, None,
+                         f"shards of {split} disagree on their total: -of-{', -of-'.join(f'{c:05d}' for c in counts)}")
+        count = max(counts)
+        present = {index for index, _, _ in items}
+        missing = [k for k in range(count) if k not in present]
+        for k in missing:
+            problems.add("shard-set", shard_name(split, k, count), None, None, "shard missing")
+        for index, _, path in items:
+            if index >= count:
+                problems.add("shard-set", storage.basename(path), None, None, f"shard number beyond -of-{count:05d}")
+    return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
+
+
+def _orphan_indexes(root: str, index_dir: str, shard_names: set[str], problems: Problems) -> None:
+    prefix = "" if index_placement(root, index_dir) == "beside" else storage.basename(index_dir) + "/"
+    for entry in folder_entries(root, index_dir):
+        if entry.in_index_folder and entry.kind == "stranger":
+            problems.add("shard-set", f"{prefix}{entry.name}", None, None, "stray file in the index folder")
+        elif entry.kind == "index" and entry.shard not in shard_names:
+            problems.add("index", f"{prefix}{entry.name}", None, None, "index file with no shard")
+
+
+def file_kind(path: str) -> str:
+    """What a path that is no regular file is, in words."""
+    if not os.path.exists(path):
+        return "a link to nothing"
+    mode = os.stat(path).st_mode
+    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"

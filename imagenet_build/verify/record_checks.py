@@ -1,0 +1,142 @@
+"""The checks of each record's fields: crc, example, readers, decode, and the exif-orientation warning."""
+
+from __future__ import annotations
+
+import io
+from typing import Iterable
+
+from imagenet_build.encode.example import BOX_COORDS, BOX_LABEL, CONSTANTS, FORMATS
+from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence
+from imagenet_build.encode.jpeg_header import exif_orientation
+from imagenet_build.verify.check import Mode
+from imagenet_build.verify.record import Record, RecordCheck
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+class Crc(RecordCheck):
+    name, rank = "crc", 20
+    covers = "payload CRC32C of every record"
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        return () if record.crc_ok else ("payload CRC32C mismatch (corrupt record)",)
+
+
+class Example(RecordCheck):
+    name, rank = "example", 60
+    covers = "every record a slim Example: 15 keys, their types, sane values"
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        if not record.readable:
+            return record.unreadable
+        return _value_problems(record) + _encoded_problems(record) + _box_problems(record)
+
+
+def _value_problems(record: Record) -> list[str]:
+    """The single values: size, the constant fields, the format, the names."""
+    found = []
+    height, width = record.one["image/height"], record.one["image/width"]
+    if height <= 0 or width <= 0:
+        found.append(f"height/width {height}x{width} not positive")
+    for key, expected in CONSTANTS.items():
+        if record.one[key] != expected:
+            found.append(f"{key} is {record.one[key]!r}, expected {expected!r}")
+    if record.one["image/format"] not in FORMATS:
+        found.append(f"image/format is {record.one['image/format']!r}, expected b'JPEG' (or b'PNG')")
+    for key in ("image/class/synset", "image/class/text", "image/filename"):
+        if not record.one[key]:
+            found.append(f"{key} is empty")
+    return found
+
+
+def _encoded_problems(record: Record) -> list[str]:
+    """The image is of its format; a JPEG's header agrees with the record, and convert would store it."""
+    encoded, image_format = record.one["image/encoded"], record.one["image/format"]
+    decision = record.decision
+    if decision is None:
+        if image_format == b"PNG" and encoded[:8] == PNG_MAGIC:
+            return []
+        return [f"image/encoded is not a {image_format.decode(errors='replace')} image"]
+    header = decision.header
+    if header is None:
+        return [f"image/encoded is a {decision.reason}"]
+    found = []
+    height, width = record.one["image/height"], record.one["image/width"]
+    if (header.height, header.width) != (height, width):
+        found.append(f"JPEG header says {header.width}x{header.height}, record says {width}x{height}")
+    if decision.action == REFUSE:
+        found.append(decision.reason)
+    return found
+
+
+def _box_problems(record: Record) -> list[str]:
+    """The box lists: one length, values in [0, 1], the class's label, corners in order."""
+    boxes = [record.lists[key] for key in BOX_COORDS]
+    box_labels = record.lists[BOX_LABEL]
+    if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
+        return ["bbox lists of different lengths"]
+    if any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
+        return ["bbox value outside [0, 1]"]
+    label = record.one["image/class/label"]
+    if any(v != label for v in box_labels):
+        return ["bbox/label differs from the class label"]
+    if any(xmin > xmax or ymin > ymax for xmin, ymin, xmax, ymax in zip(*boxes)):
+        return ["bbox with xmin > xmax or ymin > ymax"]
+    return []
+
+
+class Readers(RecordCheck):
+    """A stored JPEG convert would re-encode: one a decoder we serve cannot read as it is."""
+
+    name, rank = "readers", 70
+    covers = "every JPEG one convert stores untouched: TensorFlow's, DALI's and torchvision's decoders read it"
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        decision = record.decision if record.readable else None
+        if decision is None or decision.action != REENCODE:
+            return ()
+        at = f"byte {decision.at} of image/encoded"
+        where = f"at {at}" if decision.reason in DALI_STOPS else f"(its frame header at {at})"
+        return (f"{decision.reason} {where}: {consequence(decision.reason)} (convert re-encodes such an image)",)
+
+
+class Decode(RecordCheck):
+    name, rank = "decode", 90
+    covers = "every image decodes to its recorded height and width (--deep)"
+
+    @classmethod
+    def runs(cls, mode: Mode) -> bool:
+        return mode.deep
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        if not record.readable:
+            return ()
+        from PIL import Image
+
+        height, width = record.one["image/height"], record.one["image/width"]
+        try:
+            with Image.open(io.BytesIO(record.one["image/encoded"])) as image:
+                image.load()
+                size = image.size
+        except Exception as e:  # Pillow raises many kinds for a broken image
+            return (f"image does not decode: {e}",)
+        if size != (width, height):
+            return (f"image is {size[0]}x{size[1]}, record says {width}x{height}",)
+        return ()
+
+
+class ExifOrientation(RecordCheck):
+    name, rank, warning = "exif-orientation", 200, True
+    covers = "stored JPEGs with an EXIF orientation: DALI's decoder turns them, TensorFlow's does not"
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        decision = record.decision if record.readable else None
+        if decision is None or decision.header is None:
+            return ()
+        orientation = exif_orientation(record.one["image/encoded"])
+        if orientation == 1:
+            return ()
+        turned = "its shape and pixels" if orientation >= 5 else "its pixels"
+        return (f"EXIF orientation {orientation}: DALI's decoder applies it and TensorFlow's does not, so they "
+                f"disagree about {turned} (convert --resize ... --exif-transpose, or --resize-all, stores it "
+                "upright or without EXIF)",)

@@ -1,0 +1,141 @@
+"""One shard, checked in one worker task: read once (framing, both CRCs, sha256, every record through the
+record checks), then the shard checks on the file and its index; the base of a check of a shard file.
+
+The task's result is picklable and small: the shard's figures for the folder checks, the (label,
+synset) pairs its records hold, and the problems it found (the first of each check, all counted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from typing import IO, Any, Dict, Iterable, List, NamedTuple, Tuple
+
+from imagenet_build.format.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
+from imagenet_build.infra import storage
+from imagenet_build.infra.workers import exit_if_orphaned
+from imagenet_build.verify.check import Check, Mode
+from imagenet_build.verify.listing import file_kind
+from imagenet_build.verify.problems import Finding, Problems
+from imagenet_build.verify.record import Record, RecordCheck
+
+LabelPairs = Dict[Tuple[int, str], List[int]]  # (label, synset): [records, the first's number, its offset]
+
+
+class Shard:
+    """One shard file and its index as the shard checks see them, once its records were read."""
+
+    def __init__(self, path: str, index_path: str) -> None:
+        self.path, self.index_path = path, index_path
+        self.name, self.index_name = storage.basename(path), storage.basename(index_path)
+        self.size = storage.size(path)
+        self.entries: list[tuple[int, int]] = []  # (offset, size) of each record, by the shard's own framing
+        self.framing_error: FramingError | None = None  # where reading stopped, if it did
+        self.index_bytes: bytes | None = None  # None where there is no index
+        self.index_unreadable = ""  # why the index cannot be read, or ""
+
+    @property
+    def framing_sound(self) -> bool:
+        """Read to its end without a framing error, and holding records: its index and sha256 mean something."""
+        return self.framing_error is None and bool(self.entries)
+
+    def read_index(self) -> None:
+        """The index's bytes, or why it cannot be read (None and "" where there is none)."""
+        path = self.index_path
+        if not storage.is_url(path) and os.path.lexists(path) and not os.path.isfile(path):
+            self.index_unreadable = f"not a regular file ({file_kind(path)}): DALI cannot read it"
+            return
+        try:
+            self.index_bytes = storage.read_bytes(path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            self.index_unreadable = f"cannot be read: {e.strerror or e}"
+
+
+class ShardCheck(Check):
+    """A check of one shard file and its index: `run_shard` gives its findings, on the workers, after the
+    shard's records were read."""
+
+    def run_shard(self, shard: Shard) -> Iterable[Finding]:
+        raise NotImplementedError
+
+
+class ShardFigures(NamedTuple):
+    """What the folder checks know of one shard."""
+
+    name: str
+    records: int
+    bytes: int
+    sha256: str | None  # None with --quick, or where the framing is broken
+    index_sha256: str | None  # None with --quick, or where there is no index
+
+
+class ShardResult(NamedTuple):
+    """One task's result."""
+
+    figures: ShardFigures
+    label_pairs: LabelPairs
+    problems: Problems
+    warnings: Problems
+
+
+class ShardTask(NamedTuple):
+    """One worker task of verify: every record and shard check of this run on this shard and its index."""
+
+    shard_path: str
+    index_path: str
+    mode: Mode
+    checks: Tuple[type, ...]  # the checks of this run (classes: a spawned worker imports their modules)
+
+
+class _HashingReader:
+    """A file's read() that also feeds what it returns to a digest: one pass for records and sha256."""
+
+    def __init__(self, f: IO[bytes], digest: Any) -> None:
+        self._f, self._digest = f, digest
+
+    def read(self, n: int) -> bytes:
+        data = self._f.read(n)
+        self._digest.update(data)
+        return data
+
+
+def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type, ...]) -> ShardResult:
+    """Every record and shard check of this run on one shard (a worker task)."""
+    shard = Shard(shard_path, index_path)
+    problems, warnings = Problems(), Problems()
+    digest = None if mode.quick else hashlib.sha256()
+    label_pairs: LabelPairs = {}
+    record_checks = [(check().run_record, check.name, warnings if check.warning else problems)
+                     for check in checks if issubclass(check, RecordCheck)]
+    # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
+    with storage.open_read(shard_path, random_access=mode.quick) as raw, \
+            io.BufferedReader(raw, 1 << 20) as f:  # type: ignore[type-var]
+        try:
+            if mode.quick:
+                for offset, length in scan_lengths(f, shard.size):
+                    shard.entries.append((offset, OVERHEAD + length))
+            else:
+                for offset, payload, crc_ok in read_records(_HashingReader(f, digest), shard.size):
+                    exit_if_orphaned()
+                    record = Record(len(shard.entries), offset, payload, crc_ok)
+                    shard.entries.append((offset, OVERHEAD + len(payload)))
+                    for run, name, found in record_checks:
+                        for message in run(record):
+                            found.add(name, shard.name, record.number, offset, message)
+                    if record.readable:
+                        label_pairs.setdefault(record.label_pair(), [0, record.number, offset])[0] += 1
+        except FramingError as e:
+            shard.framing_error = e
+    shard.read_index()
+    for check in checks:
+        if issubclass(check, ShardCheck):
+            for finding in check().run_shard(shard):
+                (warnings if check.warning else problems).add(check.name, *finding)
+    sha256 = digest.hexdigest() if digest is not None and shard.framing_sound else None
+    index_sha256 = hashlib.sha256(shard.index_bytes).hexdigest() if shard.index_bytes is not None and not mode.quick \
+        else None
+    figures = ShardFigures(shard.name, len(shard.entries), shard.size, sha256, index_sha256)
+    return ShardResult(figures, label_pairs, problems, warnings)
