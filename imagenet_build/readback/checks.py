@@ -175,9 +175,16 @@ def check_batches(report: Report, batches: Sequence[Any], mean_tolerance: float 
 def check_loss(report: Report, losses: Sequence[float], failure: str) -> None:
     """loss: finite through every training step, and training did not stop (`failure` says why it did)."""
     finite = bool(losses) and all(math.isfinite(v) for v in losses) and not failure
-    report.add("loss", finite,
-               f"{len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}" if finite
-               else failure or "loss is not finite (NaN/inf): labels out of range or pixels not normalised?")
+    if finite:
+        detail = f"{len(losses)} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f}"
+    elif failure or not losses:
+        detail = failure or "no training steps ran"
+    else:
+        first_bad = next(k for k, v in enumerate(losses) if not math.isfinite(v))
+        detail = (f"loss is not finite (NaN/inf) from step {first_bad + 1} of {len(losses)}"
+                  + (f" (it was {losses[first_bad - 1]:.3f} at step {first_bad})" if first_bad else "")
+                  + ": labels out of range or pixels not normalised?")
+    report.add("loss", finite, detail)
 
 
 def check_overfit(report: Report, fixed: Sequence[float], failure: str, count: int) -> None:

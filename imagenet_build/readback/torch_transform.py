@@ -28,7 +28,9 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
     io = require("torchvision.io", "decoding images in imagenet_build.torch")
     data = [e if isinstance(e, torch.Tensor) else torch.frombuffer(bytearray(e), dtype=torch.uint8) for e in encoded]
     try:
-        return io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
+        if torch.device(device).type != "cuda":
+            return io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
+        return _decode_on_own_stream(io, data, torch.device(device))
     except RuntimeError as e:
         if len(data) > 1:  # find which one, for the message
             for k, one in enumerate(data):
@@ -36,6 +38,30 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
         what = where[0] if where else "an image"
         raise BuildError(f"{what}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
 
+
+
+_DECODE_STREAMS: dict[Any, Any] = {}  # one CUDA stream per device, on which the decoder's outputs are allocated
+
+
+def _decode_on_own_stream(io: Any, data: list, device: Any) -> list:
+    """nvJPEG through torchvision with a stream of our own current. torchvision allocates the decoded
+    images on the current stream, and nvJPEG's hardware engine writes them without waiting for that
+    stream's queued work (pytorch/vision#9606): called on the training loop's stream, it overwrote memory
+    that the previous step's kernels were still reading, and trainer-check's ResNet-50 loss was NaN from
+    step 5 on an H100 (docs/gpu.md). On a stream that runs nothing, the caching allocator hands the
+    decoder only blocks no queued kernel uses; record_stream keeps each image's block from being reused
+    before the caller's stream is done with it, and the caller's stream waits for the decode."""
+    caller = torch.cuda.current_stream(device)
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    own = _DECODE_STREAMS.get(key)
+    if own is None:
+        own = _DECODE_STREAMS[key] = torch.cuda.Stream(device)
+    with torch.cuda.stream(own):
+        images = io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
+    caller.wait_stream(own)
+    for image in images:
+        image.record_stream(caller)
+    return images
 
 class BatchTransform:
     """Decode a batch of stored JPEGs and augment it on `device`: float32 NCHW, normalised.

@@ -77,7 +77,7 @@ def _read_manifest(folder: str, problems: Problems, notes: list[str]) -> Manifes
 
 
 def _refuse_while_written(folders: list[str]) -> None:
-    """A build being written is no build to judge: its temporary files would read as strays."""
+    """A build being written is no build to judge: its shards and manifest are not final yet."""
     for folder in dict.fromkeys(folders):
         writer = writing_now(folder)
         if writer:
