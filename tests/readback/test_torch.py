@@ -6,7 +6,6 @@ trainer check passing on the sample and failing on planted faults.
 """
 
 import io
-import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -22,7 +21,6 @@ from helpers import (
     expect_error,
     index_lines,
     read_with_tensorflow,
-    records_of,
     set_index,
     trainer_report,
 )
@@ -247,29 +245,6 @@ def test_bad_data_met_by_a_dataloader_worker_is_one_line(build):
     line = expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2,
                          "--workers", 2], 1, SHARD, "CRC")
     assert "Traceback" not in line and "worker process" not in line
-
-
-def test_torch_trainer_check_fails_on_zero_based_labels(build):
-    def shift(example):
-        example.features.feature["image/class/label"].int64_list.value[0] -= 1
-
-    for shard in sorted(build.glob("train-*")):
-        for number in range(len(records_of(shard))):
-            edit_record(build, shard.name, number, shift)
-    code, report, failed = check(build)
-    assert code == 1 and {"labels", "loss"} <= failed
-    details = {c["name"]: c["detail"] for c in report["checks"]}
-    assert "outside [0, 4)" in details["labels"] and "label -1 outside [0, 4)" in details["loss"]
-
-
-@pytest.mark.slow
-def test_torch_trainer_check_fails_on_a_shard_present_twice(build):
-    shutil.copy(build / SHARD, build / "train-00004-of-00004")
-    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
-    code, report, failed = check(build, "--num-shards", 2)
-    assert code == 1 and "epoch" in failed
-    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
-    assert "more than once" in detail
 
 
 def test_usage_errors_and_a_missing_extra_are_one_line(converted):

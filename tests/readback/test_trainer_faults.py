@@ -1,0 +1,56 @@
+"""Faults every path of trainer-check fails the same way, whichever reader reads: DALI's and PyTorch's.
+
+Each test runs once per framework; a framework whose extra is not installed skips, saying so.
+"""
+
+import shutil
+import sys
+
+import pytest
+
+from helpers import SHARD, edit_record, records_of, trainer_report
+
+# the extra each path needs, and a short CPU run of it
+FRAMEWORKS = {
+    "dali": ("nvidia.dali.plugin.tf", ("--device", "cpu", "--steps", 8)),
+    "torch": ("torchvision", ("--framework", "torch", "--device", "cpu", "--steps", 4)),
+}
+
+
+@pytest.fixture(params=sorted(FRAMEWORKS))
+def framework(request):
+    """(name, check): check(folder, *args) is (exit code, JSON report, failed check names) of a short run."""
+    module, args = FRAMEWORKS[request.param]
+    if request.param == "torch":
+        sys.modules.setdefault("triton", None)  # see test_torch.py: torch without triton beside TensorFlow
+    pytest.importorskip(module)
+    return request.param, lambda folder, *extra: trainer_report(folder, *args, *extra)
+
+
+@pytest.mark.slow
+def test_zero_based_labels_fail_the_label_check(build, framework):
+    name, check = framework
+
+    def shift(example):
+        example.features.feature["image/class/label"].int64_list.value[0] -= 1
+        boxes = example.features.feature["image/object/bbox/label"].int64_list.value
+        boxes[:] = [v - 1 for v in boxes]
+
+    for shard in sorted(build.glob("train-*")):
+        for number in range(len(records_of(shard))):
+            edit_record(build, shard.name, number, shift)
+    code, report, failed = check(build)
+    details = {c["name"]: c["detail"] for c in report["checks"]}
+    assert code == 1 and "labels" in failed and "outside [0, 4)" in details["labels"]
+    if name == "torch":  # training stops on the label, named, before it could reach a GPU
+        assert "loss" in failed and "label -1 outside [0, 4)" in details["loss"]
+
+
+@pytest.mark.slow
+def test_a_shard_present_twice_fails_the_epoch(build, framework):
+    _, check = framework
+    shutil.copy(build / SHARD, build / "train-00004-of-00004")
+    shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
+    code, report, failed = check(build, "--num-shards", 2)
+    detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
+    assert code == 1 and "epoch" in failed and "more than once" in detail
