@@ -1,8 +1,9 @@
 """The checks of trainer-check on synthetic epochs and arrays: fast, and each able to fail.
 
 The readers (DALI, PyTorch) are exercised end to end in test_trainer.py, test_torch.py and
-test_trainer_faults.py (the faults both must fail alike); here every rule of checks.py, and the one order run_checks takes every reader
-through, is held to a case that passes and a case that must fail, without a pipeline.
+test_trainer_faults.py (the faults both must fail alike); here every rule of checks.py, and the one
+order run_checks takes every reader through, is held to a case that passes and a case that must
+fail, without a pipeline.
 """
 
 import math
