@@ -89,7 +89,6 @@ class _Commands(click.Group):
             raise Stopped("interrupted") from None
 
 
-
 _Result = TypeVar("_Result", bound=Mapping[str, Any])  # a checking command's result (a TypedDict, or a dict)
 
 

@@ -39,7 +39,6 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
         raise BuildError(f"{what}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
 
 
-
 _DECODE_STREAMS: dict[Any, Any] = {}  # one CUDA stream per device, on which the decoder's outputs are allocated
 
 
@@ -62,6 +61,7 @@ def _decode_on_own_stream(io: Any, data: list, device: Any) -> list:
     for image in images:
         image.record_stream(caller)
     return images
+
 
 class BatchTransform:
     """Decode a batch of stored JPEGs and augment it on `device`: float32 NCHW, normalised.
