@@ -3,6 +3,7 @@
 On N generated ImageNet-sized JPEGs (or --work's), as whole processes, `sync` first, the commands
 taking turns, medians of --repeats:
   copy         cat of every input file into one file (the physical limit: reading the bytes once)
+  copy+sync    the same, then fsync of the output (convert makes each shard durable before naming it)
   workers=K    imagenet-build convert --workers K   (K = 1, 2, 4, ... up to the machine's cores)
 Prints each one's images/s, its speed-up over one worker, the efficiency (speed-up / K) and
 convert's throughput against the copy.
@@ -46,7 +47,8 @@ def main():
     (work / "files.txt").write_text("\0".join(files) + "\0")
     cores = os.cpu_count() or 1
     out = work / "out"
-    commands = {"copy": ["sh", "-c", f'xargs -0 cat < "{work / "files.txt"}" > "{work / "copy.bin"}"']}
+    copy = f'xargs -0 cat < "{work / "files.txt"}" > "{work / "copy.bin"}"'
+    commands = {"copy": ["sh", "-c", copy], "copy+sync": ["sh", "-c", f'{copy} && sync "{work / "copy.bin"}"']}
     for k in worker_counts(cores):
         commands[f"workers={k}"] = [
             sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(inputs / "train"),
@@ -59,11 +61,11 @@ def main():
     for name, seconds in med.items():
         line = (f"  {name:11s} {seconds:7.2f} s  {len(files) / seconds:8.0f} images/s"
                 f"  {total_bytes / seconds / 1e6:6.0f} MB/s")
-        if name != "copy":
+        if name.startswith("workers="):
             k = int(name.split("=")[1])
             speedup = med["workers=1"] / seconds
             line += (f"  speed-up {speedup:5.2f}x  efficiency {speedup / k:4.0%}"
-                     f"  convert/copy {med['copy'] / seconds:.2f}x")
+                     f"  convert/copy {med['copy'] / seconds:.2f}x, /copy+sync {med['copy+sync'] / seconds:.2f}x")
         print(line + "   runs: " + ", ".join(f"{s:.2f}" for s in runs[name]))
 
 
