@@ -92,6 +92,18 @@ class RecordReader:
     def __getstate__(self) -> dict:  # a spawned worker opens its own files
         return {**self.__dict__, "_files": {}, "_pid": -1}
 
+    def __del__(self) -> None:
+        """Close the files this process opened: a dataset dropped (trainer-check makes one per simulated
+        rank) would otherwise keep a descriptor per shard open until the process ends."""
+        if getattr(self, "_pid", -1) != os.getpid():
+            return  # a forked copy: the files are its parent's
+        for f in self._files.values():
+            try:
+                os.close(f) if isinstance(f, int) else f.close()
+            except OSError:
+                pass
+        self._files = {}
+
     def pread(self, shard: int, size: int, offset: int) -> bytes:
         """`size` bytes at `offset` of a shard: one pread of a file, one ranged read of an object."""
         if self._pid != os.getpid():

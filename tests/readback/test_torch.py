@@ -5,7 +5,9 @@ TensorFlow's parse of the same records, CPU decode equal to Pillow's, and the
 trainer check passing on the sample and failing on planted faults.
 """
 
+import gc
 import io
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -150,6 +152,85 @@ def test_batch_transform_crop_ranges_and_repeatability(converted):
     assert not torch.equal(a, BatchTransform("cpu", seed=2)(encoded))
     evaluation = BatchTransform("cpu", training=False, mean=(0, 0, 0), std=(1, 1, 1))(encoded)
     assert evaluation.shape == (8, 3, 224, 224) and 0 <= float(evaluation.min()) and float(evaluation.max()) <= 255
+
+
+def uniform_distance(values, lo, hi):
+    """Kolmogorov-Smirnov distance between the values and the uniform distribution on [lo, hi]."""
+    u = np.sort((np.asarray(values) - lo) / (hi - lo))
+    n = len(u)
+    return float(np.max(np.maximum(np.arange(1, n + 1) / n - u, u - np.arange(n) / n)))
+
+
+def test_random_crop_spreads_over_slims_area_and_aspect():
+    """4000 crops of a 500x375 image: areas from 5 % to the whole, aspects from 3:4 to 4:3, almost no fallback.
+    Below half the area every aspect fits, so there the draws are held to their laws: area uniform, aspect
+    log-uniform (these seeded draws are 0.02 from both laws; drawn uniformly, the aspects are 0.09 away)."""
+    transform = BatchTransform("cpu", seed=5)
+    height, width = 375, 500
+    boxes = np.array([transform.crop_box(height, width) for _ in range(4000)])
+    h, w = boxes[:, 2], boxes[:, 3]
+    area, aspect = h * w / (height * width), w / h
+    assert np.mean((h == height) & (w == width)) < 0.01  # fallbacks to the whole image are rare here
+    assert AREA[0] * 0.97 <= area.min() < 0.06 and 0.95 < area.max() <= AREA[1]
+    assert np.mean(area < 0.15) > 0.08 and np.mean(area > 0.8) > 0.02  # the low and the high deciles are drawn
+    assert ASPECT[0] * 0.98 <= aspect.min() < 0.77 and 1.30 < aspect.max() <= ASPECT[1] * 1.02
+    small = area < 0.5
+    assert small.sum() > 2000
+    assert uniform_distance(area[small], AREA[0], 0.5) < 0.04
+    assert uniform_distance(np.log(aspect[small]), np.log(ASPECT[0]), np.log(ASPECT[1])) < 0.04
+
+
+@pytest.mark.parametrize("height, width", [(1, 1000), (1000, 2)])
+def test_random_crop_falls_back_to_the_whole_image_where_no_crop_fits(height, width):
+    """No box of 5 % of the area or more with an aspect from 3:4 to 4:3 fits in a 1x1000 or a 1000x2 image."""
+    transform = BatchTransform("cpu", seed=0)
+    assert {transform.crop_box(height, width) for _ in range(20)} == {(0, 0, height, width)}
+
+
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_collate_stacks_decoded_images(converted, dataset_class):
+    """Decoded images of one size (here resized by a transform) come out of a DataLoader as one uint8
+    N x 3 x H x W tensor, each equal to the sample read alone; images of different sizes as a list."""
+    resized = BatchTransform("cpu", training=False, size=32, resize=36).crop_resize
+    alone = {s["filename"]: s["image"] for s in RecordDataset(converted, "validation", transform=resized)}
+    dataset = dataset_class(converted, "validation", transform=resized)
+    batches = list(torch.utils.data.DataLoader(dataset, batch_size=5, num_workers=2, collate_fn=collate))
+    assert sorted(name for b in batches for name in b["filename"]) == sorted(alone)
+    for batch in batches:
+        images = batch["image"]
+        assert isinstance(images, torch.Tensor) and images.dtype == torch.uint8
+        assert images.shape == (len(batch["filename"]), 3, 32, 32)
+        for name, image in zip(batch["filename"], images):
+            assert torch.equal(image, alone[name]), name
+    samples = [s for s in dataset_class(converted, "validation")][:6]
+    assert len({tuple(s["image"].shape) for s in samples}) > 1
+    images = collate(samples)["image"]
+    assert isinstance(images, list) and all(torch.equal(a, s["image"]) for a, s in zip(images, samples))
+
+
+def open_descriptors():
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+@pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
+def test_reading_holds_at_most_one_descriptor_per_shard(converted, dataset_class):
+    """Reading a split, twice, leaves open at most one descriptor per shard (the map-style reader keeps one
+    per shard for its preads, the streaming one only the shard it reads), never one per record read; a
+    dataset dropped closes its own."""
+    before = open_descriptors()
+    dataset = dataset_class(converted, "train", decode=False)
+    built = open_descriptors()  # the shared epoch's memory may hold one
+    shards = len(dataset.records.paths)
+    assert built - before <= 1 and shards < len(dataset.records) // 4
+    counts = []
+    for _ in range(2):
+        for _ in dataset:
+            counts.append(open_descriptors() - built)
+    assert len(counts) == 2 * len(dataset.records) and max(counts) <= shards
+    del dataset
+    gc.collect()
+    assert open_descriptors() == before
 
 
 def test_too_few_records_and_bad_rank_are_clear_errors(converted):
