@@ -202,6 +202,10 @@ def scan_train_tar(archive: PathLike, catalog: Catalog, on_error: str, pool: Wor
             raise InputError(archive, "holds validation images, not <synset>.tar class archives: "
                                       "is it the validation archive? (swap --train-tar and --validation-tar)")
         raise InputError(archive, "holds no <synset>.tar class archives: not the ILSVRC2012 train archive")
+    if not any(synset in catalog.label_of for synset in inner):  # another tar holding tars: not classes missing
+        shown = ", ".join(sorted(name for name, _, _ in inner.values())[:3]) + (", ..." if len(inner) > 3 else "")
+        raise InputError(archive, f"holds no <synset>.tar class archive of a class in {catalog.labels_file} (its "
+                                  f"tars: {shown}): not the ILSVRC2012 train archive, or the wrong --labels-file")
     result = SplitInput("train", str(archive), "tar", reader=ArchiveReader, ignored=strangers,
                         stamp=storage.stamp(archive))
     match_classes(result, archive, sorted(inner), catalog, on_error, "class archive")

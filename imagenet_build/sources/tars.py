@@ -38,14 +38,21 @@ class RangeFile:
         self._f, self._start, self._size, self._pos = f, start, size, 0
 
     def read(self, n: int | None = -1) -> bytes:
-        n = self._size - self._pos if n is None or n < 0 else min(n, self._size - self._pos)
+        left = max(0, self._size - self._pos)  # past the view's end: nothing, never the bytes after it
+        n = left if n is None or n < 0 else min(n, left)
         self._f.seek(self._start + self._pos)
         data = self._f.read(n)
         self._pos += len(data)
         return data
 
     def seek(self, pos: int, whence: int = 0) -> int:
-        self._pos = {0: pos, 1: self._pos + pos, 2: self._size + pos}[whence]
+        """As a file's seek: from the view's start (whence 0), the position (1) or the view's end (2)."""
+        if whence not in (0, 1, 2):
+            raise ValueError(f"invalid whence ({whence}, should be 0, 1 or 2)")
+        target = pos + (0, self._pos, self._size)[whence]
+        if target < 0:  # before the view's start: the bytes before it are not the view's
+            raise ValueError(f"negative seek position {target}")
+        self._pos = target
         return self._pos
 
     def tell(self) -> int:

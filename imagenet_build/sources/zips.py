@@ -129,13 +129,14 @@ def _zip64(
         if at + length > end:  # a field claiming more bytes than the entry's extra data holds
             break
         if kind == 1:
+            needed = (usize, csize, offset).count(FULL32)
+            if length // 8 < needed:
+                raise InputError(f"{where}:{name}", f"broken zip: {needed} of its 32-bit fields are marked as Zip64, "
+                                                    f"its Zip64 extra field holds {length // 8} value(s)")
             values = iter(struct.unpack_from(f"<{length // 8}Q", buf, at))
-            try:
-                usize = next(values) if usize == FULL32 else usize
-                csize = next(values) if csize == FULL32 else csize
-                offset = next(values) if offset == FULL32 else offset
-            except StopIteration:
-                break
+            usize = next(values) if usize == FULL32 else usize
+            csize = next(values) if csize == FULL32 else csize
+            offset = next(values) if offset == FULL32 else offset
             return usize, csize, offset
         at += length
     raise InputError(f"{where}:{name}", "broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field")
