@@ -135,6 +135,15 @@ def swap_indexes(folder):
     set_index(folder, a, OTHER)
 
 
+def go_back(folder):
+    lines = index_lines(folder)
+    set_index(folder, lines[:2] + [lines[0]] + lines[2:])
+
+
+def line_beyond_the_end(folder):
+    set_index(folder, index_lines(folder) + [f"{(folder / SHARD).stat().st_size} 100\n"])
+
+
 INDEX_DEFECTS = {
     # name: (damage, what DALI does: "silent" = wrong epoch without a word, "fails" = refuses or errors)
     "missing": (lambda f: (f / "dali_idx" / f"{SHARD}.idx").unlink(), "fails"),
@@ -147,20 +156,54 @@ INDEX_DEFECTS = {
     "non-numeric line": (lambda f: set_index(f, index_lines(f)[:2] + ["12x 40\n"] + index_lines(f)[3:]), "silent"),
     "only an offset": (only_offset, "silent"),
     "swapped between shards": (swap_indexes, "fails"),
+    "goes back": (go_back, "silent"),
+    "line beyond the end": (line_beyond_the_end, "fails"),
+    "no newline at the end": (lambda f: set_index(f, index_lines(f)[:-1] + [index_lines(f)[-1].rstrip("\n")]), "reads"),
     # not tfrecord2idx's form, though DALI reads its numbers (the PyTorch reader refuses it): reported as such
     "CRLF line endings": (lambda f: set_index(f, [line.replace("\n", "\r\n") for line in index_lines(f)]), "reads"),
 }
 
 
+def index_diagnoses(folder):
+    """{defect: (line, message)} of the first index problem verify must report for each of INDEX_DEFECTS,
+    worked out from the clean index's lines (each entry `<offset> <size>`) and its shard's size."""
+    lines = index_lines(folder)
+    (o0, s0), (o1, s1), (o2, s2) = ((int(n) for n in line.split()) for line in lines[:3])
+    last_offset = lines[-1].split()[0]
+    other_first_size = int(index_lines(folder, OTHER)[0].split()[1])
+    n = len(lines)
+    return {
+        "missing": (None, "index file missing: DALI refuses to start without it"),
+        "empty": (None, f"index file is empty but the shard has {n} records: DALI silently reads none of them"),
+        "short": (None, f"{n - 1} lines for {n} records: DALI silently reads only {n - 1} of them"),
+        "header line": (1, "a header line: 'offset size'; DALI stops parsing this file here"),
+        "duplicated line": (4, "repeats the line before it: DALI reads that record twice an epoch"),
+        "merged entries": (2, f"size {s1 + s2} spans 2 records (merged entries): DALI reads them as one"),
+        "offset off by one": (3, f"offset {o2 + 1} is not where a record starts (expected {o2})"),
+        "non-numeric line": (3, "not '<offset> <size>': '12x 40'; DALI stops parsing this file here"),
+        "only an offset": (n, f"not tfrecord2idx's '<offset> <size>' line: '{last_offset}' "
+                              "(DALI, which reads numbers in pairs, pairs the wrong ones from here)"),
+        "swapped between shards": (1, f"size {other_first_size} but the record at this offset is {s0} bytes "
+                                      "(16 + its length)"),
+        "goes back": (3, f"goes back to byte {o0} (entries must follow each other)"),
+        "line beyond the end": (n + 1, "no record starts at this offset"),
+        "CRLF line endings": (1, f"not tfrecord2idx's '<offset> <size>' line: '{o0} {s0}\\r' (DALI reads its "
+                                 "numbers; stricter readers, such as the PyTorch reader, refuse it)"),
+        "no newline at the end": (n, "last line has no newline"),
+    }
+
+
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
-def test_index_defects_are_reported(build, defect):
+def test_index_defects_are_reported_by_their_diagnosis(build, defect):
+    """Each defect named for what it is, at the line it is on (JSON `record` is the index's line)."""
+    expected = index_diagnoses(build)[defect]
     damage, _ = INDEX_DEFECTS[defect]
     damage(build)
     code, report = verify_json(build, "--quick")
     assert code == 1 and "index" in checks_failed(report), report["summary"]
     problem = next(p for p in report["problems"] if p["check"] == "index")
-    assert problem["file"].startswith(SHARD)
-    assert ("DALI reads its numbers" in problem["message"]) == (INDEX_DEFECTS[defect][1] == "reads")
+    assert problem["file"] == f"{SHARD}.idx"
+    assert (problem["record"], problem["message"]) == expected
 
 
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
@@ -348,9 +391,19 @@ def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, d
     assert (tmp_path / "idx" / "good.tfrecord.idx").exists()  # the sound file is still indexed
 
 
-def test_index_of_a_folder_without_tfrecords(tmp_path):
+@pytest.mark.parametrize("content", ["nothing", "no shard-named file"])
+def test_index_of_a_folder_without_tfrecords(tmp_path, content):
+    """One line and exit 1, whether the folder is empty or holds only other files (a folder named like a
+    shard is not a shard)."""
+    if content != "nothing":
+        (tmp_path / "notes.txt").write_text("hello")
+        (tmp_path / "train-00000-of-00001").mkdir()
+        (tmp_path / "old.tfrecord.idx").write_text("0 16\n")
     result = run_cli("index", tmp_path)
-    assert result.exit_code == 1 and "holds no TFRecord files" in result.stderr
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: {tmp_path}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (
+        [] if content == "nothing" else ["notes.txt", "old.tfrecord.idx", "train-00000-of-00001"])
 
 
 def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted):
