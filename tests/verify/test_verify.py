@@ -47,6 +47,7 @@ def test_clean_build_passes_every_mode(converted):
     for extra in ((), ("--quick",), ("--deep",)):
         code, report = verify_json(converted, *extra)
         assert code == 0 and report["ok"] and report["problems"] == [], report
+        assert report["summary"]["manifest"] is True
     assert report["summary"]["records"] == 64
 
 
@@ -311,6 +312,43 @@ def test_label_problems_name_the_record_that_shows_them(build):
     }, report["problems"]
 
 
+def set_int(key, value):
+    def change(example):
+        example.features.feature[key].int64_list.value[:] = [value]
+    return change
+
+
+def set_box(*corners):
+    """One box (xmin, ymin, xmax, ymax) of the record's own label, in place of its boxes."""
+    def change(example):
+        feature = example.features.feature
+        for key, value in zip(("xmin", "ymin", "xmax", "ymax"), corners):
+            feature[f"image/object/bbox/{key}"].float_list.value[:] = [value]
+        feature["image/object/bbox/label"].int64_list.value[:] = feature["image/class/label"].int64_list.value
+    return change
+
+
+@pytest.mark.parametrize("change,message", [
+    (set_int("image/width", 0), "height/width {height}x0 not positive"),
+    (set_int("image/height", 0), "height/width 0x{width} not positive"),
+    (set_int("image/width", -1), "height/width {height}x-1 not positive"),
+    (set_box(0.1, 0.2, 1.5, 0.4), "bbox value outside [0, 1]"),
+    (set_box(-0.5, 0.2, 0.3, 0.4), "bbox value outside [0, 1]"),
+    (set_box(0.1, 0.2, 1.0, 1.0), None),  # the edges themselves are inside
+], ids=["width-0", "height-0", "width-negative", "box-1.5", "box-negative", "box-at-1"])
+def test_record_values_out_of_range(build, change, message):
+    """A side of 0 or a box value outside [0, 1]: the example check names the record and the value."""
+    sizes = decode_example(records_of(build / SHARD)[3])
+    edit_record(build, SHARD, 3, change)
+    code, report = verify_json(build)
+    found = [p["message"] for p in report["problems"] if p["check"] == "example" and p["record"] == 3]
+    if message is None:  # the edited record differs from the manifest's, but is a sound Example
+        assert "example" not in checks_failed(report), report["problems"]
+    else:
+        expected = message.format(height=sizes["image/height"][0], width=sizes["image/width"][0])
+        assert code == 1 and expected in found, found
+
+
 def test_record_missing_a_key(build):
     edit_record(build, SHARD, 2, lambda e: e.features.feature.pop("image/class/text"))
     code, report = verify_json(build)
@@ -334,6 +372,7 @@ def test_shards_without_manifest_are_checked_structurally(build):
     (build / "manifest.json").unlink()
     code, report = verify_json(build)
     assert code == 0 and any("no manifest.json" in n for n in report["summary"]["notes"])
+    assert report["summary"]["manifest"] is False
 
 
 @pytest.mark.parametrize("mode", [[], ["--quick"]], ids=["full", "quick"])
@@ -344,6 +383,22 @@ def test_expect_imagenet_fails_a_small_build_naming_its_totals_and_classes(conve
         ("classes", "4 classes, ILSVRC2012 has 1,000"),  # the labels the records hold (quick: the manifest's)
         ("train", "48 records, ILSVRC2012 has 1,281,167"),
         ("validation", "16 records, ILSVRC2012 has 50,000")]
+
+
+def test_text_report_names_a_records_number_and_an_index_line(build):
+    """A record's problem is `<shard>, record N, byte B`; an index's is `<index>, line N, byte B` (the
+    JSON gives both under `record`)."""
+    edit_record(build, SHARD, 3, set_int("image/width", 0))
+    offsets = [int(line.split()[0]) for line in index_lines(build)]
+    height = decode_example(records_of(build / SHARD)[3])["image/height"][0]
+    duplicate_line(build)
+    result = run_cli("verify", build, "--workers", 1)
+    assert result.exit_code == 1
+    shown = result.stdout.splitlines()
+    assert f"    {SHARD}.idx, line 4, byte {offsets[2]}: repeats the line before it: DALI reads that record twice " \
+           "an epoch" in shown, result.stdout
+    # the index is wrong, so the records are read by their own framing: record 3 is still named
+    assert f"    {SHARD}, record 3, byte {offsets[3]}: height/width {height}x0 not positive" in shown, result.stdout
 
 
 def test_report_is_readable_and_exit_codes(build):
