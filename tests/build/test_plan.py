@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from imagenet_build import plan
-from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.errors import BuildError, UsageError
 
 
 def slim_layout(num_items, num_shards, num_threads):
@@ -31,6 +31,10 @@ def slim_layout(num_items, num_shards, num_threads):
         (37, 6, 3),
         (999983, 64, 64),
         (12, 4, 2),
+        (48, 48, 4),  # one image per shard: every step exactly 1
+        (88, 88, 4),  # 22 a thread: where i / 22 * 22 floors to one less
+        (16, 16, 16),  # one image per layout thread too
+        (1000, 1000, 8),
     ],
 )
 def test_layout_matches_slim(num_items, num_shards, threads):
@@ -44,6 +48,24 @@ def test_linspace_matches_numpy_over_many_values():
         stop = start + rng.randrange(0, 2_000_000)
         num = rng.randrange(1, 200)
         assert plan.linspace_int(start, stop, num) == np.linspace(start, stop, num).astype(int).tolist()
+
+
+def test_linspace_matches_numpy_at_a_step_of_exactly_one():
+    """One image per shard: numpy multiplies by the step 1.0 (i / div * delta, its branch for a step of 0,
+    floors to one less for 43 of the first 100 counts); a step of 0 (an empty range) too."""
+    for count in range(1, 300):
+        for start in (0, 1, 1000, 1281167):
+            stop = start + count
+            expected = np.linspace(start, stop, count + 1).astype(int).tolist()
+            assert plan.linspace_int(start, stop, count + 1) == expected == list(range(start, stop + 1))
+            assert plan.linspace_int(start, start, count) == np.linspace(start, start, count).astype(int).tolist()
+
+
+@pytest.mark.parametrize("shards,threads", [(0, 1), (0, 0), (8, 0), (8, -1), (-8, 1)])
+def test_shard_ranges_refuse_counts_below_one(shards, threads):
+    with pytest.raises(UsageError) as raised:
+        plan.shard_ranges(100, shards, threads)
+    assert str(raised.value) == "shard and layout-thread counts must be at least 1"
 
 
 def test_shuffle_is_slims_global_random_with_seed_12345():

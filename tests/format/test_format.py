@@ -78,6 +78,32 @@ def test_example_equals_slims_example(tf, boxes):
     assert len(decoded) == 15
 
 
+VARINT_BOUNDARIES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**63 - 1, -1, -(2**63)]
+
+
+@pytest.mark.parametrize("value", VARINT_BOUNDARIES)
+@pytest.mark.parametrize("key", ["height", "width", "label"])
+def test_example_int64_at_every_varint_boundary_equals_tensorflows(tf, key, value):
+    """A side of 127 is one varint byte, 128 two (16383/16384 two/three, ...), a negative int64 ten:
+    TensorFlow's bytes at each, for a side and for a label (written twice: the class and a box's)."""
+    args = dict(encoded=b"\xff\xd8", filename="a.JPEG", height=375, width=500, label=1, synset="n01440764",
+                text="tench", boxes=((0.1, 0.2, 0.3, 0.4),))
+    args[key] = value
+    ours = encode_example(**args)
+    assert ours == slim_example(tf, **args).SerializeToString(deterministic=True)
+    assert decode_example(ours)[f"image/{'class/' if key == 'label' else ''}{key}"] == [value]
+
+
+def test_example_lengths_at_every_varint_boundary_equal_tensorflows(tf):
+    """The length of every length-delimited field around the image (its bytes, its Feature, its map entry, the
+    Features) crosses 127/128 and 16383/16384 as the image grows."""
+    args = dict(filename="a.JPEG", height=375, width=500, label=1, synset="n01440764", text="tench", boxes=())
+    for size in (*range(0, 140), *range(16384 - 400, 16384 + 10)):
+        encoded = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        ours = encode_example(encoded=encoded, **args)
+        assert ours == slim_example(tf, encoded=encoded, **args).SerializeToString(deterministic=True), size
+
+
 def test_framing_equals_tensorflow_writer(tf, tmp_path):
     payloads = [b"", b"a", bytes(range(256)) * 400, b"\x00" * 70000]
     ours = io.BytesIO()

@@ -47,6 +47,7 @@ def test_clean_build_passes_every_mode(converted):
     for extra in ((), ("--quick",), ("--deep",)):
         code, report = verify_json(converted, *extra)
         assert code == 0 and report["ok"] and report["problems"] == [], report
+        assert report["summary"]["manifest"] is True
     assert report["summary"]["records"] == 64
 
 
@@ -135,6 +136,15 @@ def swap_indexes(folder):
     set_index(folder, a, OTHER)
 
 
+def go_back(folder):
+    lines = index_lines(folder)
+    set_index(folder, lines[:2] + [lines[0]] + lines[2:])
+
+
+def line_beyond_the_end(folder):
+    set_index(folder, index_lines(folder) + [f"{(folder / SHARD).stat().st_size} 100\n"])
+
+
 INDEX_DEFECTS = {
     # name: (damage, what DALI does: "silent" = wrong epoch without a word, "fails" = refuses or errors)
     "missing": (lambda f: (f / "dali_idx" / f"{SHARD}.idx").unlink(), "fails"),
@@ -147,20 +157,54 @@ INDEX_DEFECTS = {
     "non-numeric line": (lambda f: set_index(f, index_lines(f)[:2] + ["12x 40\n"] + index_lines(f)[3:]), "silent"),
     "only an offset": (only_offset, "silent"),
     "swapped between shards": (swap_indexes, "fails"),
+    "goes back": (go_back, "silent"),
+    "line beyond the end": (line_beyond_the_end, "fails"),
+    "no newline at the end": (lambda f: set_index(f, index_lines(f)[:-1] + [index_lines(f)[-1].rstrip("\n")]), "reads"),
     # not tfrecord2idx's form, though DALI reads its numbers (the PyTorch reader refuses it): reported as such
     "CRLF line endings": (lambda f: set_index(f, [line.replace("\n", "\r\n") for line in index_lines(f)]), "reads"),
 }
 
 
+def index_diagnoses(folder):
+    """{defect: (line, message)} of the first index problem verify must report for each of INDEX_DEFECTS,
+    worked out from the clean index's lines (each entry `<offset> <size>`) and its shard's size."""
+    lines = index_lines(folder)
+    (o0, s0), (o1, s1), (o2, s2) = ((int(n) for n in line.split()) for line in lines[:3])
+    last_offset = lines[-1].split()[0]
+    other_first_size = int(index_lines(folder, OTHER)[0].split()[1])
+    n = len(lines)
+    return {
+        "missing": (None, "index file missing: DALI refuses to start without it"),
+        "empty": (None, f"index file is empty but the shard has {n} records: DALI silently reads none of them"),
+        "short": (None, f"{n - 1} lines for {n} records: DALI silently reads only {n - 1} of them"),
+        "header line": (1, "a header line: 'offset size'; DALI stops parsing this file here"),
+        "duplicated line": (4, "repeats the line before it: DALI reads that record twice an epoch"),
+        "merged entries": (2, f"size {s1 + s2} spans 2 records (merged entries): DALI reads them as one"),
+        "offset off by one": (3, f"offset {o2 + 1} is not where a record starts (expected {o2})"),
+        "non-numeric line": (3, "not '<offset> <size>': '12x 40'; DALI stops parsing this file here"),
+        "only an offset": (n, f"not tfrecord2idx's '<offset> <size>' line: '{last_offset}' "
+                              "(DALI, which reads numbers in pairs, pairs the wrong ones from here)"),
+        "swapped between shards": (1, f"size {other_first_size} but the record at this offset is {s0} bytes "
+                                      "(16 + its length)"),
+        "goes back": (3, f"goes back to byte {o0} (entries must follow each other)"),
+        "line beyond the end": (n + 1, "no record starts at this offset"),
+        "CRLF line endings": (1, f"not tfrecord2idx's '<offset> <size>' line: '{o0} {s0}\\r' (DALI reads its "
+                                 "numbers; stricter readers, such as the PyTorch reader, refuse it)"),
+        "no newline at the end": (n, "last line has no newline"),
+    }
+
+
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
-def test_index_defects_are_reported(build, defect):
+def test_index_defects_are_reported_by_their_diagnosis(build, defect):
+    """Each defect named for what it is, at the line it is on (JSON `record` is the index's line)."""
+    expected = index_diagnoses(build)[defect]
     damage, _ = INDEX_DEFECTS[defect]
     damage(build)
     code, report = verify_json(build, "--quick")
     assert code == 1 and "index" in checks_failed(report), report["summary"]
     problem = next(p for p in report["problems"] if p["check"] == "index")
-    assert problem["file"].startswith(SHARD)
-    assert ("DALI reads its numbers" in problem["message"]) == (INDEX_DEFECTS[defect][1] == "reads")
+    assert problem["file"] == f"{SHARD}.idx"
+    assert (problem["record"], problem["message"]) == expected
 
 
 @pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
@@ -268,6 +312,43 @@ def test_label_problems_name_the_record_that_shows_them(build):
     }, report["problems"]
 
 
+def set_int(key, value):
+    def change(example):
+        example.features.feature[key].int64_list.value[:] = [value]
+    return change
+
+
+def set_box(*corners):
+    """One box (xmin, ymin, xmax, ymax) of the record's own label, in place of its boxes."""
+    def change(example):
+        feature = example.features.feature
+        for key, value in zip(("xmin", "ymin", "xmax", "ymax"), corners):
+            feature[f"image/object/bbox/{key}"].float_list.value[:] = [value]
+        feature["image/object/bbox/label"].int64_list.value[:] = feature["image/class/label"].int64_list.value
+    return change
+
+
+@pytest.mark.parametrize("change,message", [
+    (set_int("image/width", 0), "height/width {height}x0 not positive"),
+    (set_int("image/height", 0), "height/width 0x{width} not positive"),
+    (set_int("image/width", -1), "height/width {height}x-1 not positive"),
+    (set_box(0.1, 0.2, 1.5, 0.4), "bbox value outside [0, 1]"),
+    (set_box(-0.5, 0.2, 0.3, 0.4), "bbox value outside [0, 1]"),
+    (set_box(0.1, 0.2, 1.0, 1.0), None),  # the edges themselves are inside
+], ids=["width-0", "height-0", "width-negative", "box-1.5", "box-negative", "box-at-1"])
+def test_record_values_out_of_range(build, change, message):
+    """A side of 0 or a box value outside [0, 1]: the example check names the record and the value."""
+    sizes = decode_example(records_of(build / SHARD)[3])
+    edit_record(build, SHARD, 3, change)
+    code, report = verify_json(build)
+    found = [p["message"] for p in report["problems"] if p["check"] == "example" and p["record"] == 3]
+    if message is None:  # the edited record differs from the manifest's, but is a sound Example
+        assert "example" not in checks_failed(report), report["problems"]
+    else:
+        expected = message.format(height=sizes["image/height"][0], width=sizes["image/width"][0])
+        assert code == 1 and expected in found, found
+
+
 def test_record_missing_a_key(build):
     edit_record(build, SHARD, 2, lambda e: e.features.feature.pop("image/class/text"))
     code, report = verify_json(build)
@@ -291,6 +372,7 @@ def test_shards_without_manifest_are_checked_structurally(build):
     (build / "manifest.json").unlink()
     code, report = verify_json(build)
     assert code == 0 and any("no manifest.json" in n for n in report["summary"]["notes"])
+    assert report["summary"]["manifest"] is False
 
 
 @pytest.mark.parametrize("mode", [[], ["--quick"]], ids=["full", "quick"])
@@ -301,6 +383,22 @@ def test_expect_imagenet_fails_a_small_build_naming_its_totals_and_classes(conve
         ("classes", "4 classes, ILSVRC2012 has 1,000"),  # the labels the records hold (quick: the manifest's)
         ("train", "48 records, ILSVRC2012 has 1,281,167"),
         ("validation", "16 records, ILSVRC2012 has 50,000")]
+
+
+def test_text_report_names_a_records_number_and_an_index_line(build):
+    """A record's problem is `<shard>, record N, byte B`; an index's is `<index>, line N, byte B` (the
+    JSON gives both under `record`)."""
+    edit_record(build, SHARD, 3, set_int("image/width", 0))
+    offsets = [int(line.split()[0]) for line in index_lines(build)]
+    height = decode_example(records_of(build / SHARD)[3])["image/height"][0]
+    duplicate_line(build)
+    result = run_cli("verify", build, "--workers", 1)
+    assert result.exit_code == 1
+    shown = result.stdout.splitlines()
+    assert f"    {SHARD}.idx, line 4, byte {offsets[2]}: repeats the line before it: DALI reads that record twice " \
+           "an epoch" in shown, result.stdout
+    # the index is wrong, so the records are read by their own framing: record 3 is still named
+    assert f"    {SHARD}, record 3, byte {offsets[3]}: height/width {height}x0 not positive" in shown, result.stdout
 
 
 def test_report_is_readable_and_exit_codes(build):
@@ -348,9 +446,19 @@ def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, d
     assert (tmp_path / "idx" / "good.tfrecord.idx").exists()  # the sound file is still indexed
 
 
-def test_index_of_a_folder_without_tfrecords(tmp_path):
+@pytest.mark.parametrize("content", ["nothing", "no shard-named file"])
+def test_index_of_a_folder_without_tfrecords(tmp_path, content):
+    """One line and exit 1, whether the folder is empty or holds only other files (a folder named like a
+    shard is not a shard)."""
+    if content != "nothing":
+        (tmp_path / "notes.txt").write_text("hello")
+        (tmp_path / "train-00000-of-00001").mkdir()
+        (tmp_path / "old.tfrecord.idx").write_text("0 16\n")
     result = run_cli("index", tmp_path)
-    assert result.exit_code == 1 and "holds no TFRecord files" in result.stderr
+    assert result.exit_code == 1 and result.stdout == ""
+    assert result.stderr == f"error: {tmp_path}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == (
+        [] if content == "nothing" else ["notes.txt", "old.tfrecord.idx", "train-00000-of-00001"])
 
 
 def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted):
