@@ -76,6 +76,12 @@ def share(total: int, part: int, parts: int, what: str = "rank") -> tuple[int, i
     return total * part // parts, total * (part + 1) // parts
 
 
+# Open shards kept per process: ImageNet's 1,024 train shards, all open in each DataLoader worker, would
+# pass the usual soft limit of 1,024 descriptors; the least recently read is closed first (an open costs
+# microseconds beside a record's read and parse).
+MAX_OPEN_SHARDS = 128
+
+
 class RecordReader:
     """Reads and parses records; file descriptors are opened per process (DataLoader workers fork)."""
 
@@ -86,7 +92,7 @@ class RecordReader:
         self.boxes = boxes
         self.check_crc = check_crc
         self.transform = transform
-        self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file
+        self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file; in order of use
         self._pid = -1
 
     def __getstate__(self) -> dict:  # a spawned worker opens its own files
@@ -98,21 +104,30 @@ class RecordReader:
         if getattr(self, "_pid", -1) != os.getpid():
             return  # a forked copy: the files are its parent's
         for f in self._files.values():
-            try:
-                os.close(f) if isinstance(f, int) else f.close()
-            except OSError:
-                pass
+            self._close(f)
         self._files = {}
+
+    @staticmethod
+    def _close(f: Any) -> None:
+        try:
+            os.close(f) if isinstance(f, int) else f.close()
+        except OSError:
+            pass
 
     def pread(self, shard: int, size: int, offset: int) -> bytes:
         """`size` bytes at `offset` of a shard: one pread of a file, one ranged read of an object."""
         if self._pid != os.getpid():
             self._files, self._pid = {}, os.getpid()
         path = self.records.paths[shard]
-        if shard not in self._files:
-            self._files[shard] = (storage.open_read(path, random_access=True) if storage.is_url(path)
-                                  else os.open(path, os.O_RDONLY))
-        f = self._files[shard]
+        f = self._files.pop(shard, None)
+        if f is None:
+            if len(self._files) >= MAX_OPEN_SHARDS:  # the least recently read first
+                self._close(self._files.pop(next(iter(self._files))))
+            try:
+                f = storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+            except OSError as e:
+                raise BuildError(f"{path}: cannot be opened: {e.strerror or e}") from None
+        self._files[shard] = f  # last: the dict's order is the order of use
         if isinstance(f, int):
             return os.pread(f, size, offset)
         f.seek(offset)

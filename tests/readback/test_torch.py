@@ -233,6 +233,36 @@ def test_reading_holds_at_most_one_descriptor_per_shard(converted, dataset_class
     assert open_descriptors() == before
 
 
+def test_a_split_of_more_shards_than_kept_open_reads_whole_within_the_cap(converted, monkeypatch):
+    """ImageNet's 1,024 train shards would pass a soft limit of 1,024 descriptors in every worker: the
+    map-style reader keeps at most MAX_OPEN_SHARDS open, closing the least recently read, and still reads
+    every record right (here a cap of 2 over the sample's 4 shards, in shuffled order)."""
+    import imagenet_build.readback.torch_records as torch_records
+
+    monkeypatch.setattr(torch_records, "MAX_OPEN_SHARDS", 2)
+    expected = {s["filename"]: s["label"] for s in RecordDataset(converted, "train", decode=False, shuffle=False)}
+    before = open_descriptors()
+    dataset = RecordDataset(converted, "train", decode=False)
+    built = open_descriptors()
+    got, most = {}, 0
+    for sample in dataset:
+        got[sample["filename"]] = sample["label"]
+        most = max(most, open_descriptors() - built)
+    assert got == expected and len(dataset.records.paths) == 4 and most == 2
+    del dataset
+    gc.collect()
+    assert open_descriptors() == before
+
+
+def test_a_shard_that_cannot_be_opened_is_one_line(build):
+    dataset = RecordDataset(build, "train", decode=False, shuffle=False)
+    (build / SHARD).chmod(0)
+    if os.access(build / SHARD, os.R_OK):  # root reads anything: take the file away instead
+        (build / SHARD).unlink()
+    with pytest.raises(BuildError, match=f"{SHARD}: cannot be opened: "):
+        dataset[dataset.records.starts[1]]  # the first record of SHARD, the second shard
+
+
 def test_too_few_records_and_bad_rank_are_clear_errors(converted):
     with pytest.raises(BuildError, match="for 100 ranks"):
         RecordDataset(converted, "validation", rank=0, world_size=100)
