@@ -15,6 +15,8 @@ FRAMEWORKS = {
     "dali": ("nvidia.dali.plugin.tf", ("--device", "cpu", "--steps", 8)),
     "torch": ("torchvision", ("--framework", "torch", "--device", "cpu", "--steps", 4)),
 }
+# torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 
 
 @pytest.fixture(params=sorted(FRAMEWORKS))
