@@ -122,19 +122,21 @@ def test_a_batch_of_one_image_repeated_fails():
     assert not results(report)["batches"]["ok"]
 
 
-@pytest.mark.parametrize("losses,failure,ok", [
-    ([2.3, 1.9, 1.5], "", True),
-    ([2.3, math.nan], "", False),
-    ([2.3, math.inf], "", False),
-    ([], "", False),
-    ([2.3], "training failed after 1 steps: label 7 outside [0, 4)", False),
+@pytest.mark.parametrize("losses,failure,ok,detail", [
+    ([2.3, 1.9, 1.5], "", True, "3 steps, loss 2.300 -> 1.500"),
+    ([2.3, 1.9, math.nan, math.nan], "", False, "loss is not finite (NaN/inf) from step 3 of 4 (it was 1.900 at "
+                                                "step 2): labels out of range or pixels not normalised?"),
+    ([math.inf], "", False, "loss is not finite (NaN/inf) from step 1 of 1: labels out of range or pixels not "
+                            "normalised?"),
+    ([], "", False, "no training steps ran"),
+    ([2.3], "training failed after 1 steps: label 7 outside [0, 4)", False,
+     "training failed after 1 steps: label 7 outside [0, 4)"),
 ])
-def test_loss_is_finite_through_every_step(losses, failure, ok):
+def test_loss_is_finite_through_every_step(losses, failure, ok, detail):
+    """A loss that stops being finite is named by the step it began at, and the loss just before."""
     report = Report()
     check_loss(report, losses, failure)
-    assert report.ok is ok
-    if failure:
-        assert results(report)["loss"]["detail"] == failure
+    assert report.ok is ok and results(report)["loss"]["detail"] == detail
 
 
 @pytest.mark.parametrize("fixed,ok", [([2.0, 1.2, 0.9], True), ([2.0, 1.5, 1.1], False), ([], False),
