@@ -9,12 +9,12 @@ VENV="$(mktemp -d)/venv"
 PY="$VENV/bin/python"
 PINS=()
 trap 'rm -rf "$(dirname "$VENV")"' EXIT
-ensure_venv test,gcs
+ensure_venv test,gcs,mutation
 ensure_dali_tf_plugin
 
 version="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 {
-  echo "# Exact versions of one environment holding every extra (test and gcs) and DALI's TF plugin,"
+  echo "# Exact versions of one environment holding every extra (test, gcs, mutation) and DALI's TF plugin,"
   echo "# resolved together on Python $version. scripts/_venv.sh installs within them; so do the Docker images."
   echo "# Regenerate with scripts/lock.sh (never edit by hand), then run scripts/test.sh."
   "$PY" -m pip freeze --all --exclude-editable | grep -v "^#" | LC_ALL=C sort -f | sed "s/\$/ ; python_version == \"$version\"/"

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Mutation testing of one module against the tests that exercise it (mutmut): mutmut makes small
+# behaviour changes to MODULE (a comparison flipped, a constant changed, a branch dropped, ...) and runs
+# TESTS against each; a mutant no test fails has "survived" and names a missing test, or is equivalent
+# (changes nothing a caller can see: docs/mutation.md lists those). Prints each survivor's diff, then
+# the counts and the score. Runs in a temporary copy of the working tree: nothing here is touched.
+# Not part of scripts/test.sh (minutes per module); needs the mutation extra:
+#   .venv/bin/python -m pip install -c constraints.txt '.[mutation]'
+# Usage: scripts/mutation.sh MODULE TEST [TEST ...]
+#   e.g. scripts/mutation.sh imagenet_build/format/tfrecord.py tests/format/test_format.py
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+if [ "$#" -lt 2 ]; then
+  echo "usage: scripts/mutation.sh MODULE TEST [TEST ...]" >&2
+  exit 2
+fi
+MODULE=$1
+shift
+for path in "$MODULE" "$@"; do
+  [ -e "$ROOT/$path" ] || { echo "error: $path: no such file in the repository" >&2; exit 2; }
+done
+"$PY" -c "import mutmut" 2>/dev/null || {
+  echo "error: mutmut is not installed: $PY -m pip install -c constraints.txt '.[mutation]'" >&2
+  exit 1
+}
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$WORK"
+quoted() { local out="" p; for p in "$@"; do out+="\"$p\", "; done; echo "[${out%, }]"; }
+cat >> "$WORK/pyproject.toml" <<EOF
+
+[tool.mutmut]
+source_paths = ["$MODULE"]
+pytest_add_cli_args_test_selection = $(quoted "$@")
+also_copy = ["imagenet_build", "tests", "benchmarks"]
+pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]
+EOF
+cd "$WORK"
+"$PY" -W ignore -m mutmut run > "$WORK/run.log" 2>&1 || { tail -n 30 "$WORK/run.log"; exit 1; }
+"$PY" -W ignore -m mutmut results --all true 2>/dev/null > "$WORK/results.txt"
+grep ": survived" "$WORK/results.txt" | sed 's/: survived//' | while read -r name; do
+  "$PY" -W ignore -m mutmut show "$name" 2>/dev/null
+  echo
+done
+killed=$(grep -c ": killed" "$WORK/results.txt" || true)
+survived=$(grep -c ": survived" "$WORK/results.txt" || true)
+other=$(grep -vc ": killed\|: survived" "$WORK/results.txt" || true)
+total=$((killed + survived + other))
+echo "$MODULE: $total mutants, $killed killed, $survived survived, $other other (timeout, suspicious, no tests)"
+[ "$total" -gt 0 ] && echo "killed: $((100 * killed / total)) % of all mutants (docs/mutation.md: the score without the equivalent ones)"
