@@ -5,6 +5,7 @@ import io
 import pytest
 
 from helpers import FRAMING_DAMAGE, GOOD
+from imagenet_build.encode import example
 from imagenet_build.encode.example import decode_example, encode_example
 from imagenet_build.format import tfrecord
 
@@ -14,7 +15,7 @@ def tf():
     return pytest.importorskip("tensorflow")
 
 
-def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes):
+def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes, image_format=b"JPEG"):
     """slim's _convert_to_example, verbatim in structure."""
     xmin, ymin, xmax, ymax = [], [], [], []
     for b in boxes:
@@ -45,7 +46,7 @@ def slim_example(tf, encoded, filename, height, width, label, synset, text, boxe
                 "image/object/bbox/ymin": floats(ymin),
                 "image/object/bbox/ymax": floats(ymax),
                 "image/object/bbox/label": ints([label] * len(xmin)),
-                "image/format": byts(b"JPEG"),
+                "image/format": byts(image_format),
                 "image/filename": byts(filename.encode()),
                 "image/encoded": byts(encoded),
             }
@@ -76,6 +77,45 @@ def test_example_equals_slims_example(tf, boxes):
     decoded = decode_example(ours)
     assert decoded["image/object/bbox/label"] == [1] * len(boxes)
     assert len(decoded) == 15
+
+
+@pytest.mark.parametrize("image_format", [b"JPEG", b"PNG"])
+def test_example_of_each_image_format_equals_tensorflows(tf, image_format):
+    """write_arrays stores PNG: its image/format is PNG, and the rest of the record as for a JPEG."""
+    args = dict(encoded=b"\x89PNG\r\n", filename="0.png", height=32, width=32, label=7, synset="n01443537",
+                text="goldfish", boxes=(), image_format=image_format)
+    ours = encode_example(**args)
+    assert ours == slim_example(tf, **args).SerializeToString(deterministic=True)
+    assert decode_example(ours)["image/format"] == [image_format]
+
+
+ENTRY_VALUES = {
+    "bytes": [(), (b"n01440764",), (b"a", b"", b"\x00\xff" * 70)],
+    "float": [(), (0.5,), (0.0, 0.1234, 1.0, 0.75)],
+    "int64": [(), (3,), (1, 128, -1, 2**63 - 1)],
+}
+
+
+@pytest.mark.parametrize("key", sorted(example.SCHEMA))
+def test_each_features_entry_equals_tensorflows(tf, key):
+    """One map entry of Features, for every key with no value, one, several: TensorFlow's bytes. (An empty list is
+    what a record without boxes holds; the encoder builds those entries once, when it is imported.)"""
+    kind = example.SCHEMA[key]
+    for values in ENTRY_VALUES[kind]:
+        value_list = getattr(tf.train, f"{kind.capitalize()}List")(value=values)  # BytesList, FloatList, Int64List
+        feature = tf.train.Feature(**{example.LIST_FIELD[kind]: value_list})
+        theirs = tf.train.Features(feature={key: feature}).SerializeToString(deterministic=True)
+        assert example._entry(key, values) == theirs, values
+
+
+def test_decode_gives_no_values_for_a_feature_of_no_kind(tf):
+    """A Feature with none of the three lists set (TensorFlow writes one) decodes to [], as an empty list does."""
+    record = tf.train.Example(features=tf.train.Features(feature={
+        "image/filename": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"a.JPEG"])),
+        "image/object/bbox/xmin": tf.train.Feature(float_list=tf.train.FloatList(value=[])),
+        "image/text": tf.train.Feature(),
+    })).SerializeToString()
+    assert decode_example(record) == {"image/filename": [b"a.JPEG"], "image/object/bbox/xmin": [], "image/text": []}
 
 
 VARINT_BOUNDARIES = [0, 1, 127, 128, 16383, 16384, 2**21 - 1, 2**21, 2**63 - 1, -1, -(2**63)]
