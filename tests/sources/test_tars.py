@@ -221,6 +221,10 @@ def test_write_header_writes_what_tarfile_reads_back():
             assert head[257:265] == b"ustar\x0000"
         assert header_name(head[-512:]) == name.encode("utf-8", "surrogateescape")[:100].decode("utf-8",
                                                                                                "backslashreplace")
+    assert header_name(tar_of([("p/" + "n" * 100, b"")], tarfile.USTAR_FORMAT)[:512]) == "p/" + "n" * 100
+    gnu = bytearray(tar_of([("a.JPEG", b"")])[:512])
+    gnu[345:357] = b"14567123456\x00"  # an old GNU header's atime where ustar keeps its prefix
+    assert header_name(bytes(gnu)) == "a.JPEG"
 
 
 def listing_error(call, *args, **kwargs):
@@ -248,7 +252,7 @@ def test_the_fast_listing_reads_any_plain_tar_as_tarfile_does_its_small_members_
 
     sizes = [0, 512, 1, 0, 600, 0, 0, 513, 5, 0, 1200, 511, 0, 3000, 7, 0, 0, 0, 2, 1024, 9]
     members = [(f"m{i}.bin", bytes([i]) * s) for i, s in enumerate(sizes)] + [("nX", None), ("nX/a.JPEG", b"j")]
-    members.append(("z" * 150 + "/" + "y" * 99, b"long"))
+    members += [("z" * 150 + "/" + "y" * 99, b"long"), ("p/" + "n" * 100, b"a one-letter ustar prefix")]
     every = tar_of(members, tarfile.USTAR_FORMAT)
     at = every.index(b"y" * 99)  # its header: the name's last part, the ustar prefix at 345
     checksum = int(every[at + 148:at + 154], 8)
@@ -326,3 +330,28 @@ def test_tar_names_not_utf_8_and_archives_not_there_are_one_error_naming_them(tm
         "x.tar:\\udcff.JPEG: file name is not UTF-8 (slim's image/filename is UTF-8 text): rename it"
     assert listing_error(outer_members, tmp_path / "none.tar") == f"{tmp_path / 'none.tar'}: archive not found"
     assert listing_error(outer_members, tmp_path) == f"{tmp_path}: is a folder, expected a .tar archive"
+
+
+@pytest.mark.parametrize("where", ["local", "object store"])
+def test_the_archive_reader_reads_members_from_a_file_or_an_object_store(tmp_path, where):
+    """ArchiveReader: a local archive read by descriptor, an object (fsspec's memory store here) by ranged reads;
+    the same members, names and identities either way."""
+    import fsspec
+
+    from imagenet_build.model import ImageEntry, ShardSpec
+    from imagenet_build.sources.tars import ArchiveReader, list_members
+
+    jpeg, other = bytes(range(256)) * 5, b"other" * 300
+    data = tar_of([("a.JPEG", jpeg), ("b.JPEG", other)])
+    if where == "local":
+        root = str(tmp_path / "t.tar")
+    else:
+        root = f"memory://{tmp_path.name}/t.tar"
+    with fsspec.open(root, "wb") as f:
+        f.write(data)
+    listed = list_members(io.BytesIO(data), len(data), "t.tar")
+    entries = tuple(ImageEntry(name, 0, (), offset, size, crc) for name, offset, size, _, crc in listed)
+    spec = ShardSpec("train", 0, 1, root, ArchiveReader, entries, {0: ("n01440764", "tench")})
+    with ArchiveReader(spec) as reader:
+        assert [reader.read(i) for i in (1, 0)] == [(other, f"{root}:b.JPEG"), (jpeg, f"{root}:a.JPEG")]
+    assert reader.identities == [f"@{listed[1][1]}:{len(other)}", f"@{listed[0][1]}:{len(jpeg)}"]
