@@ -390,10 +390,10 @@ def test_zip64_values_are_taken_in_order_for_the_fields_that_ask_for_them():
     ]
     for extra, fields, values in cases:
         buf = junk + extra + b"JUNK"
-        assert _zip64(buf, len(junk), len(extra), *fields, "z.zip", "a/x.JPEG") == values, (extra, fields)
+        assert _zip64(buf, len(junk), len(extra), *fields, "z.zip:a/x.JPEG") == values, (extra, fields)
 
     def error(extra, fields=(FULL32, FULL32, FULL32), after=b""):
-        return input_error(_zip64, junk + extra + after, len(junk), len(extra), *fields, "z.zip", "a/x.JPEG")
+        return input_error(_zip64, junk + extra + after, len(junk), len(extra), *fields, "z.zip:a/x.JPEG")
 
     none = "z.zip:a/x.JPEG: broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field"
     assert error(b"") == none
@@ -510,6 +510,10 @@ def test_a_members_local_header_is_read_whole_and_checked_against_the_directory(
     assert input_error(read, io.BytesIO(zip64), d, "a/s.JPEG") == \
         f"z.zip:a/s.JPEG: the local header at byte {d.header_offset} is a/d.JPEG's: the zip's directory points " \
         "this member at another member's data"
+    no_zip64 = bytearray(zip64)
+    struct.pack_into("<H", no_zip64, s.header_offset + LOCAL_SIZE + len(b"a/s.JPEG"), 0x9999)  # another field's id
+    assert input_error(read, io.BytesIO(bytes(no_zip64)), s) == \
+        "z.zip:a/s.JPEG: broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field"  # named once
     empty = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, 0, 0, 0, 0, 0)
     assert len(empty) == LOCAL_SIZE
     assert member_bytes(io.BytesIO(empty), 0, 0, pack_extra(STORED, 0, 0), "", "z.zip:", empty) == b""
