@@ -303,6 +303,12 @@ def test_a_tar_cut_short_of_its_end_is_said_to_be_truncated_after_its_last_membe
                           "its header's size is wrong)"
     assert error(1535) == "t.tar: truncated: a.bin needs bytes up to 1536, the archive has 1535"
     assert error(100) == "t.tar: truncated: no end-of-archive marker after byte 0"
+    empty_last = tmp_path / "e.tar"
+    empty_last.write_bytes(tar_of([("a.bin", b"a" * 1024), ("e", b"")])[:2048])  # cut just after e's header
+    with open(empty_last, "rb") as f:
+        assert listing_error(list_members, f, 2048, "e.tar") == \
+            "e.tar: truncated: no end-of-archive marker after byte 2048 (after e: cut there, or its header's size is " \
+            "wrong)"
     after_b = "t.tar: truncated: no end-of-archive marker after byte 2560 (after b.bin: cut there, or its header's " \
               "size is wrong)"
     assert error(2148) == after_b  # b's data ends at the end: no marker after it
