@@ -319,6 +319,7 @@ def test_a_tar_cut_short_of_its_end_is_said_to_be_truncated_after_its_last_membe
     view = RangeFile(open(path, "rb"), 0, 2560)
     try:
         assert view.read(0) == b"" and view.tell() == 0
+        assert view.seek(700) == 700 and view.seek(300) == 300 and view.read(3) == data[300:303]  # from its start
     finally:
         view.origin[0].close()
 
