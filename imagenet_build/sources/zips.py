@@ -108,7 +108,7 @@ def central_members(f: IO[bytes], cd_offset: int, cd_size: int, count: int, wher
             raise InputError(where, f"broken zip: central directory entry {number + 1} runs past its end")
         name = member_name(buf[pos:pos + name_len], flags, where)
         if FULL32 in (usize, csize, offset):
-            usize, csize, offset = _zip64(buf, pos + name_len, extra_len, usize, csize, offset, where, name)
+            usize, csize, offset = _zip64(buf, pos + name_len, extra_len, usize, csize, offset, f"{where}:{name}")
         pos = end
         yield name, offset, csize, usize, crc, method, flags, name_len
 
@@ -119,9 +119,12 @@ def member_name(raw: bytes, flags: int, where: str) -> str:
 
 
 def _zip64(
-    buf: bytes, at: int, extra_len: int, usize: int, csize: int, offset: int, where: str, name: str
+    buf: bytes, at: int, extra_len: int, usize: int, csize: int, offset: int, where: str
 ) -> tuple[int, int, int]:
-    """The 64-bit values of the Zip64 extra field, for the 32-bit fields that are 0xFFFFFFFF (in this order)."""
+    """The 64-bit values of the Zip64 extra field, for the 32-bit fields that are 0xFFFFFFFF (in this order).
+
+    where: the zip and the member (errors name both).
+    """
     end = at + extra_len
     while at + 4 <= end:
         kind, length = struct.unpack_from("<2H", buf, at)
@@ -131,15 +134,15 @@ def _zip64(
         if kind == 1:
             needed = (usize, csize, offset).count(FULL32)
             if length // 8 < needed:
-                raise InputError(f"{where}:{name}", f"broken zip: {needed} of its 32-bit fields are marked as Zip64, "
-                                                    f"its Zip64 extra field holds {length // 8} value(s)")
+                raise InputError(where, f"broken zip: {needed} of its 32-bit fields are marked as Zip64, "
+                                        f"its Zip64 extra field holds {length // 8} value(s)")
             values = iter(struct.unpack_from(f"<{length // 8}Q", buf, at))
             usize = next(values) if usize == FULL32 else usize
             csize = next(values) if csize == FULL32 else csize
             offset = next(values) if offset == FULL32 else offset
             return usize, csize, offset
         at += length
-    raise InputError(f"{where}:{name}", "broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field")
+    raise InputError(where, "broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field")
 
 
 def member_bytes(
@@ -213,7 +216,7 @@ def local_header(
                                 f"{DEFLATED if extra & DEFLATED_FLAG else STORED}")
     if not flags & DESCRIPTOR_FLAG:
         if FULL32 in (lcsize, lusize):
-            lusize, lcsize, _ = _zip64(head, LOCAL_SIZE + name_len, extra_len, lusize, lcsize, 0, where, name)
+            lusize, lcsize, _ = _zip64(head, LOCAL_SIZE + name_len, extra_len, lusize, lcsize, 0, where)
         usize, ccrc = (extra >> 32) & MAX_SIZE, extra & FULL32
         if (lcsize, lusize, crc) != (csize, usize, ccrc):
             raise InputError(where, f"broken zip: its local header says {lcsize} bytes ({lusize} inflated), CRC-32 "
