@@ -1,7 +1,9 @@
 """The DALI index rule on small shards made here: each defect by its exact diagnosis, line and byte,
 as verify (check_index) and every reader (index_entries) report it, and `index` over files and folders."""
 
+import io
 import os
+import sys
 
 import pytest
 
@@ -9,7 +11,9 @@ from helpers import record
 from imagenet_build.format import dali_index
 from imagenet_build.format.dali_index import check_index, index_entries, index_shards, parse_index
 from imagenet_build.format.tfrecord import FramingError
+from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.lock import FolderLock
 
 SHARD = record(b"first") + record(b"second payload") + record(b"third")  # records of 21, 30, 21 bytes
 ENTRIES = [(0, 21), (21, 30), (51, 21)]
@@ -50,6 +54,8 @@ DEFECTS = {
                              [(1, 5, "the first entry starts at byte 5, not 0")]),
     "first entry skips a record": (lines((21, 30), (51, 21)),
                                    [(1, 21, "skips the record(s) between byte 0 and 21")],
+                                   [(1, 21, "the first entry starts at byte 21, not 0")]),
+    "its only line out of place": (lines((21, 30)), [(1, 21, "skips the record(s) between byte 0 and 21")],
                                    [(1, 21, "the first entry starts at byte 21, not 0")]),
     "a record skipped": (lines((0, 21), (51, 21)), [(2, 51, "skips the record(s) between byte 21 and 51")],
                          [(2, 51, "starts at byte 51, but line 1 ends at byte 21: entries must follow each other")]),
@@ -106,6 +112,8 @@ LINE_PROBLEMS = {  # index bytes: the first problem parse_index reports
     b"1" * 70 + b"  2\n": (1, None, f"not tfrecord2idx's '<offset> <size>' line: {'1' * 60!r} (DALI reads its "
                                    "numbers; stricter readers, such as the PyTorch reader, refuse it)"),
     b"x" * 70 + b"\n": (1, None, f"a header line: {'x' * 60!r}; DALI stops parsing this file here"),
+    # digits of other scripts are not numbers in an index (Python's int() and \\d would take them)
+    b"0 21\n\xd9\xa3 21\n": (2, None, "not '<offset> <size>': '\ufffd\ufffd 21'; DALI stops parsing this file here"),
     b"0 2\xff\n": (1, None, "not '<offset> <size>': '0 2\ufffd'; DALI stops parsing this file here"),  # U+FFFD
 }
 
@@ -240,8 +248,8 @@ def test_index_shards_indexes_the_sound_files_and_refuses_the_broken(tmp_path):
         (tmp_path / name).write_bytes(data)
     result = index_shards([tmp_path], workers=1)
     idx = tmp_path / "dali_idx"
-    assert result["seconds"] >= 0 and result["seconds"] == round(result["seconds"], 3)
-    del result["seconds"]
+    seconds = result.pop("seconds")
+    assert isinstance(seconds, float) and 0 <= seconds < 60 and seconds == round(seconds, 3)
     assert result == {
         "ok": False,
         "indexed": [{"file": str(tmp_path / "a.tfrecord"), "index": str(idx / "a.tfrecord.idx"), "records": 1},
@@ -283,3 +291,58 @@ def test_a_file_that_cannot_be_read_is_refused_with_the_systems_reason(tmp_path)
     missing = str(tmp_path / "gone.tfrecord")
     assert dali_index._index_one(missing, str(tmp_path / "gone.idx")) == (missing, None,
                                                                           (None, "No such file or directory"))
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_index_shows_its_progress_in_files_on_a_terminal(tmp_path, monkeypatch):
+    for name in ("a.tfrecord", "b.tfrecord", "c.tfrecord"):
+        (tmp_path / name).write_bytes(SHARD)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    # no monitor thread left behind: a later fork of this process (workers) would inherit its locks
+    monkeypatch.setattr(pytest.importorskip("tqdm").tqdm, "monitor_interval", 0)
+    assert index_shards([tmp_path], workers=1)["records"] == 9
+    last = terminal.getvalue().split("\r")[-1]
+    assert last.startswith("index: 100%") and "| 3/3 [" in last and "file/s]" in last, last
+
+
+def test_index_is_refused_while_another_command_writes_the_index_folder(tmp_path, shard):
+    with FolderLock(tmp_path / "dali_idx", command="imagenet-build convert"):
+        with pytest.raises(BuildError, match=r"dali_idx: in use by another imagenet-build \('imagenet-build convert'"):
+            index_shards([shard])
+    assert not (tmp_path / "dali_idx" / f"{shard.name}.idx").exists()
+
+
+@pytest.fixture
+def bucket(tmp_path):
+    """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""
+    url = f"memory://{tmp_path.name}"
+    yield url
+    if storage.exists(url):
+        storage._fs(url).rm(url, recursive=True)
+
+
+def test_an_index_written_to_object_storage_makes_no_local_folder(shard, bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert dali_index.write_index(str(shard), f"{bucket}/dali_idx/s.idx") == 3
+    assert storage.read_bytes(f"{bucket}/dali_idx/s.idx") == GOOD
+    assert sorted(os.listdir(tmp_path)) == [shard.name]
+
+
+def test_object_names_are_not_local_paths(bucket):
+    """`x/../s` and `s` are two objects in a store: two files for one index, refused (not taken as one file)."""
+    for name in ("x/../s.tfrecord", "s.tfrecord"):
+        storage.write_bytes(f"{bucket}/{name}", SHARD)
+    first, second = f"{bucket}/x/../s.tfrecord", f"{bucket}/s.tfrecord"
+    with pytest.raises(UsageError, match="would both be indexed as"):
+        index_shards([first, second], index_dir=f"{bucket}/idx")
+
+
+def test_an_object_that_cannot_be_read_is_refused_naming_it(bucket):
+    """An object store's error may carry no strerror: its own text is the reason."""
+    _, records, (offset, message) = dali_index._index_one(f"{bucket}/gone.tfrecord", f"{bucket}/gone.idx")
+    assert records is None and offset is None and message.endswith("/gone.tfrecord"), message
