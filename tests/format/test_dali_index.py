@@ -1,9 +1,7 @@
 """The DALI index rule on small shards made here: each defect by its exact diagnosis, line and byte,
 as verify (check_index) and every reader (index_entries) report it, and `index` over files and folders."""
 
-import io
 import os
-import sys
 
 import pytest
 
@@ -291,23 +289,6 @@ def test_a_file_that_cannot_be_read_is_refused_with_the_systems_reason(tmp_path)
     missing = str(tmp_path / "gone.tfrecord")
     assert dali_index._index_one(missing, str(tmp_path / "gone.idx")) == (missing, None,
                                                                           (None, "No such file or directory"))
-
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_index_shows_its_progress_in_files_on_a_terminal(tmp_path, monkeypatch):
-    for name in ("a.tfrecord", "b.tfrecord", "c.tfrecord"):
-        (tmp_path / name).write_bytes(SHARD)
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
-    # no monitor thread left behind: a later fork of this process (workers) would inherit its locks
-    monkeypatch.setattr(pytest.importorskip("tqdm").tqdm, "monitor_interval", 0)
-    assert index_shards([tmp_path], workers=1)["records"] == 9
-    last = terminal.getvalue().split("\r")[-1]
-    assert last.startswith("index: 100%") and "| 3/3 [" in last and "file/s]" in last, last
 
 
 def test_index_is_refused_while_another_command_writes_the_index_folder(tmp_path, shard):
