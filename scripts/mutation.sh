@@ -39,7 +39,7 @@ EOF
 cd "$WORK"
 "$PY" -W ignore -m mutmut run > "$WORK/run.log" 2>&1 || { tail -n 30 "$WORK/run.log"; exit 1; }
 "$PY" -W ignore -m mutmut results --all true 2>/dev/null > "$WORK/results.txt"
-grep ": survived" "$WORK/results.txt" | sed 's/: survived//' | while read -r name; do
+{ grep ": survived" "$WORK/results.txt" || true; } | sed 's/: survived//' | while read -r name; do
   "$PY" -W ignore -m mutmut show "$name" 2>/dev/null
   echo
 done

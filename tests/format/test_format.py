@@ -4,7 +4,7 @@ import io
 
 import pytest
 
-from helpers import FRAMING_DAMAGE, GOOD
+from helpers import FRAMING_DAMAGE, GOOD, record, with_length
 from imagenet_build.encode import example
 from imagenet_build.encode.example import decode_example, encode_example
 from imagenet_build.format import tfrecord
@@ -171,6 +171,59 @@ def test_both_readers_refuse_broken_framing_naming_the_offset(name):
         assert info.value.offset == offset
 
 
+EXACT_BREAKS = {  # (data, offset, the whole message) where the framing breaks
+    "flipped length CRC": (bytes([GOOD[0] ^ 1]) + GOOD[1:], 0, "length CRC mismatch (corrupt record header)"),
+    "sign bit set": (with_length(GOOD, -5), 0, "negative record length -5 (sign bit set)"),
+    "length past the end": (with_length(GOOD, 10**6), 0,
+                            "record of 1000000 bytes runs past the end of the file (51 bytes)"),
+    "truncated last record": (GOOD[:-3], 21, "record of 14 bytes runs past the end of the file (48 bytes)"),
+    "7 bytes after the last record": (GOOD + b"garbage", 51, "7 trailing byte(s) that are not a record"),
+    "11 bytes after the last record": (GOOD + GOOD[:11], 51, "11 trailing byte(s) that are not a record"),
+    # exactly a header left: read as one, the record it announces runs past the end
+    "a header and nothing after it": (GOOD + GOOD[:12], 51,
+                                      "record of 5 bytes runs past the end of the file (63 bytes)"),
+}
+
+
+@pytest.mark.parametrize("name", list(EXACT_BREAKS))
+def test_both_readers_name_the_break_in_full(name):
+    """The offset and the whole message (counts included) as a user reads them, from both readers."""
+    data, offset, message = EXACT_BREAKS[name]
+    for reader in (tfrecord.scan_lengths, tfrecord.read_records):
+        with pytest.raises(tfrecord.FramingError) as info:
+            list(reader(io.BytesIO(data), len(data)))
+        assert (info.value.offset, info.value.message) == (offset, message)
+        assert str(info.value) == f"byte {offset}: {message}"
+
+
+def test_read_records_refuses_a_file_that_shrank_while_read():
+    """A file one byte shorter than its size said when listed: the record cut short is named, not a struct error."""
+    data = GOOD[:-1]
+    reader = tfrecord.read_records(io.BytesIO(data), len(GOOD))
+    assert next(reader)[:2] == (0, b"first")
+    with pytest.raises(tfrecord.FramingError) as info:
+        next(reader)
+    assert (info.value.offset, info.value.message) == (21, "file shrank while being read")
+
+
+class _CountingReads(io.BytesIO):
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.reads: list = []
+
+    def read(self, n=-1):
+        self.reads.append(n)
+        return super().read(n)
+
+
+def test_scan_lengths_reads_only_the_headers():
+    """Indexing a shard reads 12 bytes per record and seeks over the payloads (not the rest of the file)."""
+    data = GOOD + record(bytes(5000))
+    f = _CountingReads(data)
+    assert list(tfrecord.scan_lengths(f, len(data))) == [(0, 5), (21, 14), (51, 5000)]
+    assert f.reads == [12, 12, 12]
+
+
 def test_flipped_payload_byte_is_a_crc_failure_of_that_record_only():
     data = bytearray(GOOD)
     data[14] ^= 0x20
@@ -184,9 +237,12 @@ def test_unframe_gives_a_records_payload_or_says_why_not():
     assert tfrecord.unframe(first) == b"first" and tfrecord.unframe(second) == b"second payload"
     damaged_payload = first[:13] + bytes([first[13] ^ 1]) + first[14:]
     for data, message in ((first[:10], "10 bytes where a record needs at least 16"),
+                          (first[:15], "15 bytes where a record needs at least 16"),
                           (first + b"xxxx", "the record is 5 bytes, its index entry says 9"),
-                          (bytes([first[0] ^ 1]) + first[1:], "length CRC mismatch"),
-                          (damaged_payload, "payload CRC mismatch")):
-        with pytest.raises(tfrecord.FramingError, match=message):
+                          (bytes([first[0] ^ 1]) + first[1:], "length CRC mismatch (corrupt record header)"),
+                          (damaged_payload, "payload CRC mismatch (corrupt record)")):
+        with pytest.raises(tfrecord.FramingError) as info:
             tfrecord.unframe(data)
+        assert (info.value.offset, info.value.message) == (0, message)  # offset 0: the record's own start
+    assert tfrecord.unframe(record(b"")) == b""  # 16 bytes: the smallest record, an empty payload
     assert tfrecord.unframe(damaged_payload, check_crc=False) == b"fhrst"  # unchecked: the bytes as they are

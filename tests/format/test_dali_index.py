@@ -1,0 +1,329 @@
+"""The DALI index rule on small shards made here: each defect by its exact diagnosis, line and byte,
+as verify (check_index) and every reader (index_entries) report it, and `index` over files and folders."""
+
+import os
+
+import pytest
+
+from helpers import record
+from imagenet_build.format import dali_index
+from imagenet_build.format.dali_index import check_index, index_entries, index_shards, parse_index
+from imagenet_build.format.tfrecord import FramingError
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.lock import FolderLock
+
+SHARD = record(b"first") + record(b"second payload") + record(b"third")  # records of 21, 30, 21 bytes
+ENTRIES = [(0, 21), (21, 30), (51, 21)]
+SIZE = 72
+GOOD = b"0 21\n21 30\n51 21\n"
+REPEATS = "repeats the line before it: DALI reads that record twice an epoch"
+
+
+def lines(*pairs):
+    return "".join(f"{o} {s}\n" for o, s in pairs).encode()
+
+
+def test_a_sound_index_has_no_problem_whether_the_records_are_known_or_not():
+    assert dali_index.index_text(ENTRIES) == GOOD.decode()
+    assert check_index(GOOD, ENTRIES, SIZE) == [] and check_index(GOOD, None, SIZE) == []
+    assert parse_index(GOOD) == ([(1, 0, 21), (2, 21, 30), (3, 51, 21)], [])
+    assert check_index(b"", [], 0) == [] and check_index(b"", None, 0) == []  # an empty shard, an empty index
+    assert check_index(b"0 16\n", [(0, 16)], 16) == [] and check_index(b"0 16\n", None, 16) == []  # empty payload
+
+
+# (index bytes, problems with the shard's records known (verify), problems with only its size known (readers))
+DEFECTS = {
+    "missing": (None, [(None, None, "index file missing: DALI refuses to start without it")], None),
+    "empty": (b"", [(None, None, "index file is empty but the shard has 3 records: DALI silently reads none of them")],
+              [(None, None, "index file is empty but the shard has 72 bytes: DALI silently reads none of them")]),
+    "short": (lines((0, 21), (21, 30)), [(None, 51, "2 lines for 3 records: DALI silently reads only 2 of them")],
+              [(2, 51, "the last entry ends at byte 51, the shard has 72 bytes: "
+                       "the records after it are missing from the index")]),
+    "line beyond the end": (GOOD + b"72 21\n", [(4, 72, "no record starts at this offset")],
+                            [(4, 93, "the last entry ends at byte 93, the shard has 72 bytes: "
+                                     "it runs past the end of the shard")]),
+    "last entry too long": (lines((0, 21), (21, 30), (51, 25)),
+                            [(3, 51, "size 25 but the record at this offset is 21 bytes (16 + its length)")],
+                            [(3, 76, "the last entry ends at byte 76, the shard has 72 bytes: "
+                                     "it runs past the end of the shard")]),
+    "first entry not at 0": (lines((5, 21), (21, 30), (51, 21)),
+                             [(1, 5, "offset 5 is not where a record starts (expected 0)")],
+                             [(1, 5, "the first entry starts at byte 5, not 0")]),
+    "first entry skips a record": (lines((21, 30), (51, 21)),
+                                   [(1, 21, "skips the record(s) between byte 0 and 21")],
+                                   [(1, 21, "the first entry starts at byte 21, not 0")]),
+    "its only line out of place": (lines((21, 30)), [(1, 21, "skips the record(s) between byte 0 and 21")],
+                                   [(1, 21, "the first entry starts at byte 21, not 0")]),
+    "a record skipped": (lines((0, 21), (51, 21)), [(2, 51, "skips the record(s) between byte 21 and 51")],
+                         [(2, 51, "starts at byte 51, but line 1 ends at byte 21: entries must follow each other")]),
+    "offset off by one": (lines((0, 21), (22, 30), (51, 21)),
+                          [(2, 22, "offset 22 is not where a record starts (expected 21)")],
+                          [(2, 22, "starts at byte 22, but line 1 ends at byte 21: entries must follow each other")]),
+    "repeated line": (lines((0, 21), (21, 30), (21, 30), (51, 21)), [(3, 21, REPEATS)], [(3, 21, REPEATS)]),
+    "repeated first line": (lines((0, 21), (0, 21), (21, 30), (51, 21)), [(2, 0, REPEATS)], [(2, 0, REPEATS)]),
+    "goes back": (lines((0, 21), (21, 30), (0, 21)),  # line 3 is line 1's, not the line before it
+                  [(3, 0, "goes back to byte 0 (entries must follow each other)")],
+                  [(3, 0, "starts at byte 0, but line 2 ends at byte 51: entries must follow each other")]),
+    "merged entries": (lines((0, 51), (51, 21)),
+                       [(1, 0, "size 51 spans 2 records (merged entries): DALI reads them as one")], []),
+    "all merged": (lines((0, 72)), [(1, 0, "size 72 spans 3 records (merged entries): DALI reads them as one")], []),
+    "size into the next record": (lines((0, 40), (40, 32)),
+                                  [(1, 0, "size 40 but the record at this offset is 21 bytes (16 + its length)")], []),
+    "size one record short of the end": (lines((0, 21), (21, 50)),
+                                         [(2, 21, "size 50 but the record at this offset is 30 bytes "
+                                                  "(16 + its length)")],
+                                         [(2, 71, "the last entry ends at byte 71, the shard has 72 bytes: "
+                                                  "the records after it are missing from the index")]),
+    "size below the framing": (lines((0, 15), (15, 57)),
+                               [(1, 0, "size 15 but the record at this offset is 21 bytes (16 + its length)")],
+                               [(1, 0, "size 15 is less than a record's 16 bytes of framing")]),
+}
+
+
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_each_index_defect_by_its_diagnosis(defect):
+    raw, known, size_only = DEFECTS[defect]
+    assert check_index(raw, ENTRIES, SIZE) == known
+    if size_only is not None:
+        assert check_index(raw, None, SIZE) == size_only
+
+
+LINE_PROBLEMS = {  # index bytes: the first problem parse_index reports
+    b"offset size\n0 21\n": (1, None, "a header line: 'offset size'; DALI stops parsing this file here"),
+    b"0 21\noffset size\n": (2, None, "not '<offset> <size>': 'offset size'; DALI stops parsing this file here"),
+    b"12x 40\n": (1, None, "not '<offset> <size>': '12x 40'; DALI stops parsing this file here"),
+    b"0 21\r\n": (1, None, "not tfrecord2idx's '<offset> <size>' line: '0 21\\r' (DALI reads its numbers; "
+                           "stricter readers, such as the PyTorch reader, refuse it)"),
+    b"0 21\n21\n": (2, None, "not tfrecord2idx's '<offset> <size>' line: '21' (DALI, which reads numbers in "
+                             "pairs, pairs the wrong ones from here)"),
+    b"0 21\n\n21 30\n": (2, None, "not tfrecord2idx's '<offset> <size>' line: '' (DALI reads its numbers; "
+                                  "stricter readers, such as the PyTorch reader, refuse it)"),
+    b"+0 -21\n": (1, None, "not tfrecord2idx's '<offset> <size>' line: '+0 -21' (DALI reads its numbers; "
+                           "stricter readers, such as the PyTorch reader, refuse it)"),
+    b"0  21\n": (1, None, "not tfrecord2idx's '<offset> <size>' line: '0  21' (DALI reads its numbers; "
+                          "stricter readers, such as the PyTorch reader, refuse it)"),
+    b"0 21 \n": (1, None, "not tfrecord2idx's '<offset> <size>' line: '0 21 ' (DALI reads its numbers; "
+                          "stricter readers, such as the PyTorch reader, refuse it)"),
+    b" 0 21\n": (1, None, "not tfrecord2idx's '<offset> <size>' line: ' 0 21' (DALI reads its numbers; "
+                          "stricter readers, such as the PyTorch reader, refuse it)"),
+    b"1" * 70 + b"  2\n": (1, None, f"not tfrecord2idx's '<offset> <size>' line: {'1' * 60!r} (DALI reads its "
+                                   "numbers; stricter readers, such as the PyTorch reader, refuse it)"),
+    b"x" * 70 + b"\n": (1, None, f"a header line: {'x' * 60!r}; DALI stops parsing this file here"),
+    # digits of other scripts are not numbers in an index (Python's int() and \\d would take them)
+    b"0 21\n\xd9\xa3 21\n": (2, None, "not '<offset> <size>': '\ufffd\ufffd 21'; DALI stops parsing this file here"),
+    b"0 2\xff\n": (1, None, "not '<offset> <size>': '0 2\ufffd'; DALI stops parsing this file here"),  # U+FFFD
+}
+
+
+@pytest.mark.parametrize("raw", list(LINE_PROBLEMS))
+def test_a_line_dali_cannot_parse_is_named_with_what_dali_makes_of_it(raw):
+    parsed, problems = parse_index(raw)
+    assert problems[0] == LINE_PROBLEMS[raw]
+    assert check_index(raw, ENTRIES, SIZE)[0] == LINE_PROBLEMS[raw]  # reported before the coverage of the lines
+    assert all(number != LINE_PROBLEMS[raw][0] for number, _, _ in parsed)
+
+
+def test_a_last_line_without_its_newline_is_parsed_and_reported():
+    assert parse_index(b"0 21\n21 30\n51 21") == ([(1, 0, 21), (2, 21, 30), (3, 51, 21)],
+                                                 [(3, None, "last line has no newline")])
+    assert parse_index(b"0 21\n21 30\r\n51 21") == ([(1, 0, 21), (3, 51, 21)], [
+        (3, None, "last line has no newline"),
+        (2, None, "not tfrecord2idx's '<offset> <size>' line: '21 30\\r' (DALI reads its numbers; "
+                  "stricter readers, such as the PyTorch reader, refuse it)")])
+    assert check_index(b"0 21\n21 30\n51 21", ENTRIES, SIZE) == [(3, None, "last line has no newline")]
+
+
+@pytest.fixture
+def shard(tmp_path):
+    path = tmp_path / "train-00000-of-00001"
+    path.write_bytes(SHARD)
+    return path
+
+
+def written_index(shard, raw):
+    index = shard.parent / "dali_idx" / f"{shard.name}.idx"
+    index.parent.mkdir(exist_ok=True)
+    index.write_bytes(raw)
+    return index
+
+
+def test_write_index_writes_tfrecord2idxs_bytes(shard, tmp_path):
+    index = tmp_path / "new" / "folder" / "s.idx"
+    assert dali_index.write_index(str(shard), str(index)) == 3
+    assert index.read_bytes() == GOOD
+    assert dali_index.record_entries(str(shard)) == ENTRIES
+    assert index_entries(str(shard), str(index)) == ENTRIES
+
+
+def test_an_empty_or_broken_file_gets_no_index(tmp_path):
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    with pytest.raises(FramingError) as info:
+        dali_index.write_index(str(empty), str(tmp_path / "empty.idx"))
+    assert (info.value.offset, info.value.message) == (0, "empty file (0 bytes): not a TFRecord file")
+    broken = tmp_path / "broken.tfrecord"
+    broken.write_bytes(SHARD + b"xx")
+    with pytest.raises(FramingError, match="^byte 72: 2 trailing byte"):
+        dali_index.write_index(str(broken), str(tmp_path / "broken.idx"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.tfrecord", "empty.tfrecord"]
+
+
+def test_a_reader_takes_a_last_line_without_newline_as_dali_does(shard):
+    index = written_index(shard, GOOD[:-1])
+    assert index_entries(str(shard), str(index)) == ENTRIES
+
+
+def test_a_reader_takes_an_empty_index_of_an_empty_shard(tmp_path):
+    empty = tmp_path / "empty.tfrecord"
+    empty.write_bytes(b"")
+    (tmp_path / "empty.idx").write_bytes(b"")
+    assert index_entries(str(empty), str(tmp_path / "empty.idx")) == []
+
+
+READER_REFUSALS = {  # index bytes: what the one BuildError line says between the index and the shard
+    b"": "index file is empty but the shard has 72 bytes: DALI silently reads none of them",
+    b"0 21\n21 30\n": "line 2: the last entry ends at byte 51, the shard has 72 bytes: the records after it are "
+                      "missing from the index",
+    b"0 21\n21 30\n51 21\n72 21": "line 4: the last entry ends at byte 93, the shard has 72 bytes: it runs past "
+                                  "the end of the shard",
+    b"0 21\n0 21\n21 30\n51 21\n": f"line 2: {REPEATS}",
+    b"offset size\n0 21\n21 30\n51 21\n": "line 1: a header line: 'offset size'; DALI stops parsing this file here",
+    b"0 21\n21 30\n51\n": "line 3: not tfrecord2idx's '<offset> <size>' line: '51' (DALI, which reads numbers in "
+                          "pairs, pairs the wrong ones from here)",
+    b"0 21\n21 30\n51 21\r\n": "line 3: not tfrecord2idx's '<offset> <size>' line: '51 21\\r' (DALI reads its "
+                               "numbers; stricter readers, such as the PyTorch reader, refuse it)",
+}
+
+
+@pytest.mark.parametrize("raw", list(READER_REFUSALS))
+def test_a_reader_refuses_an_index_that_does_not_cover_its_shard_in_one_line(shard, raw):
+    index = written_index(shard, raw)
+    with pytest.raises(BuildError) as info:
+        index_entries(str(shard), str(index))
+    assert str(info.value) == (f"{index}: {READER_REFUSALS[raw]} (the index of {shard}); "
+                               "run imagenet-build verify")
+
+
+def test_a_reader_names_a_missing_index(shard, tmp_path):
+    index = tmp_path / "dali_idx" / "none.idx"
+    with pytest.raises(BuildError) as info:
+        index_entries(str(shard), str(index))
+    assert str(info.value) == f"{index}: DALI index missing (the index of {shard}); run imagenet-build index"
+
+
+def test_find_tfrecords_takes_named_files_and_the_shards_in_folders(tmp_path):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for name in ("train-00001-of-00002", "train-00000-of-00002", "b.tfrecord", "notes.txt", "train-00000-of-00002.idx"):
+        (folder / name).write_bytes(b"")
+    (folder / "a-00000-of-00001").mkdir()  # a folder named like a shard is not one
+    other = tmp_path / "any-name.bin"
+    other.write_bytes(b"")
+    assert dali_index.find_tfrecords([folder, other]) == [
+        str(folder / n) for n in ("b.tfrecord", "train-00000-of-00002", "train-00001-of-00002")] + [str(other)]
+
+
+@pytest.mark.parametrize("content", ["nothing", "other files", "a folder named like a shard"])
+def test_find_tfrecords_refuses_a_folder_without_shards(tmp_path, content):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if content == "other files":
+        (folder / "notes.txt").write_bytes(b"")
+    if content == "a folder named like a shard":
+        (folder / "x.tfrecord").mkdir()
+    with pytest.raises(BuildError) as info:
+        dali_index.find_tfrecords([folder])
+    assert str(info.value) == f"{folder}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)"
+    with pytest.raises(BuildError) as info:
+        dali_index.find_tfrecords([tmp_path / "gone"])
+    assert str(info.value) == f"{tmp_path / 'gone'}: no such file or folder"
+
+
+def test_index_shards_indexes_the_sound_files_and_refuses_the_broken(tmp_path):
+    for name, data in (("b.tfrecord", SHARD), ("a.tfrecord", SHARD[:21]), ("c.tfrecord", SHARD + b"x"),
+                       ("d.tfrecord", SHARD[:-1])):
+        (tmp_path / name).write_bytes(data)
+    result = index_shards([tmp_path], workers=1)
+    idx = tmp_path / "dali_idx"
+    seconds = result.pop("seconds")
+    assert isinstance(seconds, float) and 0 <= seconds < 60 and seconds == round(seconds, 3)
+    assert result == {
+        "ok": False,
+        "indexed": [{"file": str(tmp_path / "a.tfrecord"), "index": str(idx / "a.tfrecord.idx"), "records": 1},
+                    {"file": str(tmp_path / "b.tfrecord"), "index": str(idx / "b.tfrecord.idx"), "records": 3}],
+        "refused": [{"file": str(tmp_path / "c.tfrecord"), "offset": 72,
+                     "message": "1 trailing byte(s) that are not a record"},
+                    {"file": str(tmp_path / "d.tfrecord"), "offset": 51,
+                     "message": "record of 5 bytes runs past the end of the file (71 bytes)"}],
+        "records": 4,
+    }
+    assert (idx / "b.tfrecord.idx").read_bytes() == GOOD and (idx / "a.tfrecord.idx").read_bytes() == b"0 21\n"
+    assert sorted(os.listdir(idx)) == ["a.tfrecord.idx", "b.tfrecord.idx"]
+
+
+def test_index_shards_into_an_index_dir_and_each_file_once(tmp_path, shard):
+    result = index_shards([shard, shard.parent, str(shard)], index_dir=str(tmp_path / "elsewhere"))
+    assert result["ok"] and result["records"] == 3 and result["refused"] == []
+    assert result["indexed"] == [{"file": str(shard), "index": str(tmp_path / "elsewhere" / f"{shard.name}.idx"),
+                                  "records": 3}]
+
+
+def test_two_files_that_would_share_one_index_are_refused(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "s.tfrecord").write_bytes(SHARD)
+    first, second = str(tmp_path / "a" / "s.tfrecord"), str(tmp_path / "b" / "s.tfrecord")
+    with pytest.raises(UsageError) as info:
+        index_shards([first, second], index_dir=str(tmp_path / "idx"))
+    assert str(info.value) == (f"{first} and {second} would both be indexed as {tmp_path / 'idx' / 's.tfrecord.idx'}; "
+                               "index them into separate --index-dir folders")
+    assert not (tmp_path / "idx").exists()
+    alias = tmp_path / "alias"
+    alias.symlink_to(tmp_path / "a")  # the same file by another path: indexed once, into its folder's dali_idx
+    assert [r["index"] for r in index_shards([first, alias / "s.tfrecord"])["indexed"]] == [
+        str(tmp_path / "a" / "dali_idx" / "s.tfrecord.idx")]
+
+
+def test_a_file_that_cannot_be_read_is_refused_with_the_systems_reason(tmp_path):
+    missing = str(tmp_path / "gone.tfrecord")
+    assert dali_index._index_one(missing, str(tmp_path / "gone.idx")) == (missing, None,
+                                                                          (None, "No such file or directory"))
+
+
+def test_index_is_refused_while_another_command_writes_the_index_folder(tmp_path, shard):
+    with FolderLock(tmp_path / "dali_idx", command="imagenet-build convert"):
+        with pytest.raises(BuildError, match=r"dali_idx: in use by another imagenet-build \('imagenet-build convert'"):
+            index_shards([shard])
+    assert not (tmp_path / "dali_idx" / f"{shard.name}.idx").exists()
+
+
+@pytest.fixture
+def bucket(tmp_path):
+    """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""
+    url = f"memory://{tmp_path.name}"
+    yield url
+    if storage.exists(url):
+        storage._fs(url).rm(url, recursive=True)
+
+
+def test_an_index_written_to_object_storage_makes_no_local_folder(shard, bucket, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert dali_index.write_index(str(shard), f"{bucket}/dali_idx/s.idx") == 3
+    assert storage.read_bytes(f"{bucket}/dali_idx/s.idx") == GOOD
+    assert sorted(os.listdir(tmp_path)) == [shard.name]
+
+
+def test_object_names_are_not_local_paths(bucket):
+    """`x/../s` and `s` are two objects in a store: two files for one index, refused (not taken as one file)."""
+    for name in ("x/../s.tfrecord", "s.tfrecord"):
+        storage.write_bytes(f"{bucket}/{name}", SHARD)
+    first, second = f"{bucket}/x/../s.tfrecord", f"{bucket}/s.tfrecord"
+    with pytest.raises(UsageError, match="would both be indexed as"):
+        index_shards([first, second], index_dir=f"{bucket}/idx")
+
+
+def test_an_object_that_cannot_be_read_is_refused_naming_it(bucket):
+    """An object store's error may carry no strerror: its own text is the reason."""
+    _, records, (offset, message) = dali_index._index_one(f"{bucket}/gone.tfrecord", f"{bucket}/gone.idx")
+    assert records is None and offset is None and message.endswith("/gone.tfrecord"), message
