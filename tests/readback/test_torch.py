@@ -202,6 +202,23 @@ def test_random_crop_positions_cover_every_place_evenly():
     assert {(h, w) for _, _, h, w in boxes} == {(7, 7)}
     for place in (Counter(top for top, *_ in boxes), Counter(left for _, left, *_ in boxes)):
         assert sorted(place) == [0, 1, 2, 3] and min(place.values()) > 150, place
+    assert len(Counter((top, left) for top, left, *_ in boxes)) == 16  # top and left drawn apart
+
+
+def test_random_crop_draws_boxes_as_wide_or_high_as_the_image_and_one_pixel_sides():
+    """Areas 0.5-1 of a 10x10 image, square: the whole image is drawn (areas from 0.9025) about a fifth of
+    the time, not only as the fallback; a 2x2 image gives 1x1 boxes too."""
+    transform = BatchTransform("cpu", area=(0.5, 1.0), aspect=(1, 1), seed=0)
+    whole = np.mean([transform.crop_box(10, 10)[2:] == (10, 10) for _ in range(400)])
+    assert 0.12 < whole < 0.28, whole
+    tiny = BatchTransform("cpu", seed=0)
+    assert (1, 1) in {tiny.crop_box(2, 2)[2:] for _ in range(100)}
+
+
+def test_a_missing_torchvision_is_one_line(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchvision.transforms.v2.functional", None)
+    text = message(lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8)))
+    assert "augmenting images in imagenet_build.torch" in text, text
 
 
 @pytest.mark.parametrize("height, width", [(1, 1), (2, 2), (3, 1), (2, 5)])
