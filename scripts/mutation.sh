@@ -26,8 +26,12 @@ done
 }
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
+trap 'exit 1' INT TERM  # the copy is removed on a stop too
 (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf -) | tar -xf - -C "$WORK"
 quoted() { local out="" p; for p in "$@"; do out+="\"$p\", "; done; echo "[${out%, }]"; }
+# Each mutant's tests run in a process forked from a server that has run no test: forked from mutmut's own
+# process, which ran the whole suite first (TensorFlow's and torch's threads started), a DataLoader or
+# TensorFlow in the child could deadlock, and every mutant that survived the first tests hung to its timeout.
 cat >> "$WORK/pyproject.toml" <<EOF
 
 [tool.mutmut]
@@ -35,6 +39,7 @@ source_paths = ["$MODULE"]
 pytest_add_cli_args_test_selection = $(quoted "$@")
 also_copy = ["imagenet_build", "tests", "benchmarks"]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]
+process_isolation = "forkserver"
 EOF
 cd "$WORK"
 "$PY" -W ignore -m mutmut run > "$WORK/run.log" 2>&1 || { tail -n 30 "$WORK/run.log"; exit 1; }
@@ -46,6 +51,7 @@ done
 killed=$(grep -c ": killed" "$WORK/results.txt" || true)
 survived=$(grep -c ": survived" "$WORK/results.txt" || true)
 other=$(grep -vc ": killed\|: survived" "$WORK/results.txt" || true)
+grep -v ": killed\|: survived" "$WORK/results.txt" || true
 total=$((killed + survived + other))
 echo "$MODULE: $total mutants, $killed killed, $survived survived, $other other (timeout, suspicious, no tests)"
 [ "$total" -gt 0 ] && echo "killed: $((100 * killed / total)) % of all mutants (docs/mutation.md: the score without the equivalent ones)"

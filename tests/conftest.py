@@ -194,6 +194,11 @@ def s3_server():
                                                  "AWS_DEFAULT_REGION")}
         os.environ.update(AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing",
                           AWS_DEFAULT_REGION="us-east-1")
+        # fsspec keeps file systems across sessions of one process (mutmut runs pytest more than once in
+        # its own): one made for an earlier session's server would still point at that server's port
+        import s3fs
+
+        s3fs.S3FileSystem.clear_instance_cache()
         yield endpoint
         for key, value in saved.items():
             if value is None:
