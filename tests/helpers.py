@@ -149,6 +149,25 @@ def read_with_tensorflow(path):
     return records
 
 
+def tar_of(members, format=tarfile.GNU_FORMAT):
+    """A tar in memory (GNU unless said): members are (name, bytes), (name, None) for a folder or (name, its
+    target) for a symbolic link."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=format) as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif isinstance(data, str):
+                info.type, info.linkname = tarfile.SYMTYPE, data
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
 def rewrite_tar_gz(archive, change):
     """The .tar.gz rewritten with change([(name, bytes)]) -> [(name, bytes)]."""
     with tarfile.open(archive) as tar:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, tree_digest
-from helpers import expect_error
+from helpers import expect_error, tar_of
 from imagenet_build.tools.sample import make_sample
 
 SYNSETS = ["n01440764", "n01443537", "n01484850"]
@@ -351,25 +351,6 @@ def test_not_an_archive_and_both_sources_for_one_split(archive_copy, sample_dir)
 # ------------------------------------------------------------------ tar listing
 
 
-def _tar(members, fmt):
-    """A tar in memory: members are (name, bytes), (name, None) for a folder or (name, its target) for a
-    symbolic link; fmt as tarfile takes it."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            elif isinstance(data, str):
-                info.type, info.linkname = tarfile.SYMTYPE, data
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
 def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_read(tmp_path):
     """list_members parses plain ustar headers itself (~4x faster than tarfile: 25 s of CPU for ImageNet's
     1.28 M images otherwise); for every tar it must give what tarfile gives, errors included."""
@@ -400,15 +381,15 @@ def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_
     files = [("n01440764_10026.JPEG", jpeg), ("n01440764_10027.JPEG", jpeg[:700]), ("tiny.cls", b"7"),
              ("empty", b"")]
     plain = {
-        "gnu": _tar(files, tarfile.GNU_FORMAT),
-        "ustar": _tar(files, tarfile.USTAR_FORMAT),
-        "pax, short names": _tar(files, tarfile.PAX_FORMAT),
-        "folders": _tar([("train", None), ("train/n01440764", None), ("train/n01440764/a.JPEG", jpeg)],
+        "gnu": tar_of(files, tarfile.GNU_FORMAT),
+        "ustar": tar_of(files, tarfile.USTAR_FORMAT),
+        "pax, short names": tar_of(files, tarfile.PAX_FORMAT),
+        "folders": tar_of([("train", None), ("train/n01440764", None), ("train/n01440764/a.JPEG", jpeg)],
                         tarfile.GNU_FORMAT),
-        "ustar prefix (a 130-character path)": _tar([("d" * 60 + "/" + "e" * 60 + "/a.JPEG", jpeg)],
+        "ustar prefix (a 130-character path)": tar_of([("d" * 60 + "/" + "e" * 60 + "/a.JPEG", jpeg)],
                                                     tarfile.USTAR_FORMAT),
     }
-    old_folder = bytearray(_tar([("old/", b"")], tarfile.USTAR_FORMAT))  # a V7 folder: type NUL, a trailing /
+    old_folder = bytearray(tar_of([("old/", b"")], tarfile.USTAR_FORMAT))  # a V7 folder: type NUL, a trailing /
     old_folder[156] = 0
     old_folder[148:156] = b"%06o\x00 " % (sum(old_folder[:148]) + sum(old_folder[156:512]) + 8 * 32)
     plain["v7 folder"] = bytes(old_folder)
@@ -423,10 +404,10 @@ def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_
     assert [m[0] for m in listings(plain["v7 folder"])[2]] == ["old"]
 
     others = {  # what the fast listing leaves to tarfile: long names, pax headers, base-256 sizes, bad headers
-        "gnu long name": _tar([("a" * 120 + ".JPEG", jpeg)], tarfile.GNU_FORMAT),
-        "pax long name": _tar([("a" * 120 + ".JPEG", jpeg)], tarfile.PAX_FORMAT),
-        "non-ascii name": _tar([("é.JPEG", jpeg)], tarfile.PAX_FORMAT),
-        "a symlink": _tar([*files[:1], ("link", "n01440764_10026.JPEG")], tarfile.GNU_FORMAT),
+        "gnu long name": tar_of([("a" * 120 + ".JPEG", jpeg)], tarfile.GNU_FORMAT),
+        "pax long name": tar_of([("a" * 120 + ".JPEG", jpeg)], tarfile.PAX_FORMAT),
+        "non-ascii name": tar_of([("é.JPEG", jpeg)], tarfile.PAX_FORMAT),
+        "a symlink": tar_of([*files[:1], ("link", "n01440764_10026.JPEG")], tarfile.GNU_FORMAT),
         "not a tar": b"\x00" * 10 + b"hello",
         "zeros only": bytes(10240),
         "garbage": b"garbage" * 200,
@@ -445,7 +426,7 @@ def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_
 
     # a tar inside a tar (the train archive's class tars), read in place from its offset
     outer = tmp_path / "outer.tar"
-    outer.write_bytes(_tar([("n01440764.tar", whole), ("n01443537.tar", plain["ustar"])], tarfile.GNU_FORMAT))
+    outer.write_bytes(tar_of([("n01440764.tar", whole), ("n01443537.tar", plain["ustar"])], tarfile.GNU_FORMAT))
     with open(outer, "rb") as f:
         inner = list_members(f, outer.stat().st_size, "outer.tar")
         for (name, offset, size, *_), data in zip(inner, (whole, plain["ustar"])):

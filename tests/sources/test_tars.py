@@ -9,25 +9,11 @@ import tarfile
 import pytest
 
 from conftest import run_cli, shard_files
+from helpers import tar_of
 from imagenet_build.sources.copies import sample_layouts
 from imagenet_build.tools.sample import make_sample
 
 SYNSETS = ("n01440764", "n01443537")  # the sample's two classes (the first two of the labels file)
-
-
-def tar_of(members, format=tarfile.GNU_FORMAT):
-    """A tar (GNU unless said) of [(name, bytes)], (name, None) a folder."""
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=format) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tar.addfile(info)
-            else:
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
 
 
 def test_an_inner_tar_view_seeks_and_reads_as_a_file_of_its_bytes(tmp_path):
