@@ -8,6 +8,7 @@ what they need from it; what several need (the JPEG's decision) is worked out on
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
 from imagenet_build.encode.example import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
@@ -28,7 +29,6 @@ class Record:
         self.unreadable: list[str] = []  # why the fields cannot be read, past the CRC (the `example` check's)
         self.one: dict[str, Any] = {}
         self.lists: dict[str, list[Any]] = {}
-        self._decision: Decision | None | bool = False  # False: not worked out yet
         if crc_ok:
             self._parse(payload)
 
@@ -53,15 +53,12 @@ class Record:
         """(label, synset): what the labels check counts over the folder."""
         return self.one["image/class/label"], self.one["image/class/synset"].decode("utf-8", "replace")
 
-    @property
+    @functools.cached_property
     def decision(self) -> Decision | None:
         """convert's rule for the stored JPEG (encode/images.py), or None where image/encoded is no JPEG;
         worked out once, for every check that asks."""
-        if self._decision is False:
-            encoded = self.one["image/encoded"]
-            self._decision = decide(encoded) if is_jpeg(encoded) else None
-        assert not isinstance(self._decision, bool)
-        return self._decision
+        encoded = self.one["image/encoded"]
+        return decide(encoded) if is_jpeg(encoded) else None
 
 
 def schema_problems(kinds: dict[str, str | None], lists: dict[str, list[Any]]) -> list[str]:
