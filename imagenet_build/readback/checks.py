@@ -244,13 +244,13 @@ def format_report(result: TrainerResult) -> list[str]:
         lines.append(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:14s} {check['detail']}")
     lines.append(f"  {result.get('reader', 'DALI')} read+decode+augment: {rate(result['images_per_second'])} images/s; "
                  f"training: {rate(result['training_images_per_second'])} images/s")
-    if "show" in result:
-        lines.append(f"  the batches as fed to the model: {result['show']}")
     if "tf_data" in result:
         t = result["tf_data"]
         lines.append(f"  tf.data same augmentation: {rate(t['images_per_second'])} images/s; "
                      f"channel mean {t['channel_mean']} std {t['channel_std']} "
                      f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
+    if "show" in result:
+        lines.append(f"  the batches as fed to the model: {result['show']}")
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
         c["name"] for c in result["checks"] if not c["ok"]))
     return lines

@@ -34,9 +34,7 @@ from imagenet_build.readback.checks import (
     DLE_STD,
     Seen,
     Settings,
-    TfDataFigures,
     TrainerResult,
-    per_second,
     run_checks,
 )
 from imagenet_build.readback.show_grid import BatchCapture
@@ -314,6 +312,8 @@ def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Mani
     reader = _DaliReader(settings, paths, indexes, mean, std)
     result = run_checks(reader, settings, manifest, paths, started)
     if compare_tf:
+        from imagenet_build.readback.tfdata import compare_with_tf_data
+
         result["tf_data"] = compare_with_tf_data(paths, settings.batch_size, mean, std, reader.sampled)
     return result
 
@@ -385,22 +385,3 @@ class _DaliReader:
                          fixed, self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)
 
-
-def compare_with_tf_data(
-    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
-) -> TfDataFigures:
-    """The same augmentation through tf.data (imagenet_build.tfdata): images/s and channel statistics."""
-    import numpy as np
-
-    from imagenet_build.readback.tfdata import make_dataset
-
-    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
-    batches: list[Any] = []
-    t0 = time.perf_counter()
-    for images, _ in dataset.take(num_batches):
-        batches.append(images.numpy())
-    rate = num_batches * batch_size / (time.perf_counter() - t0)
-    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
-    return {"images_per_second": per_second(rate),
-            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
-            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}

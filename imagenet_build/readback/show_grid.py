@@ -162,7 +162,8 @@ def draw_grid(capture: BatchCapture, classes: Sequence[tuple[str, str]] | None, 
         y += line
     layout: dict[str, Any] = {"rows": [], "mean": capture.mean, "std": capture.std}
     for row in rows:
-        shown = f"{len(row.labels)} of {row.batch} images" if len(row.labels) < row.batch else f"{row.batch} images"
+        shown = f"{len(row.labels)} of {row.batch}" if len(row.labels) < row.batch else f"{row.batch}"
+        shown += " image" if row.batch == 1 else " images"
         title = f"{row.title}: {shown}"
         draw.text((_PAD, y), title, fill=_GREY, font=font)
         y += line
