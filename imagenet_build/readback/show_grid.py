@@ -19,7 +19,7 @@ import io
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Callable, NamedTuple, Optional, Tuple
+from typing import Any, Callable, NamedTuple, Tuple
 
 from imagenet_build.infra.atomic import write_atomic
 from imagenet_build.infra.errors import PathLike
@@ -62,7 +62,7 @@ class BatchCapture:
         self.mean, self.std = [float(v) for v in mean], [float(v) for v in std]
         self.to_host, self.max_steps, self.tiles = to_host, steps, tiles
         self.steps: list[Row] = []
-        self.fixed: Optional[Row] = None
+        self.fixed: Row | None = None
 
     def _row(self, title: str, images: Any, labels: Any) -> Row:
         host_images, host_labels = self.to_host(images[: self.tiles], labels[: self.tiles])
