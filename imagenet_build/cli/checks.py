@@ -118,6 +118,15 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
     return numbers
 
 
+def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--show's file: refused in one line before the run, not after minutes of training."""
+    from imagenet_build.infra.atomic import check_writable
+
+    if value is not None:
+        check_writable(value)
+    return value
+
+
 @cli.command("trainer-check", cls=_ChannelOptions)
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--split", default="train", show_default=True, callback=_split_name,
@@ -141,10 +150,13 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 @click.option("--std", callback=_floats3, metavar="R G B",
               help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
+@click.option("--show", type=click.Path(), callback=_writable, metavar="FILE.png",
+              help="Also draw the first training steps' batches as fed to the model, un-normalised and captioned "
+                   "with their labels, and the overfit check's fixed subset, into this PNG.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")
 def trainer_check(folder: str, split: str, framework: str, device: str, steps: int | None, batch_size: int | None,
                   model: str | None, num_shards: int, workers: int | None, mean: tuple[float, ...] | None,
-                  std: tuple[float, ...] | None, compare_tf: bool, as_json: bool) -> None:
+                  std: tuple[float, ...] | None, compare_tf: bool, show: str | None, as_json: bool) -> None:
     """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
     Every index must cover its shard exactly (entries contiguous from 0 to the
@@ -153,8 +165,9 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     once per epoch across --num-shards ranks, labels 0-based after the shift and
     matching the manifest's histogram, no batch of one repeated image,
     pixels normalised once, a finite loss, and a small fixed subset that is
-    learned. --framework dali needs the `tf` and `dali` extras, --framework torch
-    the `torch` extra; both run on the CPU without a GPU.
+    learned; --show FILE.png draws what training was fed. --framework dali needs
+    the `tf` and `dali` extras, --framework torch the `torch` extra; both run on
+    the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
     from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
@@ -166,7 +179,7 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
         from imagenet_build.readback.torch_check import trainer_check as run_torch
 
         result = run_torch(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
-                           num_shards=num_shards, mean=mean, std=std, workers=workers)
+                           num_shards=num_shards, mean=mean, std=std, workers=workers, show=show)
     else:
         if workers is not None:
             raise click.UsageError("--workers goes with --framework torch")
@@ -174,6 +187,6 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
 
         result = run(folder, split=split, device="gpu" if device == "cuda" else device, steps=steps,
                      batch_size=batch_size, model=model, num_shards=num_shards, mean=mean, std=std,
-                     compare_tf=compare_tf)
+                     compare_tf=compare_tf, show=show)
     report_and_exit(result, as_json, format_report)
 

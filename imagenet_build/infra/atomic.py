@@ -10,7 +10,7 @@ import os
 import re
 from pathlib import Path
 
-from imagenet_build.infra.errors import PathLike
+from imagenet_build.infra.errors import InputError, PathLike
 
 _TEMP = re.compile(r"^\..+\.\d+\.tmp$")
 
@@ -60,3 +60,22 @@ def write_atomic(path: PathLike, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def check_writable(path: PathLike) -> None:
+    """Refuse, before any work, a file name that cannot be written (its folder missing or not a folder, the
+    name a folder, no permission, a read-only disk): one InputError naming it. Tried by writing and removing
+    the temporary file write_atomic would write."""
+    path = Path(path)
+    folder = path.parent
+    if path.is_dir():
+        raise InputError(path, "is a folder; give a file name")
+    if not folder.is_dir():
+        raise InputError(path, f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist")
+    tmp = temp_name(path)
+    try:
+        with open(tmp, "wb"):
+            pass
+    except OSError as e:
+        raise InputError(path, f"cannot be written here ({e.strerror or e})") from None
+    tmp.unlink(missing_ok=True)

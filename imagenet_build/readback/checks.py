@@ -14,10 +14,13 @@ import math
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
+from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
 from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
+
+if TYPE_CHECKING:
+    from imagenet_build.readback.show_grid import BatchCapture
 
 # The ImageNet normalisation of NVIDIA's Deep Learning Examples (0-255 units): every reader's default
 DLE_MEAN = (123.68, 116.28, 103.53)
@@ -75,6 +78,7 @@ class TrainerResult(_TrainerResult, total=False):
     device_name: str
     torch: str  # torch's version
     workers: int  # DataLoader workers
+    show: str  # --show: the picture of the batches fed to the model (absolute path)
 
 
 class Report:
@@ -245,6 +249,8 @@ def format_report(result: TrainerResult) -> list[str]:
         lines.append(f"  tf.data same augmentation: {rate(t['images_per_second'])} images/s; "
                      f"channel mean {t['channel_mean']} std {t['channel_std']} "
                      f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
+    if "show" in result:
+        lines.append(f"  the batches as fed to the model: {result['show']}")
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
         c["name"] for c in result["checks"] if not c["ok"]))
     return lines
@@ -260,12 +266,14 @@ class Settings(NamedTuple):
     batch_size: int
     steps: int
     num_shards: int  # simulated ranks
+    show: Optional[str] = None  # --show: where to draw the batches fed to the model
 
 
 class TrainerReader(Protocol):
     """A reader under trainer-check: each step of the check, through it."""
 
     name: str  # as the report says it: "DALI", "the PyTorch reader"
+    capture: BatchCapture | None  # with --show: what train() and overfit() fed the model
 
     def read_epoch(self) -> list[Seen]:
         """Every record one epoch delivers to each simulated rank."""
@@ -283,7 +291,8 @@ class TrainerReader(Protocol):
 def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str, Any] | None, paths: Sequence[str],
                started: float) -> TrainerResult:
     """Every check, in order, through one reader: epoch, ranks and labels; batches and normalisation; loss;
-    overfit. A reader that reads nothing at all is an error, not a report."""
+    overfit; then, with --show, the picture of what training was fed. A reader that reads nothing at all is
+    an error, not a report."""
     report = Report()
     split, batch_size, steps, ranks = settings.split, settings.batch_size, settings.steps, settings.num_shards
     seen = reader.read_epoch()
@@ -297,6 +306,13 @@ def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str,
     check_loss(report, losses, failure)
     fixed, failure, count = reader.overfit(classes)
     check_overfit(report, fixed, failure, count)
-    return result_of(report, split=split, device=settings.device, model=settings.model, batch_size=batch_size,
-                     steps=steps, ranks=ranks, records=len(seen), pipeline_rate=pipeline_rate, train_rate=train_rate,
-                     losses=losses, fixed=fixed, channel_mean=channel_mean, channel_std=channel_std, started=started)
+    result = result_of(report, split=split, device=settings.device, model=settings.model, batch_size=batch_size,
+                       steps=steps, ranks=ranks, records=len(seen), pipeline_rate=pipeline_rate,
+                       train_rate=train_rate, losses=losses, fixed=fixed, channel_mean=channel_mean,
+                       channel_std=channel_std, started=started)
+    if settings.show is not None and reader.capture is not None:
+        from imagenet_build.readback.show_grid import write_grid
+
+        result["show"] = write_grid(settings.show, reader.capture, manifest,
+                                    f"{reader.name}, {split} split, {settings.device}")
+    return result

@@ -34,11 +34,10 @@ from imagenet_build.readback.checks import (
     DLE_STD,
     Seen,
     Settings,
-    TfDataFigures,
     TrainerResult,
-    per_second,
     run_checks,
 )
+from imagenet_build.readback.show_grid import BatchCapture
 
 IMAGE_SIZE = 224
 _SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
@@ -223,13 +222,19 @@ def build_model(name: str, classes: int) -> Any:
 # ------------------------------------------------------------------ the check
 
 
-def _train(batches: Callable[[], Any], model: Any, losses: list[float]) -> str:
-    """Train on batches(), appending each loss; returns why training stopped early, or ""."""
+def _train(batches: Callable[[], Any], model: Any, losses: list[float], see: Callable[[Any, Any], None] | None = None
+           ) -> str:
+    """Train on batches(), appending each loss; returns why training stopped early, or "".
+
+    `see(images, labels)` (--show's capture) is handed each batch as it is about to be trained on.
+    """
     import tensorflow as tf
 
     bar = progress_bar(None, 0, "train", "step")
     try:
         for images, labels in batches():
+            if see is not None:
+                see(images, labels)
             losses.append(float(model.train_on_batch(images, labels)))
             bar.update(1)
     except tf.errors.OpError as e:  # e.g. a label outside [0, classes) on the CPU
@@ -297,16 +302,18 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
 def _trainer_check(folder: PathLike, split: str, device: str, inputs: tuple[Manifest | None, list[str], list[str]],
                    steps: int | None = None, batch_size: int | None = None, model: str | None = None,
                    num_shards: int = 1, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                   compare_tf: bool = False) -> TrainerResult:
+                   compare_tf: bool = False, show: str | None = None) -> TrainerResult:
     started = time.monotonic()
     manifest, paths, indexes = inputs
     device = resolve_device(device)
     gpu = device == "gpu"
     settings = Settings(str(folder), split, device, model or ("resnet50" if gpu else "small"),
-                        batch_size or (64 if gpu else 16), steps or (200 if gpu else 30), num_shards)
+                        batch_size or (64 if gpu else 16), steps or (200 if gpu else 30), num_shards, show)
     reader = _DaliReader(settings, paths, indexes, mean, std)
     result = run_checks(reader, settings, manifest, paths, started)
     if compare_tf:
+        from imagenet_build.readback.tfdata import compare_with_tf_data
+
         result["tf_data"] = compare_with_tf_data(paths, settings.batch_size, mean, std, reader.sampled)
     return result
 
@@ -320,6 +327,7 @@ class _DaliReader:
                  std: Sequence[float]) -> None:
         self.settings, self.paths, self.indexes, self.mean, self.std = settings, paths, indexes, mean, std
         self.sampled = 0  # batches sample() ran
+        self.capture = BatchCapture(mean, std) if settings.show is not None else None
 
     def _pipeline(self, training: bool = True) -> Any:
         s = self.settings
@@ -357,7 +365,7 @@ class _DaliReader:
         losses: list[float] = []
         t0 = time.perf_counter()
         failure = _train(lambda: ((images, tf.reshape(labels, [-1])) for images, labels in dataset.take(s.steps)),
-                         train_model, losses)
+                         train_model, losses, self.capture.step if self.capture is not None else None)
         return losses, failure, len(losses) * s.batch_size / (time.perf_counter() - t0)
 
     def overfit(self, classes: int) -> tuple[list[float], str, int]:
@@ -374,25 +382,6 @@ class _DaliReader:
         del subset
         fixed: list[float] = []
         failure = _train(lambda: ((images, labels) for _ in range(max(s.steps, 30))), build_model(s.model, classes),
-                         fixed)
+                         fixed, self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)
 
-
-def compare_with_tf_data(
-    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
-) -> TfDataFigures:
-    """The same augmentation through tf.data (imagenet_build.tfdata): images/s and channel statistics."""
-    import numpy as np
-
-    from imagenet_build.readback.tfdata import make_dataset
-
-    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
-    batches: list[Any] = []
-    t0 = time.perf_counter()
-    for images, _ in dataset.take(num_batches):
-        batches.append(images.numpy())
-    rate = num_batches * batch_size / (time.perf_counter() - t0)
-    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
-    return {"images_per_second": per_second(rate),
-            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
-            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}

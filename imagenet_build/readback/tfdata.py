@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -30,7 +31,7 @@ from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL
 from imagenet_build.format.naming import is_shard_index, no_shards_message, split_shards
 from imagenet_build.infra import storage
 from imagenet_build.infra.optional import require
-from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
+from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, TfDataFigures, per_second
 
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 
@@ -134,6 +135,24 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
         return (images - mean) / std, labels
 
     return parse_batch
+
+
+def compare_with_tf_data(
+    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
+) -> TfDataFigures:
+    """trainer-check --compare-tf: DALI's augmentation through tf.data, its images/s and channel statistics."""
+    import numpy as np
+
+    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
+    batches: list[Any] = []
+    t0 = time.perf_counter()
+    for images, _ in dataset.take(num_batches):
+        batches.append(images.numpy())
+    rate = num_batches * batch_size / (time.perf_counter() - t0)
+    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
+    return {"images_per_second": per_second(rate),
+            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
+            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
 
 
 __all__ = [

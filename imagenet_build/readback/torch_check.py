@@ -21,6 +21,7 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import end_with_this_process, progress_bar
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
+from imagenet_build.readback.show_grid import BatchCapture
 
 
 def resolve_device(device: str) -> str:
@@ -112,10 +113,12 @@ LEARNING_RATE, WARMUP_STEPS, MAX_GRAD_NORM = 0.05, 10, 5.0
 
 
 def _train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, device: str,
-           losses: list[float], until: Callable[[list[float]], bool] | None = None) -> str:
+           losses: list[float], until: Callable[[list[float]], bool] | None = None,
+           see: Callable[[Any, Any], None] | None = None) -> str:
     """Train on batches(), appending each loss; returns why training stopped early, or "".
 
-    `until(losses)`, looked at every 5 steps, ends training early when it holds.
+    `until(losses)`, looked at every 5 steps, ends training early when it holds. `see(images, labels)`
+    (--show's capture) is handed each batch as it is about to be trained on, a bad label included.
     """
     torch = require("torch", "trainer-check --framework torch")
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE, momentum=0.9)
@@ -127,6 +130,8 @@ def _train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, dev
     failure = ""
     try:
         for images, labels in batches():
+            if see is not None:
+                see(images, labels)
             bad = (labels < 0) | (labels >= classes)
             if bool(bad.any()):  # checked on the CPU: on a GPU a bad label is a device-side assert
                 failure = (f"training stopped at step {len(pending) + 1}: label {int(labels[bad][0])} outside "
@@ -150,6 +155,11 @@ def _train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, dev
     if pending:
         losses.extend(torch.stack(pending).cpu().tolist())
     return failure
+
+
+def _to_host(images: Any, labels: Any) -> tuple[Any, Any]:
+    """A batch as the model takes it (NCHW, on any device, channels_last or not) as NHWC float32 numpy."""
+    return images.detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels.cpu().numpy()
 
 
 def _sync(device: str) -> None:
@@ -176,7 +186,7 @@ def trainer_check(folder: str, split: str = "train", **options: Any) -> TrainerR
 def _trainer_check(folder: str, split: str = "train", device: str = "auto", steps: int | None = None,
                    batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
                    mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
-                   workers: int | None = None) -> TrainerResult:
+                   workers: int | None = None, show: str | None = None) -> TrainerResult:
     torch = require("torch", "trainer-check --framework torch")
     from imagenet_build.readback.torch_records import Records, share
 
@@ -185,7 +195,7 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     device = resolve_device(device)
     gpu = device == "cuda"
     settings = Settings(folder, split, device, model or ("resnet50" if gpu else "small"),
-                        batch_size or (256 if gpu else 16), steps or (300 if gpu else 30), num_shards)
+                        batch_size or (256 if gpu else 16), steps or (300 if gpu else 30), num_shards, show)
     workers = min(8, os.cpu_count() or 1) if workers is None and gpu else (2 if workers is None else workers)
     share(len(records), num_shards - 1, num_shards)
     torch.manual_seed(0)
@@ -206,6 +216,7 @@ class _TorchReader:
     def __init__(self, settings: Settings, mean: Sequence[float], std: Sequence[float], workers: int) -> None:
         self.settings, self.mean, self.std, self.workers = settings, mean, std, workers
         self.gpu = settings.device == "cuda"
+        self.capture = BatchCapture(mean, std, _to_host) if settings.show is not None else None
 
     def read_epoch(self) -> list[Seen]:
         s = self.settings
@@ -250,7 +261,8 @@ class _TorchReader:
 
         losses: list[float] = []
         t0 = time.perf_counter()
-        failure = _train(net, training_batches, classes, s.device, losses)
+        failure = _train(net, training_batches, classes, s.device, losses,
+                         see=self.capture.step if self.capture is not None else None)
         _sync(s.device)
         if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
             train_rate = (len(losses) - 1) * s.batch_size / (time.perf_counter() - after_first_step[0])
@@ -275,5 +287,6 @@ class _TorchReader:
         fixed: list[float] = []
         failure = _train(build_model(s.model, classes, s.device),
                          lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, s.device, fixed,
-                         until=lambda so_far: so_far[-1] < 0.25 * so_far[0])
+                         until=lambda so_far: so_far[-1] < 0.25 * so_far[0],
+                         see=self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)

@@ -697,10 +697,10 @@ SIGNALS = ["kill-9", "sigterm", "sigterm-group", "ctrl-c"]
 
 
 @contextlib.contextmanager
-def trainer_check_running(converted, framework):
+def trainer_check_running(converted, framework, *extra):
     """trainer-check on the CPU, once it reads: the DataLoader's workers at work, or DALI's pipeline."""
     pytest.importorskip("torch" if framework == "torch" else "nvidia.dali.plugin.tf")
-    args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json"]
+    args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json", *extra]
     with Run(*args, *(["--workers", 2] if framework == "torch" else [])) as run:
         if framework == "torch":
             run.wait_for(lambda r: len(r.processes()) >= 3)
@@ -726,6 +726,20 @@ def test_trainer_check_stopped_leaves_no_process(converted, framework, how):
         assert wait_until_gone(started + run.processes()) == []
     if how != "kill-9":
         assert_ended_as_interrupted(code, out, err)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc to find a run's processes")
+@pytest.mark.parametrize("framework", ["torch", "dali"])
+def test_trainer_check_stopped_leaves_no_picture(converted, tmp_path, framework):
+    """--show's PNG is written whole, once the checks are done: a run stopped before leaves nothing under its
+    name, and no temporary file (not the one that tried the name before the run either)."""
+    shows = tmp_path / "shows"
+    shows.mkdir()
+    with trainer_check_running(converted, framework, "--show", shows / "batches.png") as run:
+        code, out, err = run.signal("ctrl-c")
+    assert_ended_as_interrupted(code, out, err)
+    assert list(shows.iterdir()) == []
 
 
 @pytest.mark.slow

@@ -210,3 +210,34 @@ def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
 
 def results_of(result):
     return {c["name"]: c for c in result["checks"]}
+
+
+class ShowingReader(FakeReader):
+    """FakeReader whose training loop hands its batches to --show's capture, as the real readers' loops do."""
+
+    def __init__(self, seen, fails=""):
+        from imagenet_build.readback.show_grid import BatchCapture
+
+        super().__init__(seen, fails)
+        self.capture = BatchCapture((0, 0, 0), (1, 1, 1))
+
+    def train(self, classes):
+        import numpy as np
+
+        self.capture.step(np.full((2, 8, 8, 3), 100.0, dtype=np.float32), np.array([0, 1]))
+        return super().train(classes)
+
+
+def test_the_picture_is_drawn_whatever_the_checks_found(shards, tmp_path):
+    """--show: the picture is written when the checks pass and when they fail (then it is most wanted), its
+    path in the result and in the readable report."""
+    from imagenet_build.readback.checks import Settings, format_report, run_checks
+    from imagenet_build.readback.show_grid import read_layout
+
+    for fails in ("", "training stopped at step 2"):
+        picture = tmp_path / f"batches{len(fails)}.png"
+        settings = Settings("out", "train", "cpu", "small", 1, 2, 1, show=str(picture))
+        result = run_checks(ShowingReader(epoch(shards), fails), settings, MANIFEST, shards, started=0.0)
+        assert result["ok"] == (not fails) and result["show"] == str(picture)
+        assert f"  the batches as fed to the model: {picture}" in format_report(result)
+        assert [row["title"] for row in read_layout(picture)["rows"]] == ["training step 1: 2 images"]

@@ -1,0 +1,93 @@
+"""trainer-check --show through each reader: the picture's first row is the first batch the model was fed,
+un-normalised, under the labels it was trained with; its last row the overfit check's fixed subset.
+
+What the model was fed is taken from the model itself (DALI: Keras' train_on_batch; PyTorch: a forward
+pre-hook), so the picture is held to the batches training used, not to a second reading of the shards.
+"""
+
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from helpers import trainer_report
+from imagenet_build.readback.show_grid import read_layout, unnormalise
+
+MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)  # not the defaults: the picture takes the reader's
+FRAMEWORKS = {
+    "dali": ("nvidia.dali.plugin.tf", ("--device", "cpu", "--steps", 3)),
+    "torch": ("torchvision", ("--framework", "torch", "--device", "cpu", "--steps", 3)),
+}
+pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
+
+
+def spy_on_dali_models(monkeypatch):
+    """Each Keras model trainer-check builds, in order: [(images, labels)] of its first training steps."""
+    from imagenet_build.readback import dali
+
+    models, build = [], dali.build_model
+
+    def spied(name, classes):
+        model, fed = build(name, classes), []
+        models.append(fed)
+        train_on_batch = model.train_on_batch
+
+        def train(images, labels, *args, **kwargs):
+            fed.append((np.array(images), np.array(labels).reshape(-1)))
+            return train_on_batch(images, labels, *args, **kwargs)
+
+        model.train_on_batch = train
+        return model
+
+    monkeypatch.setattr(dali, "build_model", spied)
+    return models
+
+
+def spy_on_torch_models(monkeypatch, folder):
+    """The same for the PyTorch models (images from a forward pre-hook). The labels of a batch do not reach
+    the model: they are read again, the reader's epoch 0 shuffled (training) and unshuffled (the subset)."""
+    from imagenet_build.readback import torch_check
+    from imagenet_build.readback.torch_dataset import RecordDataset
+
+    models, build = [], torch_check.build_model
+
+    def spied(name, classes, device):
+        model, fed = build(name, classes, device), []
+        labels = next(iter(torch_check._loader(RecordDataset(folder, decode=False, shuffle=not models), 16, 0)))
+        models.append(fed)
+        model.register_forward_pre_hook(lambda _, inputs: fed.append(
+            (inputs[0].detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels["label"].numpy())))
+        return model
+
+    monkeypatch.setattr(torch_check, "build_model", spied)
+    return models
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
+def test_the_picture_shows_what_the_model_was_fed(converted, tmp_path, monkeypatch, framework):
+    module, args = FRAMEWORKS[framework]
+    if framework == "torch":
+        sys.modules.setdefault("triton", None)  # see test_torch.py: torch without triton beside TensorFlow
+    pytest.importorskip(module)
+    models = spy_on_dali_models(monkeypatch) if framework == "dali" else spy_on_torch_models(monkeypatch, converted)
+    path = tmp_path / "batches.png"
+    code, report, failed = trainer_report(converted, *args, "--mean", *MEAN, "--std", *STD, "--show", path)
+    assert code == 0 and not failed and report["show"] == str(path), report
+    layout = read_layout(path)
+    training, subset = models  # the training run's model, then the overfit check's
+    assert [row["title"] for row in layout["rows"]] == [
+        "training step 1: 8 of 16 images", "training step 2: 8 of 16 images", "training step 3: 8 of 16 images",
+        "the overfit check's fixed subset (evaluation crop): 8 of 16 images"]
+    with Image.open(path) as picture:
+        pixels = np.asarray(picture.convert("RGB"))
+    for row, (images, labels) in zip((layout["rows"][0], layout["rows"][3]), (training[0], subset[0])):
+        expected = unnormalise(images, MEAN, STD)
+        for k, shown in enumerate(row["tiles"]):
+            x, y, w, h = shown["box"]
+            assert (w, h) == (224, 224)
+            assert np.abs(pixels[y:y + h, x:x + w].astype(int) - expected[k]).max() <= 1, (row["title"], k)
+            assert shown["caption"].split()[0] == str(labels[k]), (row["title"], k)
+    tench = next(t["caption"] for row in layout["rows"] for t in row["tiles"] if t["caption"].startswith("0 "))
+    assert tench == "0 n01440764\ntench, Tinca tinca"  # the sample's first class, as the shipped metadata says
