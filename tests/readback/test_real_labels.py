@@ -118,3 +118,40 @@ def test_a_batchs_real_accuracy_is_one_comparison(with_real):
     by_sample = [int(p) in s["real_labels"].tolist() for p, s in zip(predictions, samples) if len(s["real_labels"])]
     assert int(labelled.sum()) == len(by_sample) == 4 and int(correct[labelled].sum()) == sum(by_sample)
     assert collate(samples[:0] + [s for s in samples if not len(s["real_labels"])][:3])["real_labels"].shape == (3, 0)
+
+
+DALI_READ = r"""
+import glob, os, sys
+from nvidia.dali import fn, pipeline_def
+import nvidia.dali.tfrecord as tfrec
+folder = sys.argv[1]
+paths = sorted(glob.glob(os.path.join(folder, "validation-*")))
+indexes = [os.path.join(folder, "dali_idx", os.path.basename(p) + ".idx") for p in paths]
+@pipeline_def(batch_size=1, num_threads=1, device_id=None)
+def pipe():
+    r = fn.readers.tfrecord(path=paths, index_path=indexes, name="Reader", features={
+        "image/filename": tfrec.FixedLenFeature((), tfrec.string, ""),
+        "image/class/real_labels": tfrec.VarLenFeature(tfrec.int64, -1)})
+    return r["image/filename"], r["image/class/real_labels"]
+p = pipe()
+p.build()
+for _ in range(p.reader_meta("Reader")["epoch_size"]):
+    name, real = p.run()
+    print(name.at(0).tobytes().decode(), *real.at(0).tolist())
+"""
+
+
+def test_dalis_reader_reads_the_real_labels(with_real):
+    """DALI (CPU) reads the feature as a VarLenFeature of int64: the records' lists, 1-based as stored."""
+    import subprocess
+
+    pytest.importorskip("nvidia.dali")
+    result = subprocess.run([sys.executable, "-c", DALI_READ, str(with_real)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    got = {name: tuple(map(int, labels)) for name, *labels in map(str.split, result.stdout.splitlines())}
+    stored = {}
+    for shard in sorted(with_real.glob("validation-*")):
+        for payload in records_of(shard):
+            record = decode_example(payload)
+            stored[record["image/filename"][0].decode()] = tuple(record[REAL_LABELS])
+    assert len(got) == 16 and got == stored and got["ILSVRC2012_val_00000001.JPEG"] == (1, 3)
