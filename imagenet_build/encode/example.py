@@ -165,7 +165,9 @@ def _joined_class_entries(label: int, synset: str, text: str) -> bytes:
     return b"".join(_class_entries(label, synset, text))
 
 
-def _real_labels_entry(values: Sequence[int]) -> bytes:
+@functools.lru_cache(maxsize=1 << 14)
+def _real_labels_entry(values: tuple[int, ...]) -> bytes:
+    """The image/class/real_labels entry; most images share their list (one label) with many others."""
     return _field(1, _field(1, REAL_LABELS.encode()) + _field(2, _list(EXTRA[REAL_LABELS], values)))
 
 
@@ -218,7 +220,7 @@ def encode_example_parts(
         before = _joined_class_entries(label, synset, text)
     else:
         head, tail = _class_entries(label, synset, text)
-        before = head + _real_labels_entry(real_labels) + tail
+        before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
     after = b"".join(
         (
             _entry("image/filename", (filename.encode(),)),
