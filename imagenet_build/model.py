@@ -158,7 +158,8 @@ class SplitInput:
 
 class ImageEntry(NamedTuple):
     """One image of a shard: its path under the split's root, its label, its boxes,
-    and for an image inside a tarball its byte range there."""
+    and for an image inside a tarball its byte range there; a validation image of a --real-labels
+    build, its ReaL labels (1-based, maybe none; None: the build carries no ReaL labels)."""
 
     relpath: str
     label: int
@@ -166,10 +167,17 @@ class ImageEntry(NamedTuple):
     offset: int = -1
     size: int = 0
     extra: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
+    real_labels: Optional[Tuple[int, ...]] = None
 
     @property
     def filename(self) -> str:
         return file_name(self.relpath)
+
+
+def _fingerprint_line(e: ImageEntry) -> str:
+    """An image as its shard's fingerprint counts it (one without ReaL labels as before they were added)."""
+    line = f"{e.relpath}\t{e.label}\t{e.boxes!r}"
+    return line if e.real_labels is None else f"{line}\t{e.real_labels!r}"
 
 
 @dataclass(frozen=True)
@@ -203,7 +211,7 @@ class ShardSpec:
         """
         fixed = [FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec]
         head = json.dumps(fixed + [variant] if variant else fixed)
-        lines = "\n".join(f"{e.relpath}\t{e.label}\t{e.boxes!r}" for e in self.entries)
+        lines = "\n".join(map(_fingerprint_line, self.entries))
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()
 
     def input_state(self, identities: Iterable[str]) -> str:

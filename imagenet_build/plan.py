@@ -85,12 +85,15 @@ class SplitPlan:
         boxes: dict[str, bytes] | None,
         num_shards: int,
         layout_threads: int,
+        real_labels: dict[str, tuple[int, ...]] | None = None,
     ) -> None:
+        """`real_labels`: a validation split's ReaL labels by file name (--real-labels), else None."""
         self.input = split_input
         self.split = split_input.split
         self.num_shards = num_shards
         self._catalog = catalog
         self._boxes = boxes
+        self._real_labels = real_labels
         self.ranges = shard_ranges(len(split_input), num_shards, layout_threads)
         empty = sum(1 for begin, end in self.ranges if begin == end)
         if empty:
@@ -112,15 +115,17 @@ class SplitPlan:
         begin, end = self.ranges[k]
         source = self.input
         entries = []
+        real_labels = self._real_labels
         for i in self.order[begin:end]:
             relpath = source.relpaths[i]
             packed = self._boxes.get(file_name(relpath)) if self._boxes else None
             boxes = unpack_boxes(packed) if packed else ()
+            real = None if real_labels is None else real_labels[file_name(relpath)]
             if source.archive:
                 entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i],
-                                          source.extras[i] if source.extras else 0))
+                                          source.extras[i] if source.extras else 0, real))
             else:
-                entries.append(ImageEntry(relpath, source.labels[i], boxes))
+                entries.append(ImageEntry(relpath, source.labels[i], boxes, real_labels=real))
         cat = self._catalog
         return ShardSpec(
             split=self.split,

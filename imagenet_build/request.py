@@ -60,6 +60,7 @@ class ConvertOptions:
     quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
     resize_larger_only: bool = True  # False: --resize-all
     exif_transpose: bool = False
+    real_labels: Optional[str] = None  # real.json: each validation record also carries its ReaL labels
 
 
 DEFAULTS = ConvertOptions(output_dir="")
@@ -90,6 +91,7 @@ class ConvertRequest:
     overwrite: bool
     verify_inputs: bool
     resize: Optional[ResizeOptions]  # None: the full-size build
+    real_labels: Optional[str] = None  # --real-labels: real.json
 
     def shards(self, split: str) -> int:
         """--train-shards or --validation-shards."""
@@ -109,6 +111,9 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
     copy = _resolve_copy(options)
     _check_layout(options, copy)
+    if options.real_labels and "validation" not in copy.splits:
+        raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and this build has no validation "
+                         f"split ({copy.description}): give the validation images too")
     return ConvertRequest(
         copy=copy,
         from_paths=tuple(map(str, options.from_paths)),
@@ -131,6 +136,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         overwrite=options.overwrite,
         verify_inputs=options.verify_inputs,
         resize=resize,
+        real_labels=options.real_labels,
     )
 
 

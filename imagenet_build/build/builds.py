@@ -13,7 +13,7 @@ from typing import Any
 from imagenet_build.build import manifest as manifest_mod
 from imagenet_build.build.folder import check_output_dir
 from imagenet_build.build.inputs import Inputs, describe
-from imagenet_build.build.manifest import ShardResult
+from imagenet_build.build.manifest import REAL_LABELS_OPTION, ShardResult
 from imagenet_build.build.resume import read_previous, shards_to_keep
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.format.destination import Destination, destination
@@ -63,8 +63,8 @@ def destinations(request: ConvertRequest) -> list[Destination]:
             for target in request.resize.targets]
 
 
-def layout_options(request: ConvertRequest, index_label: str, splits: list[str], subset: str | None
-                   ) -> dict[str, Any]:
+def layout_options(request: ConvertRequest, index_label: str, splits: list[str], subset: str | None,
+                   real_labels: str | None = None) -> dict[str, Any]:
     """The options that fix which files a build has; a rerun must repeat them to resume."""
     options = {
         "splits": sorted(splits),
@@ -76,12 +76,15 @@ def layout_options(request: ConvertRequest, index_label: str, splits: list[str],
     }
     if subset:
         options["subset"] = subset  # only when given: manifests of builds without one stay as they were
+    if real_labels:
+        options[REAL_LABELS_OPTION] = real_labels  # the manifest's word that the validation records carry them
     return options
 
 
-def make_builds(request: ConvertRequest, splits: list[str], subset: str | None) -> list[Build]:
+def make_builds(request: ConvertRequest, splits: list[str], subset: str | None, real_labels: str | None = None
+                ) -> list[Build]:
     """The full-size build, or one build per resized target."""
-    options = layout_options(request, request.dest.label_for_manifest(), splits, subset)
+    options = layout_options(request, request.dest.label_for_manifest(), splits, subset, real_labels)
     resize = request.resize
     if resize is None:
         return [Build(request.dest, options, None)]

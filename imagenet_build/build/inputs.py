@@ -11,12 +11,14 @@ from typing import Any
 
 from imagenet_build.catalog import classes as catalog_mod
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
+from imagenet_build.catalog.real_labels import RealLabels, read_real_labels
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, PathLike
+from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import VALIDATION_NAME
+from imagenet_build.sources.base import validation_number
 
 
 @dataclass(frozen=True)
@@ -27,18 +29,50 @@ class Inputs:
     splits: list[SplitInput]  # in slim's order, each; --subset applied
     boxes: dict[str, bytes]  # image file name -> packed boxes
     subset: str | None  # --subset as the manifest records it: a shipped list's name, or a file's name and sha256
+    real_labels: dict[str, tuple[int, ...]] | None = None  # --real-labels: validation image file name -> its labels
+    real_labels_file: str | None = None  # --real-labels as the manifest records it: the file's name and sha256
 
 
 def list_inputs(request: ConvertRequest, pool: Workers) -> Inputs:
-    """The classes first, then a bad --subset list, then the boxes: all before the long scan."""
+    """The classes first, then a bad --subset list or real.json, then the boxes: all before the long scan."""
     catalog = load_catalog(request)
     listed = catalog_mod.read_subset(request.subset) if request.subset else None
+    real = read_real_labels(request.real_labels, catalog) if request.real_labels else None
     boxes = read_boxes(request, catalog)
     splits = _scan(request, catalog, pool)
     subset = None
     if listed:
         subset, splits = _apply_subset(request, listed, splits)
-    return Inputs(catalog, splits, boxes, subset)
+    if request.real_labels is None or real is None:
+        return Inputs(catalog, splits, boxes, subset)
+    by_name = _label_validation(request.real_labels, real, splits)
+    recorded = f"{storage.basename(request.real_labels)} sha256:{storage.sha256(request.real_labels)}"
+    return Inputs(catalog, splits, boxes, subset, by_name, recorded)
+
+
+def _label_validation(path: str, real: RealLabels, splits: list[SplitInput]) -> dict[str, tuple[int, ...]]:
+    """{file name: ReaL labels} of every validation image, matched by its ILSVRC2012 name (validation_number:
+    whichever copy it came from); an image of another name, or one real.json has no entry for, is refused."""
+    (validation,) = [s for s in splits if s.split == "validation"]
+    by_name: dict[str, tuple[int, ...]] = {}
+    left_out = 0
+    for relpath in validation.relpaths:
+        number = validation_number(relpath)
+        if number is None:
+            raise InputError(f"{validation.root}/{relpath}",
+                             "not an ILSVRC2012_val_<8 digits>.JPEG name: --real-labels matches real.json's "
+                             "labels to the ILSVRC2012 validation images by that name")
+        if not 1 <= number <= len(real.entries):
+            raise InputError(path, f"has no entry for {file_name(relpath)} ({len(real.entries):,} entries)")
+        by_name[file_name(relpath)], lacking = real.labels(number)
+        left_out += lacking
+    labelled = sum(1 for labels in by_name.values() if labels)
+    validation.notes.append(f"validation: ReaL labels from {storage.basename(path)}: {labelled:,} of "
+                            f"{len(by_name):,} images labelled, {len(by_name) - labelled:,} with none")
+    if left_out:
+        validation.notes.append(f"validation: {left_out:,} ReaL label(s) of these images left out: their synsets "
+                                "are not classes of this build")
+    return by_name
 
 
 def load_catalog(request: ConvertRequest) -> catalog_mod.Catalog:

@@ -23,6 +23,9 @@ from imagenet_build.infra.errors import PathLike
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
+# manifest["options"]["real_labels"]: "<file> sha256:<hex>" of the real.json a build's validation records carry the
+# ReaL labels of (encode.example.REAL_LABELS); absent from other builds' manifests
+REAL_LABELS_OPTION = "real_labels"
 
 
 class ShardEntry(TypedDict, total=False):
@@ -128,6 +131,11 @@ def assemble(base: Manifest, splits: Dict[str, SplitFigures], results: Sequence[
     )
 
 
+def carries_real_labels(manifest: Manifest) -> bool:
+    """The manifest's word that every validation record carries image/class/real_labels (and no other does)."""
+    return bool(manifest.get("options", {}).get(REAL_LABELS_OPTION))
+
+
 def write_labels(output_dir: PathLike, synsets: Sequence[str]) -> None:
     """labels.txt: the synset (or class name) of label k on line k, atomically."""
     storage.write_bytes(storage.join(output_dir, LABELS_NAME), "".join(f"{name}\n" for name in synsets).encode())
@@ -213,6 +221,15 @@ def _field_problem(table: dict[str, tuple[type, bool]], record: Mapping[str, Any
     return ""
 
 
+def _options_problem(options: Mapping[str, Any]) -> str:
+    """The options a reader takes from the manifest: strings where given."""
+    for option in ("index_dir", REAL_LABELS_OPTION):
+        value = options.get(option)
+        if value is not None and not isinstance(value, str):
+            return f"options.{option}: not a string"
+    return ""
+
+
 def schema_problem(manifest: Manifest) -> str:
     """"<field>: <what is wrong>" for the first field of the wrong shape, or ""."""
     problem = _field_problem(_TOP, manifest, "")
@@ -223,9 +240,9 @@ def schema_problem(manifest: Manifest) -> str:
         return "synsets: every entry must be a non-empty string"
     if len(synsets) != manifest["num_classes"]:
         return f"synsets: {len(synsets)} entries for num_classes {manifest['num_classes']}"
-    index_dir = manifest["options"].get("index_dir")
-    if index_dir is not None and not isinstance(index_dir, str):
-        return "options.index_dir: not a string"
+    problem = _options_problem(manifest["options"])
+    if problem:
+        return problem
     for split, figures in manifest["splits"].items():
         if not isinstance(figures, dict):
             return f"splits.{split}: not an object"

@@ -57,7 +57,8 @@ def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> mani
 _OPTION_NAMES = {
     "splits": "splits built", "train_shards": "--train-shards", "validation_shards": "--validation-shards",
     "layout_threads": "--layout-threads", "index_dir": "--index-dir", "classes_from_folders": "--classes-from-folders",
-    "subset": "--subset", "resize": "--resize", "resize.target": "--resize", "resize.quality": "--quality",
+    "subset": "--subset", "real_labels": "--real-labels",
+    "resize": "--resize", "resize.target": "--resize", "resize.quality": "--quality",
     "resize.larger_only": "--resize-all", "resize.exif_transpose": "--exif-transpose",
 }
 

@@ -49,9 +49,10 @@ def convert(request: ConvertRequest) -> Summary:
         held.callback(request.copy.close)  # the spool goes before the locks, which then remove a folder they made
         with Workers(request.workers) as pool:
             inputs = list_inputs(request, pool)
+            real = {"validation": inputs.real_labels}  # --real-labels: the validation images' ReaL labels
             plans = [SplitPlan(split_input, inputs.catalog, inputs.boxes, request.shards(split_input.split),
-                               request.layout_threads) for split_input in inputs.splits]
-            builds = make_builds(request, [p.split for p in plans], inputs.subset)
+                               request.layout_threads, real.get(split_input.split)) for split_input in inputs.splits]
+            builds = make_builds(request, [p.split for p in plans], inputs.subset, inputs.real_labels_file)
             prepare(request, pool, builds, inputs, plans)
             return _execute(request, pool, builds, plans, inputs, started)
 

@@ -237,6 +237,7 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
                 synset=synset,
                 text=text,
                 boxes=entry.boxes,
+                real_labels=entry.real_labels,
             ))
         yield payloads
 

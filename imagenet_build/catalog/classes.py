@@ -108,6 +108,12 @@ def _shipped_synsets() -> tuple[str, ...]:
     return tuple(read_labels_file(DEFAULT_LABELS_FILE))
 
 
+def imagenet_synsets() -> tuple[str, ...]:
+    """ILSVRC2012's 1000 synsets sorted: what ImageNet's 0-based class indices (TFDS's, ReaL's) count. The shipped
+    labels file lists them in this order, so there index i is label i + 1."""
+    return tuple(sorted(_shipped_synsets()))
+
+
 def load_catalog(labels_file: PathLike | None = None, metadata_file: PathLike | None = None) -> Catalog:
     labels_file = Path(labels_file or DEFAULT_LABELS_FILE)
     metadata_file = Path(metadata_file or DEFAULT_METADATA_FILE)

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 @click.option("--subset", help="Only the images named in this file (original file names, one a line), or a shipped "
               "list: imagenet-1pct, imagenet-10pct (SimCLR's 12,811 / 128,116 train images). Labels keep their "
               "values; slim's shuffle and layout apply to the subset.")
+@click.option("--real-labels", type=existing_file,
+              help="ReaL's real.json (google-research/reassessed-imagenet): each validation record also carries "
+              "its reassessed labels, image/class/real_labels (1-based, none where ReaL gives none).")
 @click.option("--train-dir", type=existing_dir, help="Train images as <synset>/*.JPEG.")
 @click.option(
     "--validation-dir",

@@ -43,6 +43,10 @@ ONE_VALUE = frozenset(SCHEMA) - PER_BOX
 FIRST_LABEL = 1  # slim's labels are 1-based (0 is background): readers subtract it, verify requires labels >= it
 CONSTANTS = {"image/colorspace": b"RGB", "image/channels": 3}  # the same in every record
 FORMATS = (b"JPEG", b"PNG")  # image/format: convert stores JPEG; write_arrays stores PNG with lossless=True
+# The one feature beyond slim's 15: a validation record's ReaL labels (convert --real-labels), 1-based as
+# image/class/label, possibly none; every validation record of such a build has it, no other record does.
+REAL_LABELS = "image/class/real_labels"
+EXTRA = {REAL_LABELS: "int64"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -140,8 +144,9 @@ def _cached_entry(key: str, values: tuple[Any, ...]) -> bytes:
 
 
 @functools.lru_cache(maxsize=1 << 12)
-def _class_entries(label: int, synset: str, text: str) -> bytes:
-    """The entries sorted before image/encoded: all fixed by the class."""
+def _class_entries(label: int, synset: str, text: str) -> tuple[bytes, bytes]:
+    """The entries sorted before image/encoded, all fixed by the class: those before image/class/real_labels's
+    place and those after it."""
     values: dict[str, tuple[Any, ...]] = {
         "image/channels": (CONSTANTS["image/channels"],),
         "image/class/label": (label,),
@@ -150,12 +155,26 @@ def _class_entries(label: int, synset: str, text: str) -> bytes:
         "image/colorspace": (CONSTANTS["image/colorspace"],),
     }
     assert list(values) == _BEFORE_ENCODED
-    return b"".join(_entry(k, v) for k, v in values.items())
+    entries = [_entry(k, v) for k, v in values.items()]
+    return b"".join(entries[:_REAL_AT]), b"".join(entries[_REAL_AT:])
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _joined_class_entries(label: int, synset: str, text: str) -> bytes:
+    """_class_entries as one, for a record without ReaL labels (every record but a --real-labels validation one)."""
+    return b"".join(_class_entries(label, synset, text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _real_labels_entry(values: tuple[int, ...]) -> bytes:
+    """The image/class/real_labels entry; most images share their list (one label) with many others."""
+    return _field(1, _field(1, REAL_LABELS.encode()) + _field(2, _list(EXTRA[REAL_LABELS], values)))
 
 
 _ENCODED_KEY = "image/encoded"
 _KEYS = sorted(SCHEMA)  # deterministic protobuf writes map entries sorted by key
 _BEFORE_ENCODED = _KEYS[: _KEYS.index(_ENCODED_KEY)]
+_REAL_AT = sorted(_BEFORE_ENCODED + [REAL_LABELS]).index(REAL_LABELS)  # its place among them (after class/label)
 _BOX_KEYS = sorted(PER_BOX)  # label, xmax, xmin, ymax, ymin: the order _box_entries writes its columns in
 assert _KEYS[_KEYS.index(_ENCODED_KEY) + 1 :] == [
     "image/filename", "image/format", "image/height", *_BOX_KEYS, "image/width"
@@ -186,6 +205,7 @@ def encode_example_parts(
     text: str,
     boxes: Sequence[Sequence[float]] = (),
     image_format: bytes = b"JPEG",
+    real_labels: Sequence[int] | None = None,
 ) -> tuple[bytes, bytes, bytes]:
     """slim's Example for one image, serialized, as (head, encoded, tail) to write without a copy.
 
@@ -194,9 +214,13 @@ def encode_example_parts(
     TensorFlow's). Hand-written rather than through the protobuf library: going
     through message objects costs ~30 us a record and one more copy of every
     image, about a tenth of the whole conversion; here the entries shared by
-    many records are built once.
+    many records are built once. `real_labels` (None: no such feature) adds image/class/real_labels.
     """
-    before = _class_entries(label, synset, text)
+    if real_labels is None:
+        before = _joined_class_entries(label, synset, text)
+    else:
+        head, tail = _class_entries(label, synset, text)
+        before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
     after = b"".join(
         (
             _entry("image/filename", (filename.encode(),)),

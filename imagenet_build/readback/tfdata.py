@@ -27,11 +27,13 @@ import time
 from collections.abc import Sequence
 from typing import Any, Union
 
-from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL
+from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS
 from imagenet_build.format.naming import is_shard_index, no_shards_message, split_shards
 from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, TfDataFigures, per_second
+from imagenet_build.readback.real_labels import require_real_labels
 
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 
@@ -60,11 +62,14 @@ def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
 def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int, image_size: int = 224,
                  num_workers: int = 1, worker_index: int = 0, shuffle_buffer: int = 10000, seed: int | None = None,
                  mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD, repeat: bool | None = None,
-                 drop_remainder: bool | None = None, augment: bool | None = None) -> Any:
+                 drop_remainder: bool | None = None, augment: bool | None = None, real_labels: bool = False) -> Any:
     """A tf.data.Dataset of (images float32 [B, S, S, 3], labels int32 [B]) from slim-format shards.
 
     repeat and drop_remainder default to `training`; augment (slim's random crop and flip) too.
     With training=False nothing is shuffled: one pass gives every record of this worker's files once.
+    real_labels=True (the validation shards of a build made with convert --real-labels) adds a third
+    element, the ReaL labels: int32 [B, L], 0-based as the labels, padded with -1 (L: the most a record
+    of the batch has; a row of -1 only: ReaL gives the image no label). Shards without them: ValueError.
     """
     tf = require("tensorflow", "imagenet_build.tfdata")
 
@@ -72,12 +77,17 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     drop_remainder = training if drop_remainder is None else drop_remainder
     augment = training if augment is None else augment
     files = list_files(pattern_or_dir, training)
+    if real_labels:
+        try:
+            require_real_labels(files)
+        except BuildError as e:
+            raise ValueError(str(e)) from None
     if not 0 <= worker_index < num_workers:
         raise ValueError(f"worker_index {worker_index} is not in [0, {num_workers})")
     if len(files) < num_workers:
         raise ValueError(f"{len(files)} files cannot be shared by {num_workers} workers: each worker needs at "
                          "least one (convert with more shards, or use fewer workers)")
-    parse_batch = _batch_parser(tf, augment, image_size, mean, std)
+    parse_batch = _batch_parser(tf, augment, image_size, mean, std, real_labels)
     dataset = tf.data.Dataset.from_tensor_slices(files).shard(num_workers, worker_index)
     if training:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
@@ -91,14 +101,17 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     return dataset.map(parse_batch, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
-def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float], std: Sequence[float]) -> Any:
-    """serialized records of a batch -> (images normalised, labels 0-based): one parse for the whole batch,
-    then slim's augmentation (augment) or the evaluation crop per image."""
+def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float], std: Sequence[float],
+                  real_labels: bool = False) -> Any:
+    """serialized records of a batch -> (images normalised, labels 0-based[, ReaL labels 0-based, -1 padded]): one
+    parse for the whole batch, then slim's augmentation (augment) or the evaluation crop per image."""
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
         **{key: tf.io.VarLenFeature(tf.float32) for key in BOX_COORDS},
     }
+    if real_labels:
+        features[REAL_LABELS] = tf.io.VarLenFeature(tf.int64)
     mean = tf.constant(mean, tf.float32)
     std = tf.constant(std, tf.float32)
     size = [image_size, image_size]
@@ -122,7 +135,7 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
 
     spec = tf.TensorSpec(size + [3], tf.float32)
 
-    def parse_batch(serialized: Any) -> tuple[Any, Any]:
+    def parse_batch(serialized: Any) -> tuple[Any, ...]:
         parsed = tf.io.parse_example(serialized, features)  # one parse for the whole batch
         if augment:
             coords = [tf.sparse.to_dense(parsed[key]) for key in BOX_COORDS]
@@ -132,7 +145,10 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
             images = tf.map_fn(centre_crop, parsed["image/encoded"], fn_output_signature=spec,
                                parallel_iterations=16)
         labels = tf.cast(parsed["image/class/label"], tf.int32) - FIRST_LABEL  # 0-based, as a loss takes it
-        return (images - mean) / std, labels
+        if not real_labels:
+            return (images - mean) / std, labels
+        real = tf.cast(tf.sparse.to_dense(parsed[REAL_LABELS]), tf.int32) - FIRST_LABEL  # padding 0 becomes -1
+        return (images - mean) / std, labels, real
 
     return parse_batch
 

@@ -6,7 +6,10 @@ streams: each reader takes a contiguous run of records and reads it
 sequentially, shuffling in a buffer. Both parse slim's Example with the
 project's own decoder and yield dicts: "image" (decoded CHW uint8, or the stored
 JPEG bytes with decode=False), "label" (0-based), "filename", "shard" and
-"offset" (where the record lies), and "boxes" on request.
+"offset" (where the record lies), "boxes" on request, and with real_labels=True
+"real_labels": the record's ReaL labels (a validation record of a build made with
+convert --real-labels), 0-based as "label", an int64 tensor of any length (none
+where ReaL gives the image no label); `collate` pads them to [B, L] with -1.
 
 Sharding: the records of one epoch (the shards in name order, each in its
 index's order; permuted by (seed, epoch) when shuffling) are cut into
@@ -29,6 +32,7 @@ from typing import Any, Callable, Iterator, Sequence
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
+from imagenet_build.readback.real_labels import require_real_labels
 from imagenet_build.readback.torch_records import RecordReader, Records, share
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -63,12 +67,14 @@ class RecordDataset(_SharedEpoch, torch.utils.data.Dataset):  # type: ignore[nam
     def __init__(self, folder: str | os.PathLike, split: str = "train", *, rank: int = 0, world_size: int = 1,
                  decode: bool = True, boxes: bool = False, shuffle: bool | None = None, seed: int = 0,
                  transform: Callable[[Any], Any] | None = None, index_dir: str | None = None,
-                 check_crc: bool = True) -> None:
+                 check_crc: bool = True, real_labels: bool = False) -> None:
         _check_rank(rank, world_size)
         self.records = Records(folder, split, index_dir)
+        if real_labels:
+            require_real_labels(self.records.paths)
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.shuffle = split == "train" if shuffle is None else shuffle
-        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform)
+        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform, real_labels)
         self._range = share(len(self.records), self.rank, self.world_size)
         self._share_epoch()
         self._order_epoch = -1
@@ -106,14 +112,16 @@ class IterableRecordDataset(_SharedEpoch, torch.utils.data.IterableDataset):  # 
     def __init__(self, folder: str | os.PathLike, split: str = "train", *, rank: int = 0, world_size: int = 1,
                  decode: bool = True, boxes: bool = False, shuffle: bool | None = None, seed: int = 0,
                  shuffle_buffer: int = 1000, transform: Callable[[Any], Any] | None = None,
-                 index_dir: str | None = None, check_crc: bool = True) -> None:
+                 index_dir: str | None = None, check_crc: bool = True, real_labels: bool = False) -> None:
         _check_rank(rank, world_size)
         self.records = Records(folder, split, index_dir)
+        if real_labels:
+            require_real_labels(self.records.paths)
         share(len(self.records), rank, world_size)
         self.rank, self.world_size, self.seed = rank, world_size, seed
         self.shuffle = split == "train" if shuffle is None else shuffle
         self.shuffle_buffer = shuffle_buffer
-        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform)
+        self._reader = RecordReader(self.records, decode, boxes, check_crc, transform, real_labels)
         self._share_epoch()
 
     def _stream(self, epoch: int) -> list[int]:
@@ -179,12 +187,16 @@ def _check_rank(rank: int, world_size: int) -> None:
 
 
 def collate(samples: Sequence[dict]) -> dict:
-    """DataLoader's collate_fn for these samples: images stacked when they share a shape, else a list."""
+    """DataLoader's collate_fn for these samples: images stacked when they share a shape, else a list; ReaL labels
+    padded with -1 to [B, the most any sample has], so that a batch's ReaL accuracy is one comparison."""
     out: dict[str, Any] = {}
     for key in samples[0]:
         values = [s[key] for s in samples]
         if key in ("label", "offset"):
             out[key] = torch.tensor(values, dtype=torch.int64)
+        elif key == "real_labels":
+            out[key] = torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=-1) \
+                if any(len(v) for v in values) else torch.empty((len(values), 0), dtype=torch.int64)
         elif key == "image" and isinstance(values[0], torch.Tensor) and all(
                 v.shape == values[0].shape for v in values):
             out[key] = torch.stack(values)

@@ -13,7 +13,7 @@ from array import array
 from typing import Any, Callable
 
 from imagenet_build.build.manifest import read_manifest
-from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, decode_example
+from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
 from imagenet_build.format.dali_index import index_entries
 from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, split_shards
 from imagenet_build.format.tfrecord import FramingError, unframe
@@ -86,10 +86,11 @@ class RecordReader:
     """Reads and parses records; file descriptors are opened per process (DataLoader workers fork)."""
 
     def __init__(self, records: Records, decode: bool, boxes: bool, check_crc: bool,
-                 transform: Callable[[Any], Any] | None) -> None:
+                 transform: Callable[[Any], Any] | None, real_labels: bool = False) -> None:
         self.records = records
         self.decode = decode
         self.boxes = boxes
+        self.real_labels = real_labels
         self.check_crc = check_crc
         self.transform = transform
         self._files: dict[int, Any] = {}  # per shard: a file descriptor, or an object store's file; in order of use
@@ -161,6 +162,12 @@ class RecordReader:
         if self.boxes:
             columns = [features.get(key, []) for key in BOX_COORDS]
             sample["boxes"] = torch.tensor(list(zip(*columns)), dtype=torch.float32).reshape(-1, 4)
+        if self.real_labels:
+            if REAL_LABELS not in features:
+                raise BuildError(f"{path}: byte {offset}: the record carries no {REAL_LABELS}; run imagenet-build "
+                                 "verify")
+            real = [label - FIRST_LABEL for label in features[REAL_LABELS]]  # 0-based, as "label"
+            sample["real_labels"] = torch.tensor(real, dtype=torch.int64)
         if self.decode:
             sample["image"] = decode_images([encoded], "cpu", where=[f"{path}: byte {offset} ({filename})"])[0]
         if self.transform is not None:

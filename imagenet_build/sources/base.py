@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
-from imagenet_build.model import SplitInput, Where, utf8_name
+from imagenet_build.model import SplitInput, Where, file_name, utf8_name
 
 if TYPE_CHECKING:
     from imagenet_build.catalog.classes import Catalog
@@ -38,6 +38,14 @@ IMAGE_SUFFIX = ".JPEG"
 VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
 SHOWN = 20  # how many ignored / left-out names a report lists
 ANY_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")  # --classes-from-folders: any case
+
+
+def validation_number(relpath: str) -> int | None:
+    """The number of a listed ILSVRC2012 validation image, or None for another name. Every copy lists a validation
+    image under its original name, ILSVRC2012_val_<8 digits>.JPEG, whatever its archive calls it (a synset
+    suffix cut, `.jpg` made `.JPEG`): slim's image/filename, and what --subset and --real-labels match."""
+    match = VALIDATION_NAME.match(file_name(relpath))
+    return int(match.group(1)) if match else None
 
 
 def labelled_synset(number: int, validation_labels: list[str]) -> str | None:

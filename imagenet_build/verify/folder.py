@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
-from typing import Dict, Iterable, List, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Dict, Iterable, List, Tuple
 
 from imagenet_build.build.manifest import Manifest
 from imagenet_build.infra import storage
@@ -29,6 +29,7 @@ class Folder:
     seen: Seen  # every (label, synset) pair the records hold (none with --quick)
     split_counts: Dict[str, Counter[int]]  # {split: records per label}
     notes: List[str]
+    tallies: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # {check: {shard name: its shard_tally}}
 
     def split_records(self) -> dict[str, int]:
         """{split: records} by the shards' own framing."""

@@ -1,14 +1,17 @@
 """The checks of the labels: each record's (1-based), then across the folder (one synset per label and one
-label per synset, counts against the manifest), and with --expect-imagenet ImageNet's totals."""
+label per synset, counts against the manifest); the ReaL labels a --real-labels build's validation records carry;
+and with --expect-imagenet ImageNet's totals."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple
 
-from imagenet_build.build.manifest import Manifest, label_counts
+from imagenet_build.build.manifest import Manifest, carries_real_labels, label_counts
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
-from imagenet_build.encode.example import FIRST_LABEL
+from imagenet_build.encode.example import EXTRA, FIRST_LABEL, LIST_FIELD, REAL_LABELS
+from imagenet_build.format.naming import MANIFEST_NAME
+from imagenet_build.infra import storage
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding, Place
@@ -70,6 +73,90 @@ def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]
                             | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
             yield Finding(split, None, None,
                           f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
+
+
+class RealTally(NamedTuple):
+    """What the real-labels check needs of one shard's records: how many carry the feature and how many lack it,
+    the first of each (record number, byte offset), and the highest ReaL label with its record."""
+
+    carrying: int = 0
+    lacking: int = 0
+    first_carrying: Optional[Tuple[int, int]] = None
+    first_lacking: Optional[Tuple[int, int]] = None
+    highest: Optional[Tuple[int, int, int]] = None  # (label, record number, byte offset)
+
+
+class RealLabels(RecordCheck, FolderCheck):
+    """image/class/real_labels (convert --real-labels): one int64 list of 1-based labels in every validation
+    record of a build whose manifest says it carries them, and in no other record."""
+
+    name, rank = "real-labels", 85
+    covers = "ReaL labels: an int64 list in every validation record iff the manifest says so, labels in 1..K"
+    _kind = LIST_FIELD[EXTRA[REAL_LABELS]]
+
+    def __init__(self) -> None:
+        self._tally = RealTally()
+
+    def run_record(self, record: Record) -> Iterable[str]:
+        if not record.readable:
+            return ()
+        t, place = self._tally, (record.number, record.offset)
+        if REAL_LABELS not in record.kinds:
+            self._tally = t._replace(lacking=t.lacking + 1, first_lacking=t.first_lacking or place)
+            return ()
+        self._tally = t = t._replace(carrying=t.carrying + 1, first_carrying=t.first_carrying or place)
+        kind, labels = record.kinds[REAL_LABELS], record.lists[REAL_LABELS]
+        if kind != self._kind:
+            return (f"{REAL_LABELS} is {kind or 'a Feature holding no list'}, expected {self._kind}",)
+        if labels and (t.highest is None or max(labels) > t.highest[0]):
+            self._tally = t._replace(highest=(max(labels), *place))
+        found = [f"{REAL_LABELS}: label {label}: labels are 1-based (0 is background)"
+                 for label in sorted(set(labels)) if label < FIRST_LABEL]
+        found += [f"{REAL_LABELS}: label {label} listed twice"
+                  for label, count in sorted(Counter(labels).items()) if count > 1]
+        return found
+
+    def shard_tally(self) -> RealTally:
+        return self._tally
+
+    def run_folder(self, folder: Folder) -> Iterator[Finding]:
+        manifest = folder.manifest
+        claimed = carries_real_labels(manifest) if manifest else None
+        tallies: dict[str, RealTally] = folder.tallies.get(self.name, {})
+        by_split: dict[str, list[tuple[str, RealTally]]] = {}
+        for split, listed in folder.by_split.items():
+            names = sorted(storage.basename(path) for _, path in listed)
+            by_split[split] = [(name, tallies[name]) for name in names if name in tallies]
+        for split, shards in sorted(by_split.items()):
+            yield from _real_presence(split, shards, claimed)
+        if claimed and not by_split.get("validation"):
+            yield Finding(MANIFEST_NAME, None, None, "says the validation records carry ReaL labels, but the "
+                                                     "folder has no validation shards")
+        num_classes = (manifest or {}).get("num_classes")
+        highest = max(((t.highest, name) for name, t in tallies.items() if t.highest), default=None)
+        if highest and num_classes is not None and highest[0][0] > num_classes:
+            (label, number, offset), name = highest
+            yield Finding(name, number, offset, f"{REAL_LABELS}: label {label} above the {num_classes} classes")
+
+
+def _real_presence(split: str, shards: list[tuple[str, RealTally]], claimed: bool | None) -> Iterator[Finding]:
+    """The records of a split that carry the feature, or lack it, against what the manifest says (None: no
+    manifest: a validation split all one way)."""
+    carrying, lacking = sum(t.carrying for _, t in shards), sum(t.lacking for _, t in shards)
+    first_carrying = next(((name, *t.first_carrying) for name, t in shards if t.first_carrying), None)
+    first_lacking = next(((name, *t.first_lacking) for name, t in shards if t.first_lacking), None)
+    if split != "validation":
+        if first_carrying:
+            yield Finding(*first_carrying, f"carries {REAL_LABELS}, which only validation records may "
+                                           f"({carrying} {split} record(s) carry it)")
+    elif claimed and first_lacking:
+        yield Finding(*first_lacking, f"lacks {REAL_LABELS}, which manifest.json says every validation record "
+                                      f"carries ({lacking} record(s) lack it)")
+    elif claimed is False and first_carrying:
+        yield Finding(*first_carrying, f"carries {REAL_LABELS}, yet manifest.json says the build has no ReaL "
+                                       f"labels ({carrying} record(s) carry it)")
+    elif claimed is None and first_carrying and first_lacking:
+        yield Finding(*first_lacking, f"lacks {REAL_LABELS}, which {carrying} other validation record(s) carry")
 
 
 class Imagenet(FolderCheck):

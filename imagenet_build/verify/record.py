@@ -29,6 +29,7 @@ class Record:
         self.unreadable: list[str] = []  # why the fields cannot be read, past the CRC (the `example` check's)
         self.one: dict[str, Any] = {}
         self.lists: dict[str, list[Any]] = {}
+        self.kinds: dict[str, str | None] = {}  # each key's list field (bytes_list, ...), None where it holds none
         if crc_ok:
             self._parse(payload)
 
@@ -46,7 +47,7 @@ class Record:
             lists[key] = list(getattr(feature, kind).value) if kind else []
         self.unreadable = schema_problems(kinds, lists)
         if not self.unreadable:
-            self.readable, self.lists = True, lists
+            self.readable, self.lists, self.kinds = True, lists, kinds
             self.one = {key: lists[key][0] for key in ONE_VALUE}
 
     def label_pair(self) -> tuple[int, str]:
@@ -77,7 +78,9 @@ def schema_problems(kinds: dict[str, str | None], lists: dict[str, list[Any]]) -
 class RecordCheck(Check):
     """A check of every record: `run_record` gives its problems as messages (the place is the record's).
 
-    It runs on the workers, in each shard's task, and needs the payloads: not with --quick.
+    It runs on the workers, in each shard's task, and needs the payloads: not with --quick. One instance
+    sees every record of a shard: a check that also looks across the folder gives what its folder scope
+    needs of the shard in `shard_tally` (small, picklable), found in `Folder.tallies[name][shard]`.
     """
 
     @classmethod
@@ -86,3 +89,7 @@ class RecordCheck(Check):
 
     def run_record(self, record: Record) -> Iterable[str]:
         raise NotImplementedError
+
+    def shard_tally(self) -> Any:
+        """What the folder scope needs of the shard's records, once they were all run; None: nothing."""
+        return None

@@ -79,10 +79,11 @@ def format_report(result: VerifyResult) -> list[str]:
     for split, figures in s["splits"].items():
         lines.append(f"  {split}: {figures['records']} records in {figures['shards']} shards")
     by_check = _by_check(result["problems"])
+    width = max([10] + [len(check.name) for check in registered() if not check.warning])  # one column of names
     for check in (check for check in registered() if not check.warning):
         count = s["problem_counts"].get(check.name, 0)
         status = f"{count} problem(s)" if count else ("ok" if check.name in s["checks"] else "not run")
-        lines.append(f"{check.name:10s} {status:16s} {check.covers}")
+        lines.append(f"{check.name:{width}s} {status:16s} {check.covers}")
         shown = by_check.get(check.name, [])
         lines.extend(f"    {_where(p)}: {p['message']}" for p in shown)
         if count > len(shown):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from typing import Any
 
 from imagenet_build.build.manifest import Manifest, read_manifest
 from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name
@@ -55,7 +56,7 @@ def verify(
     gathered = _Gathered(problems, warnings)
     _run_tasks(tasks, workers, gathered)
     view = Folder(folder, index_dir, manifest, mode, by_split, gathered.results, gathered.seen,
-                  gathered.split_counts, notes)
+                  gathered.split_counts, notes, gathered.tallies)
     for check in checks:
         if issubclass(check, FolderCheck):
             found = warnings if check.warning else problems
@@ -93,6 +94,7 @@ class _Gathered:
         self.results: dict[str, ShardFigures] = {}
         self.seen: Seen = {}
         self.split_counts: dict[str, Counter[int]] = {}
+        self.tallies: dict[str, dict[str, Any]] = {}
 
     def add(self, task: ShardTask, result: ShardResult) -> None:
         name = result.figures.name
@@ -104,6 +106,8 @@ class _Gathered:
             before, first = self.seen.get((label, synset), (0, place))
             self.seen[(label, synset)] = (before + count, min(first, place))
             counts[label] += count
+        for check, tally in result.tallies.items():
+            self.tallies.setdefault(check, {})[name] = tally
         self.problems.merge(result.problems)
         self.warnings.merge(result.warnings)
         self.results[name] = result.figures

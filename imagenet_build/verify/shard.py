@@ -79,6 +79,7 @@ class ShardResult(NamedTuple):
     label_pairs: LabelPairs
     problems: Problems
     warnings: Problems
+    tallies: Dict[str, Any]  # {check name: its shard_tally} of the record checks that give one
 
 
 class ShardTask(NamedTuple):
@@ -108,8 +109,8 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
     problems, warnings = Problems(), Problems()
     digest = None if mode.quick else hashlib.sha256()
     label_pairs: LabelPairs = {}
-    record_checks = [(check().run_record, check.name, warnings if check.warning else problems)
-                     for check in checks if issubclass(check, RecordCheck)]
+    record_checks = [(check_class(), check_class.name, warnings if check_class.warning else problems)
+                     for check_class in checks if issubclass(check_class, RecordCheck)]
     # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
     with storage.open_read(shard_path, random_access=mode.quick) as raw, \
             io.BufferedReader(raw, 1 << 20) as f:  # type: ignore[type-var]
@@ -122,8 +123,8 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
                     exit_if_orphaned()
                     record = Record(len(shard.entries), offset, payload, crc_ok)
                     shard.entries.append((offset, OVERHEAD + len(payload)))
-                    for run, name, found in record_checks:
-                        for message in run(record):
+                    for record_check, name, found in record_checks:
+                        for message in record_check.run_record(record):
                             found.add(name, shard.name, record.number, offset, message)
                     if record.readable:
                         label_pairs.setdefault(record.label_pair(), [0, record.number, offset])[0] += 1
@@ -138,4 +139,6 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
     index_sha256 = hashlib.sha256(shard.index_bytes).hexdigest() if shard.index_bytes is not None and not mode.quick \
         else None
     figures = ShardFigures(shard.name, len(shard.entries), shard.size, sha256, index_sha256)
-    return ShardResult(figures, label_pairs, problems, warnings)
+    tallies = {name: record_check.shard_tally() for record_check, name, _ in record_checks}
+    return ShardResult(figures, label_pairs, problems, warnings,
+                       {name: tally for name, tally in tallies.items() if tally is not None})

@@ -15,8 +15,9 @@ def tf():
     return pytest.importorskip("tensorflow")
 
 
-def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes, image_format=b"JPEG"):
-    """slim's _convert_to_example, verbatim in structure."""
+def slim_example(tf, encoded, filename, height, width, label, synset, text, boxes, image_format=b"JPEG",
+                 real_labels=None):
+    """slim's _convert_to_example, verbatim in structure (and a --real-labels record's one more feature)."""
     xmin, ymin, xmax, ymax = [], [], [], []
     for b in boxes:
         for lst, point in zip([xmin, ymin, xmax, ymax], b):
@@ -31,9 +32,11 @@ def slim_example(tf, encoded, filename, height, width, label, synset, text, boxe
     def byts(v):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
 
+    real = {} if real_labels is None else {example.REAL_LABELS: ints(real_labels)}
     return tf.train.Example(
         features=tf.train.Features(
             feature={
+                **real,
                 "image/height": ints([height]),
                 "image/width": ints([width]),
                 "image/colorspace": byts(b"RGB"),
@@ -77,6 +80,22 @@ def test_example_equals_slims_example(tf, boxes):
     decoded = decode_example(ours)
     assert decoded["image/object/bbox/label"] == [1] * len(boxes)
     assert len(decoded) == 15
+
+
+@pytest.mark.parametrize("real_labels", [(), (1,), (3, 250, 1000), (128, 16384, 2**40)],
+                         ids=["none", "one", "three", "wide-varints"])
+@pytest.mark.parametrize("label,synset,text", [(1, "n01440764", "tench, Tinca tinca"), (999, "n15075141", "t")])
+def test_example_with_real_labels_equals_tensorflows(tf, real_labels, label, synset, text):
+    """A --real-labels validation record: slim's 15 keys and image/class/real_labels (an empty list included),
+    TensorFlow's bytes; the same class's record without it keeps its bytes."""
+    args = dict(encoded=b"\xff\xd8" + bytes(range(256)) * 3, filename="ILSVRC2012_val_00000001.JPEG", height=375,
+                width=500, label=label, synset=synset, text=text, boxes=())
+    ours = encode_example(**args, real_labels=real_labels)
+    theirs = slim_example(tf, **args, real_labels=real_labels)
+    assert ours == theirs.SerializeToString(deterministic=True)
+    decoded = decode_example(ours)
+    assert decoded[example.REAL_LABELS] == list(real_labels) and len(decoded) == 16
+    assert encode_example(**args) == slim_example(tf, **args).SerializeToString(deterministic=True)
 
 
 @pytest.mark.parametrize("image_format", [b"JPEG", b"PNG"])

@@ -61,7 +61,7 @@ def test_a_check_class_is_run_and_reported_by_being_defined(converted, throwaway
     result = run_cli("verify", converted, "--workers", 1, "--json")
     report = json.loads(result.stdout)
     assert result.exit_code == 1 and report["ok"] is False
-    assert report["summary"]["checks"][-2:] == ["labels", check.name]  # its rank: after labels, before decode
+    assert report["summary"]["checks"][-2:] == ["real-labels", check.name]  # its rank: after them, before decode
     assert report["summary"]["problem_counts"] == {check.name: found}
     assert {p["check"] for p in report["problems"]} == {check.name}
     text = run_cli("verify", converted, "--workers", 1).stdout
