@@ -32,7 +32,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError, input_errors
 from imagenet_build.model import SplitInput, Where
 from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces, scan_folder
-from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.folders import FolderReader
 from imagenet_build.sources.samples import tar_add, tar_gz, validation_images
 from imagenet_build.sources.spool import SpooledCopy, SpoolReader, stamp
@@ -130,22 +130,24 @@ def assemble_set(the_set: EvalSet, pieces: list[Piece]) -> EvalCopy:
                          "give the archive or folder of one; each converts to its own output folder")
     archive = next((piece.path for piece in pieces if piece.role.startswith("archive")), None)
     folder = next((piece.path for piece in pieces if piece.role.startswith("folder")), None)
-    copy = EvalCopy(the_set, archive or str(folder), variants[0])
+    path = archive or str(folder)
+    copy = (SpooledEvalCopy if path.endswith(".tar.gz") else EvalCopy)(the_set, path, variants[0])
     if archive and folder:
         copy.notes.append(f"{folder} not read: the archive {archive} beside it is; give --from the folder itself "
                           "to convert it instead")
     return copy
 
 
-class EvalCopy(SpooledCopy):
-    """One evaluation set: its archive (a .tar.gz through the spool) or its extracted top folder."""
+class EvalCopy(Copy):
+    """One evaluation set, as its .tar or .zip archive (read in place) or its extracted top folder."""
+
+    layout: str
 
     def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
-        gz = path.endswith(".tar.gz")
         kind = "archive" if storage.basename(path) in the_set.archives else "folder"
-        name = f"{the_set.name} {variant}".strip()
-        super().__init__(the_set.name, f"{name} {kind}", {"validation": [path]} if gz else {})
-        self.the_set, self.path, self.variant, self.gz = the_set, path, variant, gz
+        self.layout, self.notes, self.work_dir = the_set.name, [], ""
+        self.description = f"{the_set.name} {variant}".strip() + f" {kind}"
+        self.the_set, self.path, self.variant = the_set, path, variant
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -154,35 +156,45 @@ class EvalCopy(SpooledCopy):
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         raise AssertionError("an evaluation set has no train split")
 
+    def listed(self, pool: Workers) -> tuple[SplitInput, list[Item]]:
+        """The split to fill, and the files of the archive or folder (paths as they lie in it)."""
+        path = self.path
+        if path.endswith(".tar"):
+            items: list[Item] = [(n, (o, s, crc)) for n, o, s, is_file, crc in outer_members(path) if is_file]
+            return SplitInput("validation", path, "flat-tar", reader=ArchiveReader, stamp=storage.stamp(path)), items
+        if path.endswith(".zip"):
+            return SplitInput("validation", path, "zip", reader=ZipReader, stamp=storage.stamp(path)), zip_items(path)
+        return SplitInput("validation", path, "folders", reader=FolderReader), folder_items(path)
+
     def scan_validation(self, catalog: Catalog, on_error: str, pool: Workers,
                         labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
         """Labelled by class folder; the validation labels file (ILSVRC2012's images) has no say."""
-        path = self.path
-        items: list[Item]
-        if self.gz:
-            folder, (listed,) = self.spool.take("validation", pool)
-            members, offsets, sizes, files, crcs, _ = listed
-            items = [(m, (offsets[i], sizes[i], crcs[i])) for i, m in enumerate(members) if files[i]]
-            result = SplitInput("validation", folder, "flat-tar", reader=SpoolReader, stamp=stamp([path]))
-        elif path.endswith(".tar"):
-            items = [(n, (o, s, crc)) for n, o, s, is_file, crc in outer_members(path) if is_file]
-            result = SplitInput("validation", path, "flat-tar", reader=ArchiveReader, stamp=storage.stamp(path))
-        elif path.endswith(".zip"):
-            items = zip_items(path)
-            result = SplitInput("validation", path, "zip", reader=ZipReader, stamp=storage.stamp(path))
-        else:
-            items = folder_items(path)
-            result = SplitInput("validation", path, "folders", reader=FolderReader)
-            return scan_set(self.the_set, result, items, catalog, on_error, path)
-        top, inside = split_top(items, path, self.the_set, on_error, result)
+        result, items = self.listed(pool)
+        if result.layout == "folders":
+            return scan_set(self.the_set, result, items, catalog, on_error, self.path)
+        top, inside = split_top(items, self.path, self.the_set, on_error, result)
         result.member_prefix = f"{top}/" if result.layout == "zip" else ""
-        return scan_set(self.the_set, result, inside, catalog, on_error, f"{path}:{top}")
+        return scan_set(self.the_set, result, inside, catalog, on_error, f"{self.path}:{top}")
 
     def recorded(self, catalog: Catalog) -> dict[str, Any]:
         """A fixed subset of the 1000 classes: the labels of its classes, as image/class/label gives them."""
         if not self.the_set.subset:
             return {}
         return {"labels": sorted(catalog.label_of[s] for s in self.the_set.synsets if s in catalog.label_of)}
+
+
+class SpooledEvalCopy(EvalCopy, SpooledCopy):
+    """An evaluation set as a .tar.gz (ImageNetV2's), decompressed once into the spool and read from it."""
+
+    def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
+        SpooledCopy.__init__(self, the_set.name, "", {"validation": [path]})
+        EvalCopy.__init__(self, the_set, path, variant)
+
+    def listed(self, pool: Workers) -> tuple[SplitInput, list[Item]]:
+        folder, (listed,) = self.spool.take("validation", pool)
+        members, offsets, sizes, files, crcs, _ = listed
+        items: list[Item] = [(m, (offsets[i], sizes[i], crcs[i])) for i, m in enumerate(members) if files[i]]
+        return SplitInput("validation", folder, "flat-tar", reader=SpoolReader, stamp=stamp([self.path])), items
 
 
 def zip_items(path: str) -> list[Item]:
@@ -330,7 +342,7 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
     if archive.endswith(".tar.gz"):
         tar_gz(target, members)
     elif archive.endswith(".zip"):  # as zip tools write them: deflated, now and then stored
-        write_zip(target, [(name, data, STORED if n % 3 == 1 else DEFLATED, False)
+        write_zip(target, [(name, data, STORED if n % 2 else DEFLATED, False)
                            for n, (name, data) in enumerate(members)])
     else:
         with tarfile.open(target, "w", format=tarfile.GNU_FORMAT) as tar:
