@@ -182,6 +182,21 @@ def test_every_reader_reads_every_evaluation_sets_build_exactly(evaluation_build
     assert_read_exactly(folder, read(folder, split="validation"), split="validation", records=16)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["dali", "torch"])
+def test_trainer_check_passes_on_a_build_of_a_subset_of_the_classes(evaluation_builds, framework):
+    """ImageNet-A's build: 4 classes of its labels file's 12, labels 7..16 not renumbered; every check passes."""
+    from helpers import trainer_report
+
+    if framework == "dali":
+        pytest.importorskip("nvidia.dali")
+    code, report, failed = trainer_report(evaluation_builds("imagenet-a"), "--split", "validation", "--framework",
+                                          framework, "--device", "cpu", "--model", "small", "--steps", 5,
+                                          "--batch-size", 4)
+    assert code == 0 and not failed, report
+    assert report["records"] == 16
+
+
 @pytest.fixture(scope="module")
 def class_folders(tmp_path_factory):
     """convert --classes-from-folders on 4 classes that each hold img000.jpg ... img011.jpg."""
