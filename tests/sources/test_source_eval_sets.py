@@ -232,3 +232,16 @@ def test_a_png_and_a_cmyk_image_are_reencoded_without_slims_ilsvrc_notes(written
     stored = {r["image/filename"][0].decode(): r["image/encoded"][0] for r in records(tmp_path / "out")}
     assert all(stored[name.split("/", 1)[1]] == data for name, data in members
                if name.endswith(".jpg") and name.split("/", 1)[1] not in changed)
+
+
+def test_the_docs_list_each_fixed_subsets_classes_as_the_code_holds_them():
+    import re
+    from pathlib import Path
+
+    from imagenet_build.sources.imagenet_a import IMAGENET_A
+    from imagenet_build.sources.imagenet_r import IMAGENET_R
+
+    text = (Path(__file__).parents[2] / "docs" / "eval-sets.md").read_text()
+    for the_set in (IMAGENET_A, IMAGENET_R):
+        listed = text.split(f"\n{the_set.name}:\n\n", 1)[1].split("\n\n", 1)[0]
+        assert tuple(re.findall(r"`(n\d{8})`", listed)) == the_set.synsets and len(the_set.synsets) == 200
