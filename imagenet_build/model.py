@@ -124,6 +124,8 @@ class SplitInput:
     notes: list[str] = field(default_factory=list)
     stamp: str = ""  # an archive's size and modification time: a rerun redoes its shards when it changes
     member_prefix: str = ""  # in an archive read by name (a zip), what precedes relpath in a member's name
+    # image/filename is relpath, its class folder kept (an evaluation set's names repeat across its classes)
+    path_names: bool = False
 
     def __len__(self) -> int:
         return len(self.relpaths)
@@ -136,7 +138,7 @@ class SplitInput:
         """A copy holding only the images whose file name is in `names`, in the same order."""
         kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
                           left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
-                          stamp=self.stamp, member_prefix=self.member_prefix)
+                          stamp=self.stamp, member_prefix=self.member_prefix, path_names=self.path_names)
         archive = self.archive
         for i, relpath in enumerate(self.relpaths):
             if file_name(relpath) in names:
@@ -194,6 +196,7 @@ class ShardSpec:
     source_stamp: str = ""  # an archive's size and modification time ("" for a folder)
     imagenet: bool = True  # ILSVRC2012's classes: a re-encode is compared with slim's name lists
     member_prefix: str = ""  # in an archive read by member name (a zip), what precedes relpath in that name
+    path_names: bool = False  # image/filename is an entry's relpath, not its file name (SplitInput.path_names)
 
     @property
     def name(self) -> str:
@@ -201,6 +204,11 @@ class ShardSpec:
 
     def path_of(self, entry: ImageEntry) -> str:
         return os.path.join(self.source_root, entry.relpath)
+
+    def image_name(self, entry: ImageEntry) -> str:
+        """The entry's image/filename: its file name, or where the copy's names repeat across its class
+        folders, its path in the copy."""
+        return entry.relpath if self.path_names else entry.filename
 
     def fingerprint(self, on_error: str, codec: str = "", variant: str = "") -> str:
         """Hash of everything the shard's bytes depend on but the input bytes (not where they live).
@@ -210,6 +218,8 @@ class ShardSpec:
         the full-size build, whose fingerprints stay as they were).
         """
         fixed = [FORMAT_VERSION, self.name, on_error, sorted(self.classes.items()), codec]
+        if self.path_names:  # only then: the fingerprints of every other build stay as they were
+            fixed.append("path names")
         head = json.dumps(fixed + [variant] if variant else fixed)
         lines = "\n".join(map(_fingerprint_line, self.entries))
         return hashlib.sha256(f"{head}\n{lines}".encode()).hexdigest()

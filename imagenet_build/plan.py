@@ -136,8 +136,9 @@ class SplitPlan:
             entries=tuple(entries),
             classes={label: (cat.synset(label), cat.text(label)) for label in sorted({e.label for e in entries})},
             source_stamp=source.stamp,
-            imagenet=cat.is_imagenet,
+            imagenet=cat.is_imagenet and not source.path_names,  # slim's lists name ILSVRC2012's files
             member_prefix=source.member_prefix,
+            path_names=source.path_names,
         )
 
     def __iter__(self) -> Iterator[ShardSpec]:

@@ -98,6 +98,21 @@ class ConvertRequest:
         return self.train_shards if split == "train" else self.validation_shards
 
 
+def _check_real_labels(options: ConvertOptions, copy: Copy) -> None:
+    """--real-labels relabels ILSVRC2012's validation images: a build without them, or an evaluation set's
+    own images (whatever their files are called), is refused before anything is read."""
+    from imagenet_build.sources.copies import LAYOUTS
+
+    if not options.real_labels:
+        return
+    if any(layout.name == copy.layout and layout.evaluation for layout in LAYOUTS):
+        raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and {copy.description} holds "
+                         "images of its own: ReaL has no labels for them")
+    if "validation" not in copy.splits:
+        raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and this build has no validation "
+                         f"split ({copy.description}): give the validation images too")
+
+
 def convert_request(options: ConvertOptions) -> ConvertRequest:
     """The options checked, in the order a user meets them, and the copy they name resolved."""
     from imagenet_build.catalog.classes import DEFAULT_VALIDATION_LABELS_FILE
@@ -111,9 +126,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
     copy = _resolve_copy(options)
     _check_layout(options, copy)
-    if options.real_labels and "validation" not in copy.splits:
-        raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and this build has no validation "
-                         f"split ({copy.description}): give the validation images too")
+    _check_real_labels(options, copy)
     return ConvertRequest(
         copy=copy,
         from_paths=tuple(map(str, options.from_paths)),

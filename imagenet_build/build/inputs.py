@@ -157,7 +157,8 @@ def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
         "bounding_box_file_sha256": sha(request.bounding_box_file or request.bbox_tar),
     }
     if request.from_paths:
-        described["source"] = {"layout": request.copy.layout, "description": request.copy.description}
+        described["source"] = {"layout": request.copy.layout, "description": request.copy.description,
+                               **request.copy.recorded(inputs.catalog)}
     for s in inputs.splits:
         described[s.split] = {"layout": s.layout, "images": len(s)}
         if s.layout == "flat":

@@ -230,7 +230,7 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
             output.resized[0] += stored.resized
             payloads.append(encode_example_parts(
                 encoded=stored.data,
-                filename=entry.filename,
+                filename=spec.image_name(entry),
                 height=stored.height,
                 width=stored.width,
                 label=entry.label,

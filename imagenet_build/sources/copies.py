@@ -77,6 +77,11 @@ class Copy(Protocol):
         carries (none: {})."""
         return {}
 
+    def recorded(self, catalog: Catalog) -> dict[str, Any]:
+        """What the manifest's inputs.source records of it beside its layout and description (an evaluation set
+        of a fixed subset of the classes: their labels)."""
+        return {}
+
     def keep_listings(self) -> None:
         """The output folder is checked: keep there what lets a rerun plan without reading the copy again (a
         .tar.gz copy's archive listings)."""
@@ -106,6 +111,9 @@ class Layout:
     # one, so that the tests over the registry (tests/sources/) hold it to the ILSVRC build and the damage table
     write_sample: Callable[[Path, Path], None]
     totals: Optional[Dict[str, int]] = None  # images per split of the full copy where they differ from ILSVRC2012's
+    classes: Optional[int] = None  # classes of the full copy where not ILSVRC2012's 1000 (ImageNet-A's 200)
+    # an evaluation set: one validation split of images of its own (not ILSVRC2012's), labelled by the labels file
+    evaluation: bool = False
     # the copy is the folder its files lie in (Hugging Face's data/, a folder of WebDataset shards): an output
     # inside that folder is refused however the files are given (the folder, or each file)
     folder: bool = False

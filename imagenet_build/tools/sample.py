@@ -121,13 +121,16 @@ def _sample_in_layout(out: PathLike, layout: str, **options: Any) -> dict[str, A
         for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
             if not (out / name).exists():
                 shutil.copy(Path(staging) / "ilsvrc" / name, out / name)
+    if layouts[layout].evaluation:  # its validation images alone
+        counts = dict(counts, train=0, boxes=0, special={})
     return dict(counts, layout=layout)
 
 
 def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
     """The convert command `sample` prints for the sample it wrote in `layout` under `out` (OUTPUT to fill in).
 
-    Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images:
+    Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images (an evaluation set:
+    the validation split of its images):
     the same labels files and shard layout, and the boxes from bboxes.csv wherever the copy
     carries none of its own (every layout but ilsvrc's archives and Kaggle's).
     """
@@ -136,6 +139,11 @@ def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
     def path(name: str) -> str:
         return shlex.quote(str(Path(out) / name))
 
+    from imagenet_build.sources.copies import sample_layouts
+
+    if sample_layouts()[layout].evaluation:  # a validation split of its own, labelled by class folder
+        return (f"imagenet-build convert --from {shlex.quote(str(out))} --labels-file {path('labels.txt')} "
+                "--validation-shards 2 --layout-threads 2 --output-dir OUTPUT")
     if layout == "ilsvrc":
         where = (f"--train-dir {path('train')} --validation-dir {path('validation')} "
                  f"--bounding-box-file {path('bboxes.csv')}")

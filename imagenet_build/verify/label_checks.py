@@ -164,7 +164,7 @@ class Imagenet(FolderCheck):
     the manifest's class count)."""
 
     name, rank = "imagenet", 100
-    covers = "the full ILSVRC2012 totals (--expect-imagenet)"
+    covers = "the full ILSVRC2012 totals, or the copy's own (--expect-imagenet)"
 
     @classmethod
     def runs(cls, mode: Mode) -> bool:
@@ -173,6 +173,7 @@ class Imagenet(FolderCheck):
     def run_folder(self, folder: Folder) -> Iterator[Finding]:
         manifest, split_records = folder.manifest, folder.split_records()
         expected, what = expected_totals(manifest)
+        wanted_classes = expected_classes(manifest)
         for split, total in expected.items():
             if split_records.get(split) != total:
                 yield Finding(split, None, None, f"{split_records.get(split, 0)} records, {what} has {total:,}")
@@ -181,21 +182,32 @@ class Imagenet(FolderCheck):
         if classes is None:
             folder.notes.append("--expect-imagenet: classes not counted (--quick reads no labels, and there is no "
                                 "manifest)")
-        elif classes != IMAGENET_CLASSES:
-            yield Finding("classes", None, None, f"{classes:,} classes, {what} has {IMAGENET_CLASSES:,}")
+        elif classes != wanted_classes:
+            yield Finding("classes", None, None, f"{classes:,} classes, {what} has {wanted_classes:,}")
+
+
+def _source_layout(manifest: Manifest | None) -> Any:
+    """The registered copy the build was converted from (its manifest's inputs.source.layout), or None."""
+    from imagenet_build.sources.copies import LAYOUTS
+
+    layout = ((manifest or {}).get("inputs", {}).get("source") or {}).get("layout")
+    return next((known for known in LAYOUTS if known.name == layout), None)
+
+
+def expected_classes(manifest: Manifest | None) -> int:
+    """The classes a full build holds: ILSVRC2012's 1000, or the copy's own (ImageNet-A's and -R's 200)."""
+    known = _source_layout(manifest)
+    return known.classes if known is not None and known.classes else IMAGENET_CLASSES
 
 
 def expected_totals(manifest: Manifest | None) -> tuple[dict[str, int], str]:
     """({split: records}, what) a full build should hold: ILSVRC2012's, the copy's own (the face-blurred
     release lacks a few images), and a shipped subset's train count."""
-    from imagenet_build.sources.copies import LAYOUTS
-
     expected, what = dict(IMAGENET_TOTALS), "ILSVRC2012"
-    inputs, options = (manifest or {}).get("inputs", {}), (manifest or {}).get("options", {})
-    layout = (inputs.get("source") or {}).get("layout")
-    for known in LAYOUTS:
-        if known.name == layout and known.totals:
-            expected, what = dict(known.totals), known.name
+    options = (manifest or {}).get("options", {})
+    known = _source_layout(manifest)
+    if known is not None and known.totals:
+        expected, what = dict(known.totals), known.name
     subset = options.get("subset")
     if subset in SUBSET_TRAIN_IMAGES:
         expected["train"], what = SUBSET_TRAIN_IMAGES[subset], f"{what} --subset {subset}"

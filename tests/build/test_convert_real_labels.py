@@ -96,7 +96,11 @@ def test_tensorflows_parser_reads_the_real_labels(ilsvrc, real_json, tmp_path):
     assert len(found) == 16 and found == expected_for(found)
 
 
-@pytest.mark.parametrize("layout", list(sample_layouts()))
+ILSVRC_COPIES = [short for short, layout in sample_layouts().items() if not layout.evaluation]
+EVALUATION_SETS = [short for short, layout in sample_layouts().items() if layout.evaluation]
+
+
+@pytest.mark.parametrize("layout", ILSVRC_COPIES)
 def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real_json, tmp_path, layout):
     """One rule for every registered copy with ILSVRC2012's validation images: labels found by the image's
     original name, whatever the copy calls it (a synset suffix, `.jpg`, a WebDataset key, a Kaggle path)."""
@@ -110,6 +114,20 @@ def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real
     assert result.exit_code == 0, result.output
     found = real_labels_of(out)
     assert len(found) >= 15 and found == expected_for(found)  # blurred: lacks an image, as the release does
+
+
+@pytest.mark.parametrize("layout", EVALUATION_SETS)
+def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, layout):
+    """ReaL relabels ILSVRC2012's validation images: an evaluation set's images are others (even where their
+    files bear ILSVRC2012_val_ names, as the samples' do), so asking for ReaL labels on one is one line, not a
+    build carrying labels of other pictures."""
+    from imagenet_build.tools.sample import make_sample
+
+    source = tmp_path / "copy"
+    make_sample(source, layout=layout, classes=4, per_class=2, validation_per_class=2)
+    expect_one_error_line(("convert", "--from", source, "--real-labels", real_json, "--output-dir", tmp_path / "out",
+                           *layout_args(source)), "holds images of its own: ReaL has no labels for them",
+                          out=tmp_path / "out")
 
 
 @pytest.mark.parametrize("content,fragment", [

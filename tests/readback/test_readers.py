@@ -19,6 +19,8 @@ from helpers import SHARD
 from imagenet_build.build.manifest import read_manifest
 from imagenet_build.format.dali_index import record_entries
 from imagenet_build.infra.errors import BuildError
+from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.tools.sample import make_sample
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)
 sys.modules.setdefault("triton", None)
@@ -26,56 +28,56 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 
 
-def torch_dataset(folder):
+def torch_dataset(folder, split="train"):
     from imagenet_build.torch import RecordDataset
 
-    dataset = RecordDataset(folder, "train", decode=False, shuffle=False)
+    dataset = RecordDataset(folder, split, decode=False, shuffle=False)
     return [(sample["shard"], sample["offset"], sample["label"]) for sample in map(dataset.__getitem__,
                                                                                   range(len(dataset)))]
 
 
-def torch_iterable(folder):
+def torch_iterable(folder, split="train"):
     from imagenet_build.torch import IterableRecordDataset
 
-    return [(s["shard"], s["offset"], s["label"]) for s in IterableRecordDataset(folder, "train", decode=False,
+    return [(s["shard"], s["offset"], s["label"]) for s in IterableRecordDataset(folder, split, decode=False,
                                                                                  shuffle=False)]
 
 
-def tf_data(folder):
+def tf_data(folder, split="train"):
     """make_dataset reads no index: its records, labels only (it yields no place)."""
     pytest.importorskip("tensorflow")
     from imagenet_build.tfdata import make_dataset
 
-    dataset = make_dataset(folder, training=True, repeat=False, drop_remainder=False, augment=False, seed=0,
+    dataset = make_dataset(folder, training=split == "train", repeat=False, drop_remainder=False, augment=False, seed=0,
                            batch_size=16, image_size=32)  # a folder's train shards, each record once
     return [(None, None, int(label)) for _, labels in dataset for label in labels.numpy()]
 
 
-def dali_epoch(folder, ranks=2):
+def dali_epoch(folder, ranks=2, split="train"):
     """trainer-check's epoch through DALI (CPU): [(rank, shard, offset, file name, stored label)]."""
     pytest.importorskip("nvidia.dali")
     from imagenet_build.readback import dali as trainer
 
-    _, paths, indexes = trainer.split_files(folder, "train")
+    _, paths, indexes = trainer.split_files(folder, split)
     return trainer.read_epoch(paths, indexes, ranks)
 
 
-def torch_epoch(folder, ranks=2):
+def torch_epoch(folder, ranks=2, split="train"):
     """trainer-check's epoch through the PyTorch reader, as dali_epoch."""
     from imagenet_build.readback import torch_check as torch_trainer
 
-    return torch_trainer.read_epoch(folder, "train", ranks, workers=0)
+    return torch_trainer.read_epoch(folder, split, ranks, workers=0)
 
 
-def trainer_dali(folder):
-    return [(file, offset, label - 1) for _, file, offset, _, label in dali_epoch(folder)]
+def trainer_dali(folder, split="train"):
+    return [(file, offset, label - 1) for _, file, offset, _, label in dali_epoch(folder, split=split)]
 
 
-def trainer_torch(folder):
-    return [(shard, offset, label - 1) for _, shard, offset, _, label in torch_epoch(folder)]
+def trainer_torch(folder, split="train"):
+    return [(shard, offset, label - 1) for _, shard, offset, _, label in torch_epoch(folder, split=split)]
 
 
-READERS = {  # name: (read one epoch of the train split -> [(shard, offset, 0-based label)], reads indexes)
+READERS = {  # name: (read one epoch of a split (default train) -> [(shard, offset, 0-based label)], reads indexes)
     "RecordDataset": (torch_dataset, True),
     "IterableRecordDataset": (torch_iterable, True),
     "tfdata.make_dataset": (tf_data, False),
@@ -110,15 +112,15 @@ def beside(sample_dir, tmp_path_factory):
     return out
 
 
-def assert_read_exactly(folder, got):
-    """Every record of the train shards once, by place where the reader says it, else by count and labels."""
-    paths = sorted(str(p) for p in Path(folder).glob("train-?????-of-?????"))
+def assert_read_exactly(folder, got, split="train", records=48):
+    """Every record of the split's shards once, by place where the reader says it, else by count and labels."""
+    paths = sorted(str(p) for p in Path(folder).glob(f"{split}-?????-of-?????"))
     places = Counter((shard, offset) for shard, offset, _ in got if shard is not None)
     if places:
         assert places == Counter((p, offset) for p in paths for offset, _ in record_entries(p))
-    wanted = read_manifest(str(folder))["splits"]["train"]["label_counts"]
+    wanted = read_manifest(str(folder))["splits"][split]["label_counts"]
     assert {str(label + 1): n for label, n in Counter(label for *_, label in got).items()} == wanted
-    assert len(got) == sum(wanted.values()) == 48
+    assert len(got) == sum(wanted.values()) == records
 
 
 @pytest.mark.parametrize("reader", READERS)
@@ -144,6 +146,55 @@ def test_every_reader_reads_a_sound_build_exactly(converted, beside, reader, lay
     folder = converted if layout == "dali_idx" else beside
     read, _ = READERS[reader]
     assert_read_exactly(folder, read(folder))
+
+
+EVALUATION = [short for short, layout in sample_layouts().items() if layout.evaluation]
+
+
+@pytest.fixture(scope="module")
+def evaluation_builds(tmp_path_factory):
+    """set -> the build of its sample (`sample --layout`): a validation split whose classes (A's and R's: 4 of
+    the labels file's 7 or 12) may be a subset of the labels file's."""
+    made = {}
+
+    def get(layout):
+        if layout not in made:
+            root = tmp_path_factory.mktemp(layout)
+            make_sample(root / "copy", layout=layout)
+            result = run_process("convert", "--from", root / "copy", "--labels-file", root / "copy" / "labels.txt",
+                                 "--output-dir", root / "build", "--validation-shards", 2, "--layout-threads", 2,
+                                 "--workers", 1)
+            assert result.returncode == 0, result.stderr
+            made[layout] = root / "build"
+        return made[layout]
+
+    return get
+
+
+@pytest.mark.parametrize("reader", READERS)
+@pytest.mark.parametrize("layout", EVALUATION)
+def test_every_reader_reads_every_evaluation_sets_build_exactly(evaluation_builds, reader, layout):
+    """Each evaluation set's build (its validation split, its classes a subset of the labels file's where the set
+    has a fixed subset) is read by every reader, every record once."""
+    assert EVALUATION, "no evaluation set registered"
+    read, _ = READERS[reader]
+    folder = evaluation_builds(layout)
+    assert_read_exactly(folder, read(folder, split="validation"), split="validation", records=16)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("framework", ["dali", "torch"])
+def test_trainer_check_passes_on_a_build_of_a_subset_of_the_classes(evaluation_builds, framework):
+    """ImageNet-A's build: 4 classes of its labels file's 12, labels 7..16 not renumbered; every check passes."""
+    from helpers import trainer_report
+
+    if framework == "dali":
+        pytest.importorskip("nvidia.dali")
+    code, report, failed = trainer_report(evaluation_builds("imagenet-a"), "--split", "validation", "--framework",
+                                          framework, "--device", "cpu", "--model", "small", "--steps", 5,
+                                          "--batch-size", 4)
+    assert code == 0 and not failed, report
+    assert report["records"] == 16
 
 
 @pytest.fixture(scope="module")

@@ -375,6 +375,107 @@ def blurred_damage(kind, root):
     raise AssertionError(kind)
 
 
+# ------------------------------------------------------------------ the evaluation sets: a .tar, a .tar.gz, a zip
+
+EVAL_ARCHIVES = {"imagenet-a": "imagenet-a.tar", "imagenet-r": "imagenet-r.tar",
+                 "imagenet-v2": "imagenetv2-matched-frequency.tar.gz", "imagenet-sketch": "ImageNet-Sketch.zip"}
+NO_CLASS = {"imagenet-v2": "1000", "imagenet-sketch": "n09999999", "imagenet-a": SYNSETS[0],
+            "imagenet-r": SYNSETS[0]}  # a class folder the set does not have (tench is in neither A nor R)
+
+
+def eval_members(archive):
+    if archive.suffix == ".zip":
+        import zipfile
+
+        with zipfile.ZipFile(archive) as z:
+            return [(i.filename, z.read(i), i.compress_type, False) for i in z.infolist()]
+    data = archive.read_bytes()
+    return tar_members(gzip.decompress(data) if archive.name.endswith(".gz") else data)
+
+
+def eval_write(archive, members):
+    from imagenet_build.sources.zips import DEFLATED, write_zip
+
+    if archive.suffix == ".zip":
+        write_zip(archive, [m if len(m) == 4 else (*m, DEFLATED, False) for m in members])
+    else:
+        archive.write_bytes(tar_bytes([m[:2] for m in members], gz=archive.name.endswith(".gz")))
+
+
+def eval_damage(kind, root):
+    """Damage an evaluation set's archive; the zip's own kinds are sketch_damage's."""
+    layout = next(name for name, archive in EVAL_ARCHIVES.items() if (root / archive).exists())
+    archive = root / EVAL_ARCHIVES[layout]
+    members = eval_members(archive)
+    images = [m for m in members if m[0].lower().endswith((".jpg", ".jpeg"))]
+    first, folders = images[0][0], sorted({m[0].split("/")[1] for m in images})
+    if kind == "truncated":
+        cut(archive)
+        return [archive.name, "truncated"]
+    if kind == "empty piece":  # what it ships beside its images, and no image
+        eval_write(archive, [m for m in members if m not in images])
+        return [archive.name, "holds no validation images"]
+    if kind == "missing piece":  # a class folder of its fixed list gone
+        eval_write(archive, [m for m in members if m[0].split("/")[1:2] != [folders[1]]])
+        return [archive.name, "no class folder for 1 of", folders[1]]
+    if kind == "name not UTF-8":
+        if archive.suffix == ".zip":
+            return sketch_damage(kind, root, archive, members)
+        eval_write(archive, renamed_first(members, ".jp"))
+        return [archive.name, not_utf8(first).replace("\udcff", "\\udcff"), "not UTF-8"]
+    if kind == "label out of range":  # an image in a class folder the set has not
+        top, _, name = first.split("/")
+        moved = f"{top}/{NO_CLASS[layout]}/{name}"
+        eval_write(archive, [(moved, *m[1:]) if m[0] == first else m for m in members])
+        return [archive.name, moved, "a foreign file", "not one of"]
+    if kind == "duplicate":
+        eval_write(archive, members + [images[0]])
+        return [archive.name, f"holds {first.split('/', 1)[1]} twice"]
+    return sketch_damage(kind, root, archive, members)
+
+
+def sketch_damage(kind, root, path, members):
+    """The zip's own damage, as kaggle_damage does it to Kaggle's."""
+    data = bytearray(path.read_bytes())
+    entries = central_entries(path)
+    stored = [n for n, _, method, _ in members if method == 0]
+    if kind == "member swapped":  # its entry points at another member: offset, sizes, CRC
+        (a, a_extra), (b, b_extra) = entries[stored[0]], entries[stored[1]]
+        data[a + 16:a + 20] = data[b + 16:b + 20]
+        data[a_extra:a_extra + 24] = data[b_extra:b_extra + 24]
+        path.write_bytes(bytes(data))
+        return [path.name, stored[0], stored[1], "runs into"]
+    if kind == "size lie":
+        at = entries[stored[0]][1]
+        usize, csize = struct.unpack_from("<2Q", data, at)
+        struct.pack_into("<2Q", data, at, usize + 5000, csize + 5000)
+        path.write_bytes(bytes(data))
+        return [path.name, stored[0], "runs into"]
+    if kind in ("CRC lie (stored)", "CRC lie (deflated)"):
+        name = stored[0] if kind.endswith("(stored)") else next(n for n, _, m, _ in members if m == 8)
+        at = entries[name][0] + 16
+        struct.pack_into("<L", data, at, struct.unpack_from("<L", data, at)[0] ^ 1)
+        path.write_bytes(bytes(data))
+        return [path.name, name, "CRC-32"]
+    if kind == "corrupted payload (stored)":
+        local = struct.unpack_from("<Q", data, entries[stored[0]][1] + 16)[0]
+        name_len, extra_len = struct.unpack_from("<2H", data, local + 26)
+        data[local + 30 + name_len + extra_len + 200] ^= 0x55
+        path.write_bytes(bytes(data))
+        return [path.name, stored[0], "corrupt: CRC-32"]
+    if kind == "name not UTF-8":  # flagged UTF-8, but a byte that is not
+        marked = stored[0][:-6] + "~.JPEG"
+        eval_write(path, [(marked if n == stored[0] else n, *rest) for n, *rest in members])
+        data = bytearray(path.read_bytes())
+        entry, extra = central_entries(path)[marked]
+        local = struct.unpack_from("<Q", data, extra + 16)[0]
+        for flags_at in (entry + 8, local + 6):
+            struct.pack_into("<H", data, flags_at, struct.unpack_from("<H", data, flags_at)[0] | 0x800)
+        path.write_bytes(bytes(data).replace(marked.encode(), marked.encode().replace(b"~", b"\xff")))
+        return [path.name, stored[0][:-6] + "\\xff.JPEG", "not UTF-8"]
+    raise AssertionError(kind)
+
+
 # ------------------------------------------------------------------ the table
 
 TAR = "a tar member's data is where its header says: nothing to point elsewhere (read_member checks the header)"
@@ -412,6 +513,12 @@ DAMAGES = {
         "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
         "corrupted payload (stored)": NO_CRC, "label out of range": FOLDER_LABEL, "label null": FOLDER_LABEL,
         "path null": NO_PATH},
+    **{layout: dict.fromkeys(KINDS, eval_damage) | {
+        "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
+        "corrupted payload (stored)": NO_CRC, "label null": FOLDER_LABEL, "label disagreeing": FOLDER_LABEL,
+        "path null": NO_PATH} for layout in ("imagenet-a", "imagenet-r", "imagenet-v2")},
+    "imagenet-sketch": dict.fromkeys(KINDS, eval_damage) | {
+        "label null": FOLDER_LABEL, "label disagreeing": FOLDER_LABEL, "path null": NO_PATH},
 }
 
 CASES = [(layout, kind) for layout, kinds in DAMAGES.items() for kind, how in kinds.items() if callable(how)]

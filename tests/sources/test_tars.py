@@ -120,7 +120,7 @@ def list_and_read(source, tmp_path):
     try:
         with Workers(1) as pool:
             copy.prepare(pool)
-            splits = [copy.scan_train(catalog, "fail", pool)]
+            splits = [copy.scan_train(catalog, "fail", pool)] if "train" in copy.splits else []
             if "validation" in copy.splits:
                 splits.append(copy.scan_validation(catalog, "fail", pool, lambda: (source / "validation_labels.txt")
                                                    .read_text().split(), source / "validation_labels.txt"))
