@@ -33,7 +33,7 @@ def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> i
 @click.option("--verify", "run_verify", is_flag=True,
               help="Run verify now and show its result (else FOLDER/verify.json, verify --json's output, if there).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="--verify's processes; 0: one per core.")
-@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "page", "builds", "problems"} as JSON.')
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "page", "builds", "problems", "read"} as JSON.')
 def report(folder: str, output: str | None, per_class: int, classes: int | None, run_verify: bool, workers: int,
            as_json: bool) -> None:
     """Write one HTML page picturing the build in FOLDER (or each size of a resized build).
@@ -55,7 +55,7 @@ def report(folder: str, output: str | None, per_class: int, classes: int | None,
                         workers=workers)
     if as_json:
         print_json({"ok": not result.problems, "page": result.page, "builds": result.builds,
-                    "problems": result.problems})
+                    "problems": result.problems, "read": result.read})
     else:
         click.echo(f"wrote {result.page}: {len(result.builds)} build(s)")
     if result.problems:

@@ -14,7 +14,8 @@ from imagenet_build.infra.optional import require
 from imagenet_build.report.records import Fields
 from imagenet_build.report.thumbs import data_uri
 
-STANDOUT = 3  # the classes named at each end of the records-per-class chart
+STANDOUT = 3  # the classes named at each end of the records-per-class chart, at most
+STRAY = 0.1  # named when this far from the median class's records
 
 
 class Chart(NamedTuple):
@@ -36,12 +37,15 @@ def _png(figure: Any) -> str:
 
 
 def standouts(counts: Mapping[int, int], n: int = STANDOUT) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(the n classes with the fewest records, the n with the most), each (label, records), when they differ."""
+    """(up to n classes with the fewest records, up to n with the most), each (label, records): those more than
+    STRAY from the median class's records, the furthest first."""
     ranked = sorted(counts.items(), key=lambda item: (item[1], item[0]))
-    if not ranked or ranked[0][1] == ranked[-1][1]:
+    if not ranked:
         return [], []
-    k = min(n, len(ranked) // 2)
-    return ranked[:k], ranked[::-1][:k]
+    median = ranked[len(ranked) // 2][1]
+    fewest = [item for item in ranked if item[1] < median * (1 - STRAY)][:n]
+    most = [item for item in ranked[::-1] if item[1] > median * (1 + STRAY)][:n]
+    return fewest, most
 
 
 def class_chart(counts_by_split: Mapping[str, Mapping[int, int]], names: Mapping[int, str]) -> Chart:
@@ -53,18 +57,17 @@ def class_chart(counts_by_split: Mapping[str, Mapping[int, int]], names: Mapping
         values = sorted(counts.values(), reverse=True)
         axes.plot(range(1, len(values) + 1), values, marker="." if len(values) <= 100 else None, label=split)
         fewest, most = standouts(counts)
-        for label, records in most + fewest:
-            rank = sorted(counts.values(), reverse=True).index(records) + 1
-            axes.annotate(names.get(label, str(label))[:24], (rank, records), fontsize=7,
-                          xytext=(4, 4), textcoords="offset points")
-        if fewest:
-            named.append(f"{split}: fewest " + ", ".join(f"{names.get(lb, lb)} ({n})" for lb, n in fewest)
-                         + "; most " + ", ".join(f"{names.get(lb, lb)} ({n})" for lb, n in most))
+        for n, (label, records) in enumerate(most + fewest):
+            axes.annotate(names.get(label, str(label))[:24], (values.index(records) + 1, records), fontsize=7,
+                          xytext=(6, 10 * (n % STANDOUT) - 10), textcoords="offset points")
+        for which, found in (("fewest", fewest), ("most", most)):
+            if found:
+                named.append(f"{split}, {which}: " + ", ".join(f"{names.get(lb, lb)} ({n:,})" for lb, n in found))
     axes.set_xlabel("classes, by records")
     axes.set_ylabel("records")
     axes.set_ylim(bottom=0)
     axes.legend()
-    caption = "; ".join(named) or "every class has the same number of records"
+    caption = "; ".join(named) or f"no class more than {STRAY:.0%} from the median class"
     return Chart("Records per class", _png(figure), caption)
 
 

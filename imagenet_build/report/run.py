@@ -31,6 +31,7 @@ class ReportResult(NamedTuple):
     page: str  # where the page was written
     builds: list[str]  # the build folders it shows
     problems: list[str]  # what it lists as wrong: verify's problems, records or shards it could not read
+    read: dict[str, int]  # what it read: "records" in the builds, "heads" read, "whole" records read
 
 
 def builds_in(folder: str) -> list[tuple[str, Manifest]]:
@@ -101,7 +102,7 @@ def _names(manifest: Manifest, sampled: Sampled) -> dict[int, str]:
 
 
 def build_view(folder: str, manifest: Manifest, title: str, per_class: int, classes: int | None,
-               verify: figures.Found) -> page.BuildView:
+               verify: figures.Found, read: dict[str, int]) -> page.BuildView:
     """One build's section: its figures, verify's and trainer-check's results, charts and contact sheets."""
     shards = Shards(folder, index_dir_of(folder, manifest), list(manifest["splits"]))
     labels = chosen_labels(manifest["num_classes"], classes)
@@ -111,6 +112,10 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
     finally:
         bar.close()
     expected = expected_labels(manifest["synsets"])
+    verify_tiles = _verify_tiles(shards, verify.document, expected)
+    read["records"] += shards.total
+    read["heads"] += sampled.heads_read
+    read["whole"] += sum(len(rows) for rows in sampled.sheets.values()) + len(verify_tiles)
     names = _names(manifest, sampled)
     trainer, picture = figures.trainer_found(folder)
     counts = figures.label_counts(manifest)
@@ -128,7 +133,7 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
         reencoded=figures.inputs_listed(manifest, "reencoded"), skipped=figures.inputs_listed(manifest, "skipped"),
         boxes=(len(sampled.stats), sum(1 for f in sampled.stats if f.boxes), sum(len(f.boxes) for f in sampled.stats)),
         options=figures.options_shown(manifest), verify=verify,
-        verify_tiles=_verify_tiles(shards, verify.document, expected), trainer=trainer, trainer_picture=picture,
+        verify_tiles=verify_tiles, trainer=trainer, trainer_picture=picture,
         charts=drawn, sheets=sheets, problems=problems, notes=notes)
 
 
@@ -145,14 +150,15 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
     folder = folder.rstrip("/") if storage.is_url(folder) else folder
     found = builds_in(folder)
     sections, problems = [], []
+    read = {"records": 0, "heads": 0, "whole": 0}
     for path, manifest in found:
         verify = _verify_now(path, workers) if run_verify else figures.verify_found(path)
         title = path if len(found) == 1 else storage.basename(path)
-        view = build_view(path, manifest, title, per_class, classes, verify)
+        view = build_view(path, manifest, title, per_class, classes, verify, read)
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [f"{path}: {p.get('file')}: {p.get('message')}" for p in document.get("problems", [])]
         problems += [f"{path}: {p}" for p in view.problems]
     target = output or storage.join(folder, REPORT_HTML)
     storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
-    return ReportResult(target, [path for path, _ in found], problems)
+    return ReportResult(target, [path for path, _ in found], problems, read)
