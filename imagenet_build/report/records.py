@@ -20,8 +20,10 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 
 HEAD = 1024  # bytes read from a record's start: the keys before image/encoded, and its length
+LABEL_HEAD = 128  # bytes read from a record's start for its label alone (image/class/label is its second key)
 TAIL = 1024  # bytes read from its end: the keys after it (file name, size, a few boxes)
 _ENCODED = b"image/encoded"
+_LABEL = b"image/class/label"
 
 
 class Place(NamedTuple):
@@ -209,6 +211,45 @@ def read_fields(f: IO[bytes], place: Place, with_image: bool = False) -> Fields:
         encoded_bytes=encoded_len,
         image=image,
     )
+
+
+def _label_in(head: bytes) -> int:
+    """The label, from a record's first bytes: its map entries walked up to image/class/label, whose Feature
+    holds one packed int64. RecordError where the bytes are not that (the whole Example is parsed then)."""
+    if head[:1] != b"\x0a":
+        raise RecordError("not a tf.train.Example")
+    _, pos = _varint(head, 1)
+    while pos < len(head) and head[pos] == 0x0A:
+        length, body = _varint(head, pos + 1)
+        end = body + length
+        if head[body:body + 1] != b"\x0a" or end > len(head):
+            break
+        key_length, key_at = _varint(head, body + 1)
+        if head[key_at:key_at + key_length] == _LABEL:
+            value = head[key_at + key_length:end]
+            at = 0
+            for tag in (0x12, 0x1A, 0x0A):  # Feature.value, Feature.int64_list, Int64List.value (packed)
+                if value[at:at + 1] != bytes([tag]):
+                    raise RecordError("image/class/label is not one packed int64")
+                _, at = _varint(value, at + 1)
+            label, at = _varint(value, at)
+            if at == len(value):
+                return label
+            break
+        pos = end
+    raise RecordError("image/class/label is not in the record's first bytes")
+
+
+def read_label(f: IO[bytes], place: Place) -> int | None:
+    """A record's label, from its first LABEL_HEAD bytes where it lies there (slim's key order), else from
+    its fields; RecordError as read_fields."""
+    if place.size < OVERHEAD:
+        raise RecordError(f"an index entry of {place.size} bytes")
+    f.seek(place.offset + HEADER_SIZE)
+    try:
+        return _label_in(f.read(min(LABEL_HEAD, place.size - OVERHEAD)))
+    except RecordError:
+        return read_fields(f, place).label
 
 
 def _text(value: object) -> str:

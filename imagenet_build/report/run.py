@@ -23,7 +23,7 @@ from imagenet_build.infra.optional import require_all
 from imagenet_build.infra.workers import progress_bar
 from imagenet_build.report import charts, figures, page
 from imagenet_build.report.records import Fields, Place, RecordError, Shards
-from imagenet_build.report.sample import Sampled, chosen_labels, read_many, sample
+from imagenet_build.report.sample import Sampled, chosen_labels, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
 
 
@@ -90,7 +90,7 @@ def _verify_tiles(shards: Shards, verify: dict[str, Any] | None, expected: dict[
             place = shards.find(str(p.get("file")), p["record"])
             if place is not None:
                 wanted[place] = (place.shard, place.number)
-    return {wanted[place]: _tile(place, read, expected) for place, read in read_many(wanted, with_image=True)}
+    return {wanted[place]: _tile(place, read, expected) for place, read in read_many(wanted, with_image)}
 
 
 def _names(manifest: Manifest, sampled: Sampled) -> dict[int, str]:
@@ -124,6 +124,8 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
                [_tile(place, fields, expected) for place, fields in rows]) for label, rows in sampled.sheets.items()]
     problems = [f"{name}: {why}" for name, why in shards.problems]
     problems += [f"{p.shard}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
+    problems += [f"{t.place.shard}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
+                 if t.thumb is None and t.place is not None]
     if len(sampled.unreadable) > 50:
         problems.append(f"... and {len(sampled.unreadable) - 50} more records")
     notes = [] if manifest["complete"] else ["manifest.json: the build is not complete"]

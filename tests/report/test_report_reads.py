@@ -9,7 +9,7 @@ import pytest
 
 from conftest import run_cli
 from helpers import expect_error
-from imagenet_build.report.records import HEAD, TAIL, Shards, read_fields
+from imagenet_build.report.records import HEAD, LABEL_HEAD, TAIL, Shards, read_fields, read_label
 
 pytest.importorskip("matplotlib")
 
@@ -41,6 +41,8 @@ def test_a_records_fields_come_from_its_head_and_tail_alone(build):
             f = Counted(raw)
             fields = read_fields(f, place)
             assert f.read_bytes <= HEAD + TAIL < place.size  # the sample's images are larger than that
+            f.read_bytes = 0
+            assert read_label(f, place) == fields.label and f.read_bytes <= LABEL_HEAD
             whole = read_fields(raw, place, with_image=True)
             raw.seek(place.offset + 12)
             record = Record(place.number, place.offset, raw.read(place.size - 16), True)
