@@ -144,8 +144,9 @@ def main():
     shown = read["whole"]
     print(f"report of {read['records']:,} records in {sum(SHARDS.values())} shards, {os.cpu_count()} cores, "
           f"{args.repeats} run(s): median {statistics.median(runs):.1f} s (min {min(runs):.1f} s)")
-    print(f"  read: {sum(SHARDS.values())} DALI indexes, {read['heads']:,} records' heads and tails, "
-          f"{shown} records whole; page {page.stat().st_size / 1e6:.1f} MB")
+    print(f"  read: {sum(SHARDS.values())} DALI indexes, {read['heads']:,} records' heads (the charts' sample "
+          f"with their tails), {shown} records whole; page {page.stat().st_size / 1e6:.1f} MB")
+    print(f"  load average during the runs: {os.getloadavg()[0]:.1f}")
     print(f"  thumbnails of {shown} real-size 500 x 375 JPEGs would add {thumbnail_cost(shown):.1f} s")
 
 

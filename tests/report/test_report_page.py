@@ -105,6 +105,8 @@ def test_a_resized_builds_page_shows_each_size(sample_dir, tmp_path):
     html = make_page(out)
     assert "<h2>shorter-40</h2>" in html and "<h2>shorter-64</h2>" in html
     assert len(tiles(html)) == 2 * 4 * 8
+    rerun = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:40,64", "--workers", 1))
+    assert rerun.exit_code == 0, rerun.output  # the page beside the size folders is no stranger
 
 
 def chromium():
