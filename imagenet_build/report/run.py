@@ -122,9 +122,9 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
     drawn = ([charts.class_chart(counts, names)] if counts else []) + charts.sample_charts(sampled.stats, shards.total)
     sheets = [(f"label {label}: {names.get(label, '')} ({len(rows)} shown)",
                [_tile(place, fields, expected) for place, fields in rows]) for label, rows in sampled.sheets.items()]
-    problems = [f"{name}: {why}" for name, why in shards.problems]
-    problems += [f"{p.shard}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
-    problems += [f"{t.place.shard}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
+    problems = [why for _, why in shards.problems]  # each names the index and its shard
+    problems += [f"{p.path}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
+    problems += [f"{t.place.path}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
                  if t.thumb is None and t.place is not None]
     if len(sampled.unreadable) > 50:
         problems.append(f"... and {len(sampled.unreadable) - 50} more records")
@@ -145,6 +145,13 @@ def _verify_now(folder: str, workers: int) -> figures.Found:
     return figures.Found(dict(verify(folder, workers=workers)), [])
 
 
+def _where(folder: str, problem: dict[str, Any]) -> str:
+    """One of verify's problems in a line: its file (in the build's folder), record and message."""
+    where = storage.join(folder, str(problem["file"])) if problem.get("file") else folder
+    record = f", record {problem['record']}" if isinstance(problem.get("record"), int) else ""
+    return f"{where}{record}: {problem.get('message')}"
+
+
 def report(folder: str, output: str | None = None, per_class: int = 8, classes: int | None = None,
            run_verify: bool = False, workers: int = 0) -> ReportResult:
     """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html)."""
@@ -159,8 +166,7 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
         view = build_view(path, manifest, title, per_class, classes, verify, read)
         sections.append(page.build_section(view))
         document = verify.document or {}
-        problems += [f"{path}: {p.get('file')}: {p.get('message')}" for p in document.get("problems", [])]
-        problems += [f"{path}: {p}" for p in view.problems]
+        problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
     target = output or storage.join(folder, REPORT_HTML)
     storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
     return ReportResult(target, [path for path, _ in found], problems, read)
