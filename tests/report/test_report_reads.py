@@ -2,6 +2,7 @@
 the problem (a corrupt shard), never a traceback."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -80,6 +81,24 @@ def test_a_corrupt_shard_is_listed_on_a_page_that_still_renders(build):
     assert "train-00001-of-00004, record 2" in html  # the record the report could not show
     assert "validation-00000-of-00002.idx: line 8: the last entry ends at byte" in html  # the shard cut short
     assert html.count("<img") > 20  # the rest of the build is shown
+
+
+def test_it_reads_the_classes_asked_for_and_says_what_it_read(build):
+    result = run_cli("report", build, "--classes", 2, "--per-class", 1, "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["ok"] and document["page"] == str(build / "report.html") and document["builds"] == [str(build)]
+    assert document["read"] == {"records": 64, "heads": 64, "whole": 2}  # a small build: every head; 2 thumbnails
+    html = (build / "report.html").read_text()
+    assert html.count("<span class=tile>") == 2 and "label 1: n01440764" in html and "label 4: n01491361" in html
+
+
+def test_a_verify_json_older_than_the_manifest_is_a_note(build):
+    verify = run_cli("verify", build, "--json", "--workers", 1)
+    (build / "verify.json").write_text(verify.stdout)
+    os.utime(build / "verify.json", (0, 0))
+    assert run_cli("report", build).exit_code == 0
+    assert "verify.json is older than manifest.json" in (build / "report.html").read_text()
 
 
 def test_an_unreadable_verify_json_is_a_note(build):
