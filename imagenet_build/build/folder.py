@@ -5,9 +5,10 @@ shards, their DALI indexes (in the index folder, or beside the shards), manifest
 labels.txt; besides those, only what a run keeps or uses there, which is never read as the build:
 its lock, a temporary file (a write in progress, or left by a killed run: the next run removes it),
 the decompressed .tar.gz inputs of a run (removed when it ends, or by the next run), an interrupted
-Beam run's figures (replaced by the next one) and the kept listings of .tar.gz inputs. Convert
-resumes a folder holding them, verify passes them, and anything else is a stranger: convert refuses
-the folder (never deleting it), verify names it a stray file.
+Beam run's figures (replaced by the next one) and the kept listings of .tar.gz inputs; and what the
+checking verbs leave there for `report` (verify.json, trainer-check.json, trainer-check.png, report.html).
+Convert resumes a folder holding them, verify passes them, and anything else is a stranger: convert
+refuses the folder (never deleting it), verify names it a stray file.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from imagenet_build.format.naming import (
     LISTINGS_NAME,
     LOCK_NAME,
     MANIFEST_NAME,
+    REPORT_FILES,
     SPOOL_PREFIX,
     index_placement,
     is_build_shard,
@@ -36,9 +38,10 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
 
 # shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json or labels.txt; temp: a temporary
-# file; run: what a run keeps or uses beside the build (lock, spool, Beam's figures, listings); index-folder: the
-# index folder inside the output; stranger: anything else
-Kind = Literal["shard", "index", "record", "temp", "run", "index-folder", "stranger"]
+# file; run: what a run keeps or uses beside the build (lock, spool, Beam's figures, listings); report: what the
+# checking verbs leave for `report` (verify.json, ...); index-folder: the index folder inside the output;
+# stranger: anything else
+Kind = Literal["shard", "index", "record", "temp", "run", "report", "index-folder", "stranger"]
 
 
 class FolderEntry(NamedTuple):
@@ -56,6 +59,12 @@ def run_entry(name: str, is_dir: bool) -> bool:
     (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends), and their
     listings, kept for a rerun."""
     return name == LOCK_NAME or (is_dir and (name in (BEAM_RESULTS, LISTINGS_NAME) or name.startswith(SPOOL_PREFIX)))
+
+
+def report_entry(name: str, is_dir: bool) -> bool:
+    """What the checking verbs leave in a build folder (or a resized build's top folder) for `report` to pick
+    up: verify --json's and trainer-check --json's output, trainer-check's picture, the report page."""
+    return not is_dir and name in REPORT_FILES
 
 
 def _kind(name: str, is_dir: bool, indexes_here: bool) -> Kind:
@@ -89,6 +98,8 @@ def folder_entries(output: str, index: str) -> list[FolderEntry]:
             kind = "record"
         elif not is_dir and parse_shard_name(name):
             kind = "shard"
+        elif report_entry(name, is_dir):
+            kind = "report"
         else:
             kind = _kind(name, is_dir, placement == "beside")
         entries.append(_entry(output, name, kind, False))
@@ -106,7 +117,7 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     strangers: list[str] = []
     index_strangers: list[str] = []
     for entry in folder_entries(dest.output, dest.index):
-        if entry.kind in ("run", "index-folder"):
+        if entry.kind in ("run", "report", "index-folder"):
             continue
         if entry.kind == "stranger" or (entry.kind in ("shard", "index") and not is_build_shard(entry.shard)):
             if not entry.in_index_folder:
@@ -175,7 +186,7 @@ def check_resize_root(dest: Destination, index_given: bool) -> None:
     run keeps there (a full-size build's folder would take the builds for strangers)."""
     for folder in [dest.output] + ([dest.index] if index_given else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
-            if run_entry(entry, is_dir):
+            if run_entry(entry, is_dir) or report_entry(entry, is_dir):
                 continue
             if not (is_dir and RESIZED_FOLDER.match(entry)):
                 raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "

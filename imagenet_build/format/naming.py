@@ -24,6 +24,13 @@ DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
 BEAM_RESULTS = ".beam-results"  # with --runner beam and a URL output: the tasks' figures, removed after
 SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
 LISTINGS_NAME = ".imagenet-build-listings"  # each .tar.gz input's listing, kept for a rerun (sources/spool.py)
+# What the checking verbs leave in a build folder for `report` to pick up (docs/report.md): verify --json's
+# output, trainer-check --json's output and its --show picture, and the page itself
+VERIFY_JSON = "verify.json"
+TRAINER_CHECK_JSON = "trainer-check.json"
+TRAINER_CHECK_PNG = "trainer-check.png"
+REPORT_HTML = "report.html"
+REPORT_FILES = frozenset((VERIFY_JSON, TRAINER_CHECK_JSON, TRAINER_CHECK_PNG, REPORT_HTML))
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")

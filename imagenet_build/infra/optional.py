@@ -31,6 +31,7 @@ EXTRAS = {
     "torchvision": ("torch", "torchvision"),
     "torch": ("torch", "PyTorch"),
     "pyarrow": ("parquet", "pyarrow"),
+    "matplotlib": ("report", "matplotlib"),
 }
 
 

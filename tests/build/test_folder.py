@@ -22,10 +22,13 @@ RUN_ENTRIES = {
     "beam results": (".beam-results", True),
     "listings": (".imagenet-build-listings", True),
 }
+# what the checking verbs leave there for `report` (docs/report.md)
+REPORT_ENTRIES = ("verify.json", "trainer-check.json", "trainer-check.png", "report.html")
 STRANGERS = {
     "a text file": ("notes.txt", False),
     "a folder named like a shard": ("train-00009-of-00010", True),
     "a hidden file": (".DS_Store", False),
+    "a folder named like a report file": ("verify.json", True),
 }
 
 
@@ -44,7 +47,7 @@ def kinds(output, index):
 def test_every_entry_has_its_kind(tmp_path):
     out = tmp_path / "out"
     (out / "dali_idx").mkdir(parents=True)
-    for name in ("train-00000-of-00002", "test-00000-of-00001", "labels.txt"):
+    for name in ("train-00000-of-00002", "test-00000-of-00001", "labels.txt", *REPORT_ENTRIES[1:]):
         (out / name).write_bytes(b"x")
     make(out, "manifest.json", True)
     for name in ("train-00000-of-00002.idx", "foo.idx", ".train-00000-of-00002.idx.7.tmp", ".imagenet-build.lock"):
@@ -59,6 +62,7 @@ def test_every_entry_has_its_kind(tmp_path):
         ("train-00000-of-00002", False): ("shard", "train-00000-of-00002"),
         ("test-00000-of-00001", False): ("shard", "test-00000-of-00001"),  # any split: write_arrays' test split
         ("labels.txt", False): ("record", ""),
+        **{(name, False): ("report", "") for name in REPORT_ENTRIES[1:]},
         ("manifest.json", False): ("stranger", ""),  # a folder
         ("dali_idx", False): ("index-folder", ""),
         (".imagenet-build.lock", False): ("run", ""),
@@ -69,6 +73,7 @@ def test_every_entry_has_its_kind(tmp_path):
         ("notes.txt", False): ("stranger", ""),
         ("train-00009-of-00010", False): ("stranger", ""),
         (".DS_Store", False): ("stranger", ""),
+        ("verify.json", False): ("stranger", ""),  # a folder
         ("train-00000-of-00002.idx", True): ("index", "train-00000-of-00002"),
         ("foo.idx", True): ("stranger", ""),  # an index is <shard name>.idx
         (".train-00000-of-00002.idx.7.tmp", True): ("temp", ""),
@@ -107,6 +112,17 @@ def test_convert_and_verify_agree_on_what_a_run_leaves(kind, build, sample_dir):
     assert json.loads(rerun.stdout)["shards_kept"] == 4 + 2
     # what a killed run left is removed by the next: its temporary file, its spool, its lock (the next run's own)
     assert (build / name).exists() == (kind in ("beam results", "listings"))
+
+
+def test_convert_and_verify_keep_what_the_report_picks_up(build, sample_dir):
+    for name in REPORT_ENTRIES:
+        (build / name).write_bytes(b"{}")
+    code, report = verify_report(build)
+    assert code == 0, report["problems"]
+    rerun = run_cli(*sample_args(sample_dir, build, "--workers", 1, "--json"))
+    assert rerun.exit_code == 0, rerun.output
+    assert json.loads(rerun.stdout)["shards_kept"] == 4 + 2
+    assert all((build / name).read_bytes() == b"{}" for name in REPORT_ENTRIES)
 
 
 @pytest.mark.parametrize("kind", STRANGERS)

@@ -1,0 +1,172 @@
+"""`report`: the builds a folder holds (itself, or a resized build's size folders), each read only as far as
+its page shows it, and the page written atomically.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, NamedTuple
+
+from imagenet_build.build.manifest import Manifest, read_manifest
+from imagenet_build.catalog.classes import (
+    DEFAULT_LABELS_FILE,
+    DEFAULT_METADATA_FILE,
+    read_labels_file,
+    read_metadata_file,
+)
+from imagenet_build.encode.resize import RESIZED_FOLDER
+from imagenet_build.format.naming import REPORT_HTML, index_dir_of
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.optional import require_all
+from imagenet_build.infra.workers import progress_bar
+from imagenet_build.report import charts, figures, page
+from imagenet_build.report.records import Fields, Place, RecordError, Shards
+from imagenet_build.report.sample import Sampled, chosen_labels, read_many, sample, with_image
+from imagenet_build.report.thumbs import thumbnail
+
+
+class ReportResult(NamedTuple):
+    page: str  # where the page was written
+    builds: list[str]  # the build folders it shows
+    problems: list[str]  # what it lists as wrong: verify's problems, records or shards it could not read
+    read: dict[str, int]  # what it read: "records" in the builds, "heads" read, "whole" records read
+
+
+def builds_in(folder: str) -> list[tuple[str, Manifest]]:
+    """The builds `folder` holds: itself, or each size folder of a resized build. BuildError when none."""
+    if not storage.is_url(folder) and not os.path.isdir(folder):
+        raise BuildError(f"{folder}: not a folder")
+    try:
+        manifest = read_manifest(folder)
+        if manifest is not None:
+            return [(folder, manifest)]
+        found = []
+        for name, is_dir in sorted(storage.listdir(folder).items()):
+            if is_dir and RESIZED_FOLDER.match(name):
+                sub = read_manifest(storage.join(folder, name))
+                if sub is not None:
+                    found.append((storage.join(folder, name), sub))
+    except ValueError as e:
+        raise BuildError(str(e)) from None
+    if not found:
+        raise BuildError(f"{folder}: holds no build (no manifest.json, nor resized builds' folders holding one)")
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> tuple[dict[str, int], dict[str, str]]:
+    """ILSVRC's label of each synset (the shipped labels file's order), and the shipped texts."""
+    synsets = read_labels_file(DEFAULT_LABELS_FILE)
+    return {s: k for k, s in enumerate(synsets, start=1)}, read_metadata_file(DEFAULT_METADATA_FILE)
+
+
+def expected_labels(synsets: list[str]) -> dict[int, int]:
+    """For a build of ILSVRC synsets: the label ILSVRC's order gives each class (the build's synsets ranked in the
+    shipped labels file's order), by the build's label, where the two differ (a labels file in another order)."""
+    ilsvrc, _ = _shipped()
+    if not synsets or not all(s in ilsvrc for s in synsets):
+        return {}
+    ranked = {s: k for k, s in enumerate(sorted(synsets, key=ilsvrc.__getitem__), start=1)}
+    return {label: ranked[s] for label, s in enumerate(synsets, start=1) if ranked[s] != label}
+
+
+def _tile(place: Place | None, read: Fields | RecordError | None, expected: dict[int, int]) -> page.Tile:
+    if read is None or isinstance(read, RecordError):
+        return page.Tile(None, None, place, str(read or "not listed by the shard's index"), None)
+    try:
+        thumb = thumbnail(read.image or b"")
+    except ValueError as e:
+        return page.Tile(None, read, place, str(e), None)
+    return page.Tile(thumb, read, place, "", expected.get(read.label) if read.label is not None else None)
+
+
+def _verify_tiles(shards: Shards, verify: dict[str, Any] | None, expected: dict[int, int]) -> dict[Any, page.Tile]:
+    """The record each of verify's problems and warnings names, where its shard's index lists it."""
+    wanted: dict[Place, tuple[str, int]] = {}
+    for p in (verify or {}).get("problems", []) + (verify or {}).get("warnings", []):
+        if isinstance(p.get("record"), int) and p.get("check") not in ("index", "shard-set"):
+            place = shards.find(str(p.get("file")), p["record"])
+            if place is not None:
+                wanted[place] = (place.shard, place.number)
+    return {wanted[place]: _tile(place, read, expected) for place, read in read_many(wanted, with_image)}
+
+
+def _names(manifest: Manifest, sampled: Sampled) -> dict[int, str]:
+    """label -> "synset text", the text as the records store it, else the shipped one."""
+    texts = {f.label: f.text for f in sampled.stats if f.label is not None}
+    texts.update({label: f.text for label, rows in sampled.sheets.items() for _, f in rows})
+    shipped = _shipped()[1]
+    return {k: f"{s} {texts.get(k) or shipped.get(s, '')}".strip() for k, s in enumerate(manifest["synsets"], 1)}
+
+
+def build_view(folder: str, manifest: Manifest, title: str, per_class: int, classes: int | None,
+               verify: figures.Found, read: dict[str, int]) -> page.BuildView:
+    """One build's section: its figures, verify's and trainer-check's results, charts and contact sheets."""
+    shards = Shards(folder, index_dir_of(folder, manifest), list(manifest["splits"]))
+    labels = chosen_labels(manifest["num_classes"], classes)
+    bar = progress_bar(None, 0, f"report {storage.basename(folder)}", "record")
+    try:
+        sampled = sample(shards, labels, per_class, bar)
+    finally:
+        bar.close()
+    expected = expected_labels(manifest["synsets"])
+    verify_tiles = _verify_tiles(shards, verify.document, expected)
+    read["records"] += shards.total
+    read["heads"] += sampled.heads_read
+    read["whole"] += sum(len(rows) for rows in sampled.sheets.values()) + len(verify_tiles)
+    names = _names(manifest, sampled)
+    trainer, picture = figures.trainer_found(folder)
+    counts = figures.label_counts(manifest)
+    drawn = ([charts.class_chart(counts, names)] if counts else []) + charts.sample_charts(sampled.stats, shards.total)
+    sheets = [(f"label {label}: {names.get(label, '')} ({len(rows)} shown)",
+               [_tile(place, fields, expected) for place, fields in rows]) for label, rows in sampled.sheets.items()]
+    problems = [why for _, why in shards.problems]  # each names the index and its shard
+    problems += [f"{p.path}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
+    problems += [f"{t.place.path}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
+                 if t.thumb is None and t.place is not None]
+    if len(sampled.unreadable) > 50:
+        problems.append(f"... and {len(sampled.unreadable) - 50} more records")
+    notes = [] if manifest["complete"] else ["manifest.json: the build is not complete"]
+    return page.BuildView(
+        title=title, complete=manifest["complete"], rows=figures.split_rows(manifest),
+        num_classes=manifest["num_classes"],
+        reencoded=figures.inputs_listed(manifest, "reencoded"), skipped=figures.inputs_listed(manifest, "skipped"),
+        boxes=(len(sampled.stats), sum(1 for f in sampled.stats if f.boxes), sum(len(f.boxes) for f in sampled.stats)),
+        options=figures.options_shown(manifest), verify=verify,
+        verify_tiles=verify_tiles, trainer=trainer, trainer_picture=picture,
+        charts=drawn, sheets=sheets, problems=problems, notes=notes)
+
+
+def _verify_now(folder: str, workers: int) -> figures.Found:
+    from imagenet_build.verify.run import verify
+
+    return figures.Found(dict(verify(folder, workers=workers)), [])
+
+
+def _where(folder: str, problem: dict[str, Any]) -> str:
+    """One of verify's problems in a line: its file (in the build's folder), record and message."""
+    where = storage.join(folder, str(problem["file"])) if problem.get("file") else folder
+    record = f", record {problem['record']}" if isinstance(problem.get("record"), int) else ""
+    return f"{where}{record}: {problem.get('message')}"
+
+
+def report(folder: str, output: str | None = None, per_class: int = 8, classes: int | None = None,
+           run_verify: bool = False, workers: int = 0) -> ReportResult:
+    """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html)."""
+    require_all(["matplotlib"], "imagenet-build report")
+    folder = folder.rstrip("/") if storage.is_url(folder) else folder
+    found = builds_in(folder)
+    sections, problems = [], []
+    read = {"records": 0, "heads": 0, "whole": 0}
+    for path, manifest in found:
+        verify = _verify_now(path, workers) if run_verify else figures.verify_found(path)
+        title = path if len(found) == 1 else storage.basename(path)
+        view = build_view(path, manifest, title, per_class, classes, verify, read)
+        sections.append(page.build_section(view))
+        document = verify.document or {}
+        problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
+    target = output or storage.join(folder, REPORT_HTML)
+    storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
+    return ReportResult(target, [path for path, _ in found], problems, read)
