@@ -7,10 +7,12 @@
 # ILSVRC2012_bbox_train_v2.tar.gz (their sizes are checked against the official ones), or any
 # other copy of ImageNet that `imagenet-build convert --from` knows (a folder or a file: Kaggle's
 # zip, Hugging Face's archives, ...; see the README). OUTPUT_DIR receives:
-#   tfrecord/            the shards, dali_idx/ and manifest.json (imagenet-build convert)
+#   tfrecord/            the shards, dali_idx/ and manifest.json (imagenet-build convert), and beside them
+#                        what the checks leave for `imagenet-build report`: verify.json (the last verify
+#                        report), trainer-check.json and trainer-check.png (when TensorFlow and DALI, or
+#                        PyTorch, are installed) and report.html (when the report extra is)
 #   build.log            everything this script and the tool printed, run after run
-#   verify.json          the last verify report; verified.sha256 marks the manifest it passed
-#   trainer-check.json   the trainer-check report, when TensorFlow and DALI, or PyTorch, are installed
+#   verified.sha256      the manifest verify last passed
 # Run it again after an interruption: convert keeps the shards its manifest vouches for, and a
 # build that was already verified is not verified again (the manifest pins every shard's sha256,
 # and convert rechecks them, so an unchanged manifest means the very bytes verified before).
@@ -106,15 +108,15 @@ echo "== convert"
 echo "== verify"
 manifest_sum=$(sha256sum "$SHARDS/manifest.json" | cut -d' ' -f1)
 if [ -f "$OUT/verified.sha256" ] && [ "$(cat "$OUT/verified.sha256")" = "$manifest_sum" ]; then
-  echo "already verified (manifest unchanged since): $OUT/verify.json"
+  echo "already verified (manifest unchanged since): $SHARDS/verify.json"
 else
   rm -f "$OUT/verified.sha256"
-  if "$IB" verify "$SHARDS" --json > "$OUT/verify.json"; then
+  if "$IB" verify "$SHARDS" --json > "$SHARDS/verify.json"; then
     echo "$manifest_sum" > "$OUT/verified.sha256"
-    echo "verify: sound ($OUT/verify.json)"
+    echo "verify: sound ($SHARDS/verify.json)"
   else
     "$IB" verify "$SHARDS" --quick || true  # the readable report, for the log
-    die "verify found problems: $OUT/verify.json"
+    die "verify found problems: $SHARDS/verify.json"
   fi
 fi
 
@@ -133,11 +135,18 @@ else
     fi
   fi
   if [ -n "$FRAMEWORK" ]; then
-    "$IB" trainer-check "$SHARDS" --framework "$FRAMEWORK" --json > "$OUT/trainer-check.json" \
-      || die "trainer-check (--framework $FRAMEWORK) failed: $OUT/trainer-check.json"
-    echo "trainer-check: the data trains (--framework $FRAMEWORK, $OUT/trainer-check.json)"
+    "$IB" trainer-check "$SHARDS" --framework "$FRAMEWORK" --json --show "$SHARDS/trainer-check.png" \
+      > "$SHARDS/trainer-check.json" || die "trainer-check (--framework $FRAMEWORK) failed: $SHARDS/trainer-check.json"
+    echo "trainer-check: the data trains (--framework $FRAMEWORK, $SHARDS/trainer-check.json)"
   else
     echo "skipped: neither TensorFlow and DALI (with its TF plugin) nor PyTorch and torchvision are installed beside $IB"
   fi
+fi
+
+echo "== report"
+if [ -n "$PY" ] && $PY -c "import matplotlib" >/dev/null 2>&1; then
+  "$IB" report "$SHARDS" || die "report listed problems: $SHARDS/report.html"
+else
+  echo "skipped: the report extra is not installed beside $IB (pip install -c constraints.txt '.[report]')"
 fi
 echo "== done: $SHARDS"

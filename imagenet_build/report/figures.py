@@ -81,7 +81,8 @@ def _read_json(path: str) -> Found:
 
 
 def verify_found(folder: str) -> Found:
-    """verify.json (verify --json's output), with a note when it is older than the manifest."""
+    """verify.json (verify --json's output), with a note when it judged another manifest than the folder's
+    (its manifest_sha256; a verify.json without one: older than the manifest)."""
     path = storage.join(folder, VERIFY_JSON)
     found = _read_json(path)
     if found.document is None:
@@ -90,7 +91,13 @@ def verify_found(folder: str) -> Found:
         return Found(found.document, [f"{path}: verify ended with an error: {found.document['error']}"])
     notes = []
     manifest = storage.join(folder, MANIFEST_NAME)
-    if not storage.is_url(folder) and os.path.exists(manifest) and os.path.getmtime(path) < os.path.getmtime(manifest):
+    judged = found.document.get("summary", {}).get("manifest_sha256")
+    if judged is not None:
+        if judged != storage.sha256(manifest):
+            notes.append(f"{path} judged another {MANIFEST_NAME} than this folder's: it may judge an earlier "
+                         "build; run verify again")
+    elif not storage.is_url(folder) and os.path.exists(manifest) and os.path.getmtime(path) < os.path.getmtime(
+            manifest):
         notes.append(f"{path} is older than {MANIFEST_NAME}: it may judge an earlier build; run verify again")
     return Found(found.document, notes)
 

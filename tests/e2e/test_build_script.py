@@ -1,5 +1,6 @@
 """scripts/build_imagenet.sh through the image's entrypoint, outside Docker, and hadolint on the Dockerfiles."""
 
+import base64
 import json
 import os
 import re
@@ -50,8 +51,12 @@ def test_archives_to_verified_shards_then_a_rerun_redoes_nothing(archive_dir, ar
     first = build(archive_dir, out, archives, trainer=True)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "verify: sound" in first.stdout and "trainer-check: the data trains" in first.stdout
-    assert json.loads((out / "verify.json").read_text())["ok"] is True
-    assert json.loads((out / "trainer-check.json").read_text())["ok"] is True
+    shards = out / "tfrecord"  # the checks' reports beside the shards, where `report` picks them up
+    assert json.loads((shards / "verify.json").read_text())["ok"] is True
+    trainer = json.loads((shards / "trainer-check.json").read_text())
+    assert trainer["ok"] is True and trainer["show"] == str(shards / "trainer-check.png")
+    picture = base64.b64encode((shards / "trainer-check.png").read_bytes()).decode()
+    assert f"data:image/png;base64,{picture}" in (shards / "report.html").read_text()  # the picture inline
     assert "not the official file" in first.stdout  # sizes checked against the official archives
     again = build(archive_dir, out, archives)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -1,6 +1,7 @@
 """`report` reads only what it shows, and bad input gets what every verb gives: one line, or a page that lists
 the problem (a corrupt shard), never a traceback."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -93,9 +94,25 @@ def test_it_reads_the_classes_asked_for_and_says_what_it_read(build):
     assert html.count("<span class=tile>") == 2 and "label 1: n01440764" in html and "label 4: n01491361" in html
 
 
-def test_a_verify_json_older_than_the_manifest_is_a_note(build):
+def test_a_verify_json_of_another_manifest_is_a_note(build):
+    """verify.json names the manifest it judged by sha256: one rewritten with the same bytes (a resumed
+    convert that kept every shard) is still the build verified; other bytes are not."""
     verify = run_cli("verify", build, "--json", "--workers", 1)
     (build / "verify.json").write_text(verify.stdout)
+    manifest = build / "manifest.json"
+    assert json.loads(verify.stdout)["summary"]["manifest_sha256"] == hashlib.sha256(manifest.read_bytes()).hexdigest()
+    os.utime(build / "verify.json", (0, 0))  # older than the manifest, yet of its very bytes
+    assert run_cli("report", build).exit_code == 0
+    assert "judged another manifest.json" not in (build / "report.html").read_text()
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()), indent=1))  # the same build, other bytes
+    assert run_cli("report", build).exit_code == 0
+    assert "verify.json judged another manifest.json than this folder" in (build / "report.html").read_text()
+
+
+def test_a_verify_json_without_the_manifests_digest_older_than_it_is_a_note(build):
+    verify = json.loads(run_cli("verify", build, "--json", "--workers", 1).stdout)
+    del verify["summary"]["manifest_sha256"]  # as an earlier verify wrote it
+    (build / "verify.json").write_text(json.dumps(verify))
     os.utime(build / "verify.json", (0, 0))
     assert run_cli("report", build).exit_code == 0
     assert "verify.json is older than manifest.json" in (build / "report.html").read_text()
