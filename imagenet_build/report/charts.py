@@ -65,6 +65,9 @@ def class_chart(counts_by_split: Mapping[str, Mapping[int, int]], names: Mapping
                 named.append(f"{split}, {which}: " + ", ".join(f"{names.get(lb, lb)} ({n:,})" for lb, n in found))
     axes.set_xlabel("classes, by records")
     axes.set_ylabel("records")
+    ticker = require("matplotlib.ticker", "imagenet-build report")
+    for axis in (axes.xaxis, axes.yaxis):  # whole classes and records, however few
+        axis.set_major_locator(ticker.MaxNLocator(integer=True))
     axes.set_ylim(bottom=0)
     axes.legend()
     caption = "; ".join(named) or f"no class more than {STRAY:.0%} from the median class"
