@@ -6,6 +6,7 @@ module never travels into another.
 
 import gzip
 import io
+import json
 import struct
 import subprocess
 import sys
@@ -219,3 +220,20 @@ def trainer_report(folder, *args):
     assert result.exit_code in (0, 1), result.output
     report = json.loads(result.stdout)
     return result.exit_code, report, {c["name"] for c in report["checks"] if not c["ok"]}
+
+
+def convert_with_real_labels(sample_dir, where, planted):
+    """The sample converted with a real.json whose entries `planted` ({0-based image index: class indices})
+    label its first validation images, the rest empty: the build folder."""
+    from conftest import layout_args, run_cli
+
+    real = [[] for _ in range(50000)]
+    for index, classes in planted.items():
+        real[index] = classes
+    (where / "real.json").write_text(json.dumps(real))
+    out = where / "out"
+    result = run_cli("convert", "--train-dir", sample_dir / "train", "--validation-dir", sample_dir / "validation",
+                     "--real-labels", where / "real.json", "--output-dir", out, *layout_args(sample_dir))
+    assert result.exit_code == 0, result.output
+    return out
+

@@ -104,7 +104,8 @@ def example_message_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of n (an int64 below 0 as its ten-byte two's complement)."""
     if n < 0:
         n += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()
@@ -117,7 +118,7 @@ def _varint(n: int) -> bytes:
 
 def _field(number: int, body: bytes) -> bytes:
     """A length-delimited field: tag, length, body."""
-    return bytes([number << 3 | 2]) + _varint(len(body)) + body
+    return bytes([number << 3 | 2]) + varint(len(body)) + body
 
 
 def _list(kind: str, values: Sequence[Any]) -> bytes:
@@ -128,7 +129,7 @@ def _list(kind: str, values: Sequence[Any]) -> bytes:
     if kind == "float":
         body = _field(1, struct.pack(f"<{len(values)}f", *values)) if values else b""
         return _field(2, body)
-    body = _field(1, b"".join(_varint(v) for v in values)) if values else b""
+    body = _field(1, b"".join(varint(v) for v in values)) if values else b""
     return _field(3, body)
 
 
@@ -231,15 +232,15 @@ def encode_example_parts(
         )
     )
     # the image/encoded entry: its length prefixes wrap the image bytes, written apart
-    value_head = _TAG_1 + _varint(len(encoded))
+    value_head = _TAG_1 + varint(len(encoded))
     list_len = len(value_head) + len(encoded)
-    list_head = _TAG_1 + _varint(list_len)
+    list_head = _TAG_1 + varint(list_len)
     feature_len = len(list_head) + list_len
-    feature_head = _TAG_2 + _varint(feature_len)
+    feature_head = _TAG_2 + varint(feature_len)
     entry_len = len(_ENCODED_KEY_FIELD) + len(feature_head) + feature_len
-    entry_head = _TAG_1 + _varint(entry_len) + _ENCODED_KEY_FIELD + feature_head + list_head + value_head
+    entry_head = _TAG_1 + varint(entry_len) + _ENCODED_KEY_FIELD + feature_head + list_head + value_head
     features_len = len(before) + len(entry_head) + len(encoded) + len(after)
-    return _TAG_1 + _varint(features_len) + before + entry_head, encoded, after
+    return _TAG_1 + varint(features_len) + before + entry_head, encoded, after
 
 
 def encode_example(**fields: Any) -> bytes:

@@ -12,7 +12,7 @@ import bisect
 import os
 from typing import IO, NamedTuple
 
-from imagenet_build.encode.example import decode_example
+from imagenet_build.encode.example import decode_example, varint
 from imagenet_build.format.dali_index import index_entries
 from imagenet_build.format.naming import index_path, split_shards
 from imagenet_build.format.tfrecord import HEADER_SIZE, OVERHEAD, FramingError, unframe
@@ -194,7 +194,7 @@ def read_fields(f: IO[bytes], place: Place, with_image: bool = False) -> Fields:
     payload = _Payload(f, place.offset + HEADER_SIZE, place.size - OVERHEAD, whole)
     features, encoded_len, image = _entries(payload, with_image)
     try:
-        fields = decode_example(b"\x0a" + _encode_varint(len(features)) + features)
+        fields = decode_example(b"\x0a" + varint(len(features)) + features)
     except Exception as e:  # protobuf raises its own DecodeError types
         raise RecordError(f"not a tf.train.Example ({e})") from None
     boxes = list(zip(*(fields.get(f"image/object/bbox/{c}", []) for c in ("xmin", "ymin", "xmax", "ymax"))))
@@ -254,15 +254,6 @@ def read_label(f: IO[bytes], place: Place) -> int | None:
 
 def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _encode_varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def open_shard(path: str) -> IO[bytes]:

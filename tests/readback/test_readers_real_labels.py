@@ -1,14 +1,12 @@
 """Every reader returns a --real-labels build's ReaL labels when asked (real_labels=True): 0-based as the labels,
 the right list for each record, padded with -1 in a batch; asked of shards without them, one clear error."""
 
-import json
 import sys
 from collections import Counter
 
 import pytest
 
-from conftest import layout_args, run_cli
-from helpers import records_of
+from helpers import convert_with_real_labels, records_of
 from imagenet_build.encode.example import REAL_LABELS, decode_example
 from imagenet_build.infra.errors import BuildError
 
@@ -21,15 +19,8 @@ pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWa
 @pytest.fixture(scope="module")
 def with_real(sample_dir, tmp_path_factory):
     """The sample converted with a real.json: multi-label, single-label and empty entries (labels 1..4)."""
-    where = tmp_path_factory.mktemp("with-real")
-    real = [[] for _ in range(50000)]
-    real[0], real[1], real[3], real[6] = [0, 2], [1], [3], [3, 2, 1, 0]
-    (where / "real.json").write_text(json.dumps(real))
-    out = where / "out"
-    result = run_cli("convert", "--train-dir", sample_dir / "train", "--validation-dir", sample_dir / "validation",
-                     "--real-labels", where / "real.json", "--output-dir", out, *layout_args(sample_dir))
-    assert result.exit_code == 0, result.output
-    return out
+    planted = {0: [0, 2], 1: [1], 3: [3], 6: [3, 2, 1, 0]}
+    return convert_with_real_labels(sample_dir, tmp_path_factory.mktemp("with-real"), planted)
 
 
 def expected(folder):

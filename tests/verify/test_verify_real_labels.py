@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
-from conftest import layout_args, run_cli
-from helpers import edit_record
+from conftest import run_cli
+from helpers import convert_with_real_labels, edit_record
 from imagenet_build.encode.example import REAL_LABELS
 
 VALIDATION = "validation-00000-of-00002"
@@ -17,15 +17,7 @@ TRAIN = "train-00000-of-00004"
 @pytest.fixture(scope="module")
 def with_real(sample_dir, tmp_path_factory):
     """The sample converted with a real.json labelling its first images (4 classes: labels 1..4)."""
-    where = tmp_path_factory.mktemp("with-real")
-    real = [[] for _ in range(50000)]
-    real[0], real[1], real[3] = [0, 2], [1], [3]
-    (where / "real.json").write_text(json.dumps(real))
-    out = where / "out"
-    result = run_cli("convert", "--train-dir", sample_dir / "train", "--validation-dir", sample_dir / "validation",
-                     "--real-labels", where / "real.json", "--output-dir", out, *layout_args(sample_dir))
-    assert result.exit_code == 0, result.output
-    return out
+    return convert_with_real_labels(sample_dir, tmp_path_factory.mktemp("with-real"), {0: [0, 2], 1: [1], 3: [3]})
 
 
 @pytest.fixture
