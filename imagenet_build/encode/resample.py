@@ -110,8 +110,8 @@ def _rgbx_image(array: Any, mode: str = "RGB") -> Any:
 
     height, width = array.shape[:2]
     image = Image.frombuffer("RGBX", (width, height), array, "raw", "RGBX", 0, 1)
-    if mode != "RGBX":
-        _fast_resize_module().alpha.set_image_mode(image, mode)
+    if mode != "RGBX":  # what cykooz.resizer itself does to an image's mode (alpha.set_image_mode)
+        setattr(image, "_mode" if hasattr(image, "_mode") else "mode", mode)  # "mode" before Pillow 10.1
     return image
 
 

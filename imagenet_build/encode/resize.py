@@ -6,19 +6,19 @@ image is decoded, resized with Lanczos and encoded as a baseline RGB JPEG at --q
 without EXIF or ICC data, so that every decoder sees the same pixels.
 
 Fast: libjpeg-turbo decodes a JPEG at 1/2, 1/4 or 1/8 scale straight from its DCT
-coefficients (Pillow's draft; its SIMD reduced IDCTs), used where the image stays at
-least DCT_GAP times the target on both sides; Lanczos then resizes that smaller image,
-with the source box set to the exact scaled extent (the decoder rounds the scaled size
-up, and resizing the rounded image would shift the grid by up to half a pixel — 2 to 5
-dB of PSNR). The Lanczos is fast_image_resize's (package cykooz.resizer: SIMD, 6-7x
-Pillow's on one core; the same bytes with AVX2, SSE4.1 or no SIMD), Pillow's where it has
-no wheel (Linux on ARM, figures in `lanczos`). Each target's bytes are a function of the
-image and that target only, so one pass to several targets writes the same bytes as one
-run per target; an image is read once, and decoded once per distinct scale among the
-targets (targets whose rule picks the same scale share it).
+coefficients (its SIMD reduced IDCTs), used where the image stays at least DCT_GAP times the
+target on both sides; Lanczos then resizes that smaller image, with the source box set to the
+exact scaled extent (the decoder rounds the scaled size up, and resizing the rounded image would
+shift the grid by up to half a pixel: 2 to 5 dB of PSNR). How the pixels are decoded, resized
+and encoded (libjpeg-turbo through simplejpeg and fast_image_resize on reused buffers, or
+Pillow) is resample.py's. Each target's bytes are a function of the image and that target only,
+so one pass to several targets writes the same bytes as one run per target; an image is read
+once, and decoded once per distinct scale among the targets (targets whose rule picks the same
+scale share it).
 
-Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5-0.7 ms, Lanczos
-0.4 ms (Pillow's: 2.5 ms), encode 0.3 ms; see docs/benchmarks.md for what else was tried.
+Where the time goes (one core, ImageNet-like 500x375 photo of ~110 KB, shorter:224): decode
+1.0-1.6 ms (Pillow's: 0.2-0.3 ms more), Lanczos 0.5-0.9 ms, encode 0.3 ms; see
+docs/benchmarks.md for the figures and what else was tried.
 """
 
 from __future__ import annotations
