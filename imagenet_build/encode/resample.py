@@ -2,8 +2,8 @@
 
 Two ways through the same steps. Where simplejpeg (libjpeg-turbo's TurboJPEG API) and cykooz.resizer
 (fast_image_resize) are both installed, a JPEG stored as is is decoded by libjpeg-turbo straight into
-a 4-bytes-a-pixel buffer kept from image to image (fresh buffers cost up to 0.6 ms an image in page
-faults), without fancy upsampling, resized by fast_image_resize's Lanczos3 reading and writing such
+a 4-bytes-a-pixel buffer kept from image to image (no page faults of fresh blocks), without fancy
+upsampling, resized by fast_image_resize's Lanczos3 reading and writing such
 buffers without a copy, and encoded by libjpeg-turbo (4:2:0). Everything else (CMYK, PNG and the
 other inputs the full-size build re-encodes, which Pillow decodes; platforms without those wheels)
 goes through Pillow, with cykooz.resizer's Lanczos where installed. Either way an image's bytes are
