@@ -1,14 +1,15 @@
 """The pixel work of a resized image: decode (at a DCT scale), Lanczos, turn upright, encode as JPEG.
 
 Two ways through the same steps. Where simplejpeg (libjpeg-turbo's TurboJPEG API) and cykooz.resizer
-(fast_image_resize) are both installed, a JPEG stored as is is decoded by libjpeg-turbo straight into
-a 4-bytes-a-pixel buffer kept from image to image (no page faults of fresh blocks), without fancy
-upsampling, resized by fast_image_resize's Lanczos3 reading and writing such
-buffers without a copy, and encoded by libjpeg-turbo (4:2:0). Everything else (CMYK, PNG and the
-other inputs the full-size build re-encodes, which Pillow decodes; platforms without those wheels)
-goes through Pillow, with cykooz.resizer's Lanczos where installed. Either way an image's bytes are
-a function of its bytes, the output size and the versions named by `pipeline()`: the SIMD level
-(libjpeg-turbo's and fast_image_resize's) does not change them, nor does what a buffer held before.
+(fast_image_resize) are both installed, a JPEG stored as is (or re-encoded only for its header) is
+decoded by libjpeg-turbo straight into a 4-bytes-a-pixel buffer kept from image to image (no page
+faults of fresh blocks), without fancy upsampling, resized by fast_image_resize's Lanczos3 reading
+and writing such buffers without a copy, and encoded by libjpeg-turbo (4:2:0). Everything else
+(CMYK, PNG and the other inputs the full-size build re-encodes, which Pillow decodes; platforms
+without those wheels) goes through Pillow, with cykooz.resizer's Lanczos where installed. Either way
+an image's bytes are a function of its bytes, the output size and the versions named by
+`pipeline()`: the SIMD level (libjpeg-turbo's and fast_image_resize's) does not change them, nor
+does what a buffer held before.
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def decode_turbo(data: bytes, path: str, size: tuple[int, int], scale: int) -> P
 
 
 def decode_pillow(data: bytes, path: str, kind: str | None, size: tuple[int, int], scale: int) -> Pixels:
-    """Any image Pillow reads, as RGB; a JPEG stored as is (kind None) at `scale`/8 (Pillow's draft)."""
+    """Any image Pillow reads, as RGB (`kind`: what it is, for the message; None: a JPEG); a JPEG at `scale`/8
+    (Pillow's draft), anything else at 8."""
     from PIL import Image
 
     width, height = size
@@ -195,9 +197,7 @@ def encode(pixels: Pixels, quality: int, path: str) -> bytes:
         return jpeg_encode.encode_jpeg(pixels.image, path, quality=quality, subsampling=2, optimize=False,
                                        progressive=False)
     height, width = pixels.array.shape[:2]
-    problem = jpeg_encode.jpeg_size_problem(width, height)
-    if problem:
-        raise InputError(path, f"{width:,}x{height:,} pixels: {problem}, so it cannot be stored as slim's JPEG")
+    jpeg_encode.check_jpeg_size(width, height, path)
     try:
         return _turbo().encode_jpeg(pixels.array, quality, "RGBX", "420")
     except (ValueError, RuntimeError) as e:

@@ -169,9 +169,10 @@ def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
 class _Source:
     """One input image, decoded on demand at the scales its targets need (each scale once)."""
 
-    def __init__(self, data: bytes, path: str, orientation: int, kind: str | None, size: tuple[int, int]) -> None:
+    def __init__(self, data: bytes, path: str, orientation: int, kind: str, size: tuple[int, int]) -> None:
         self.data, self.path = data, path
-        self.kind = kind  # None: a JPEG the full-size build stores as is, which libjpeg can decode scaled
+        self.kind = kind  # why the full-size build re-encodes it, "" when it stores it as is
+        self.plain = images.plain_image_data(kind)  # a JPEG libjpeg decodes scaled, the fast way where installed
         self.orientation = orientation
         self.size = size  # (width, height) as stored, before any EXIF transposition
         self._decoded: dict[int, resample.Pixels] = {}
@@ -187,12 +188,12 @@ class _Source:
 
     def _scale(self, out: tuple[int, int]) -> int:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
-        return decode_scale(self.size, out) if self.kind is None else 8
+        return decode_scale(self.size, out) if self.plain else 8
 
     def _decode(self, scale: int) -> resample.Pixels:
-        if self.kind is None and resample.fast():
+        if self.plain and resample.fast():
             return resample.decode_turbo(self.data, self.path, self.size, scale)
-        return resample.decode_pillow(self.data, self.path, self.kind, self.size, scale)
+        return resample.decode_pillow(self.data, self.path, self.kind or None, self.size, scale)
 
 
 def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
@@ -212,7 +213,7 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         pixels = resample.transpose(pixels, _TRANSPOSE[source.orientation])
     data = resample.encode(pixels, options.quality, source.path)
-    return images.StoredImage(data, pixels.image.height, pixels.image.width, source.kind or "", resized=True)
+    return images.StoredImage(data, pixels.image.height, pixels.image.width, source.kind, resized=True)
 
 
 def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
@@ -225,7 +226,7 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
     orientation = exif_orientation(data) if options.exif_transpose and is_jpeg(data) else 1
     decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
-    source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
+    source = _Source(decodable, path, orientation, full.reencoded, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
     results: list[images.StoredImage | InputError] = []
     for target in options.targets:

@@ -13,7 +13,9 @@ import pytest
 from PIL import Image
 
 from imagenet_build.encode import resample, resize
+from imagenet_build.encode.jpeg_header import EXTRANEOUS
 from imagenet_build.encode.resize import Target
+from jpeg_cases import CASES
 
 
 def photo(size, seed=0):
@@ -58,6 +60,12 @@ def test_jpegs_stored_as_is_go_the_fast_way_and_the_rest_through_pillow(monkeypa
         with Image.open(io.BytesIO(out.data)) as image:
             assert image.mode == "RGB" and image.layer[0][1:3] == (2, 2)  # 4:2:0
     assert calls == ["x.JPEG", "gray.JPEG", "progressive.JPEG"]
+    # re-encoded for its header only (DALI stops on it): its image data is a plain JPEG's, the fast way too
+    odd, clean = CASES["junk before APP0"][0], CASES["baseline"][0]
+    options = resize.ResizeOptions((Target("shorter", 100),), larger_only=False)
+    (out,) = resize.prepare_resized(odd, "odd.JPEG", options)
+    assert calls[-1] == "odd.JPEG" and out.reencoded == EXTRANEOUS
+    assert out.data == resize.prepare_resized(clean, "clean.JPEG", options)[0].data
 
 
 @pytest.mark.parametrize("size", [(4, 4), (6, 4), (3, 3), (9, 8), (16, 12), (37, 23), (640, 480), (1024, 768)])
