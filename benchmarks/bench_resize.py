@@ -1,8 +1,11 @@
 """convert --resize against img2dataset's resizer (and FFCV where it installs), as whole processes, and its quality.
 
-Makes N photo-like ImageNet-sized JPEGs (crops of scikit-image's sample photographs at
-ImageNet's common sizes, 500x375 and around, colour jitter, sensor noise, quality 75-95),
-then, alternating, `repeats` times each, with `sync` before every timed run:
+Makes N photo-like JPEGs from crops of scikit-image's sample photographs, colour jitter and sensor
+noise: by default ImageNet-like (--corpus imagenet: 500x375, 500x333 and 375x500 mostly, a few of
+ImageNet's other sizes up to 800x600, quality 95-97, ~110 KB an image, as ImageNet's are), or
+--corpus mixed (sizes from 200x150 to 1024x768, quality 75-95, ~55 KB an image: the first corpus
+these figures were measured on); then, alternating, `repeats` times each, with `sync` before every
+timed run:
   ours-T      imagenet-build convert --resize shorter:T --workers 1
   i2d-T       img2dataset's own Resizer (keep_ratio, only if bigger, area downscale, the same
               JPEG quality) over the same files, one process, its output framed into one file
@@ -13,7 +16,8 @@ made by a full decode and Lanczos in float, for: our fast path (DCT-scaled decod
 plain path (full decode, same Lanczos, same quality) and img2dataset's.
 Needs (in the environment that runs it): img2dataset and scikit-image; the Lanczos is the one convert
 uses there (cykooz.resizer where installed, else Pillow's: the output says which).
-Usage: python benchmarks/bench_resize.py [--images 10000] [--repeats 3] [--work DIR] [--quality-images N]
+Usage: python benchmarks/bench_resize.py [--images 10000] [--repeats 3] [--corpus imagenet|mixed] [--work DIR]
+                                        [--quality-images N]
 """
 
 import argparse
@@ -32,8 +36,14 @@ sys.path.insert(0, str(HERE))
 
 from common import measure  # noqa: E402
 
-SIZES = [(500, 375)] * 6 + [(500, 333)] * 3 + [(375, 500)] * 2 + [
-    (500, 400), (500, 500), (333, 500), (640, 480), (800, 600), (1024, 768), (200, 150)]
+# corpus -> (sizes drawn from, JPEG qualities drawn from, sensor noise's standard deviation drawn from)
+CORPORA = {
+    "imagenet": ([(500, 375)] * 10 + [(500, 333)] * 5 + [(375, 500)] * 4 + [
+        (500, 500), (333, 500), (500, 400), (400, 300), (500, 281), (800, 600)], [95, 96, 97], (3, 9)),
+    "mixed": ([(500, 375)] * 6 + [(500, 333)] * 3 + [(375, 500)] * 2 + [
+        (500, 400), (500, 500), (333, 500), (640, 480), (800, 600), (1024, 768), (200, 150)],
+        [75, 85, 90, 92, 95], (1, 4)),
+}
 PHOTOS = ("astronaut.png chelsea.png coffee.png hubble_deep_field.jpg ihc.png motorcycle_left.png retina.jpg "
           "rocket.jpg camera.png brick.png grass.png gravel.png moon.png").split()
 QUALITY = 90
@@ -51,7 +61,7 @@ with open(out, "wb") as f:
 """ % QUALITY
 
 
-def make_photos(root, images, classes):
+def make_photos(root, images, classes, corpus):
     """`images` distinct JPEGs in `classes` class folders, the same bytes for the same arguments."""
     import numpy as np
     import skimage
@@ -62,10 +72,11 @@ def make_photos(root, images, classes):
     data = Path(skimage.__file__).parent / "data"
     photos = [Image.open(data / name).convert("RGB") for name in PHOTOS]
     synsets = read_labels_file(DEFAULT_LABELS_FILE)[:classes]
+    sizes, qualities, noise = CORPORA[corpus]
     rng = random.Random(0)
     for i in range(images):
         photo = photos[rng.randrange(len(photos))]
-        w, h = rng.choice(SIZES)
+        w, h = rng.choice(sizes)
         scale = rng.uniform(0.5, 1.0) * min(photo.width / w, photo.height / h)
         cw, ch = w * scale, h * scale
         x, y = rng.uniform(0, photo.width - cw), rng.uniform(0, photo.height - ch)
@@ -73,11 +84,11 @@ def make_photos(root, images, classes):
         if rng.random() < 0.5:
             image = image.transpose(Image.FLIP_LEFT_RIGHT)
         pixels = np.asarray(image, dtype=np.float32) * rng.uniform(0.8, 1.2) + rng.uniform(-20, 20)
-        pixels += np.random.default_rng(i).normal(0, rng.uniform(1, 4), pixels.shape)
+        pixels += np.random.default_rng(i).normal(0, rng.uniform(*noise), pixels.shape)
         folder = root / "train" / synsets[i % classes]
         folder.mkdir(parents=True, exist_ok=True)
         Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(
-            folder / f"{synsets[i % classes]}_{i}.JPEG", quality=rng.choice([75, 85, 90, 92, 95]))
+            folder / f"{synsets[i % classes]}_{i}.JPEG", quality=rng.choice(qualities))
     (root / "labels.txt").write_text("".join(s + "\n" for s in synsets))
 
 
@@ -88,7 +99,7 @@ def quality(files, size, limit):
     from PIL import Image
     from skimage.metrics import structural_similarity
 
-    from imagenet_build.encode import resize
+    from imagenet_build.encode import resample, resize
 
     target = resize.Target("shorter", size)
     options = resize.ResizeOptions((target,), QUALITY)
@@ -102,10 +113,11 @@ def quality(files, size, limit):
             continue
         out = target.size_for(*full.size)
         reference = np.stack([np.asarray(c.convert("F").resize(out, Image.LANCZOS)) for c in full.split()], -1)
-        plain = io.BytesIO()
-        resize.lanczos(full, out, (0, 0, *full.size)).save(plain, "JPEG", quality=QUALITY, subsampling=2)
+        # the same decoder, Lanczos and encoder as the fast path, from a full decode
+        decoded = resample.decode_turbo(data, path, full.size, 8) if resample.fast() else resample.Pixels(full, None)
+        plain = resample.encode(resample.lanczos(decoded, out, (0, 0, *full.size)), QUALITY, path)
         (fast,) = resize.prepare_resized(data, path, options)
-        outputs = {"fast": fast.data, "plain": plain.getvalue(), "img2dataset": i2d(io.BytesIO(data))[0]}
+        outputs = {"fast": fast.data, "plain": plain, "img2dataset": i2d(io.BytesIO(data))[0]}
         for method, encoded in outputs.items():
             pixels = np.asarray(Image.open(io.BytesIO(encoded)).convert("RGB"), dtype=np.float64)
             if pixels.shape != reference.shape:  # img2dataset rounds the other side its own way
@@ -126,6 +138,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--quality-images", type=int, default=None, help="images in the PSNR/SSIM figure [all]")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="imagenet", help="which JPEGs [imagenet]")
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs there are reused")
     args = parser.parse_args()
     from imagenet_build.encode import resize
@@ -134,7 +147,7 @@ def main():
     inputs = work / "inputs"
     if not (inputs / "labels.txt").exists():
         print(f"making {args.images} JPEGs in {inputs} ...", file=sys.stderr)
-        make_photos(inputs, args.images, args.classes)
+        make_photos(inputs, args.images, args.classes, args.corpus)
     files = sorted(str(p) for p in (inputs / "train").rglob("*.JPEG"))
     list_file = work / "files.txt"
     list_file.write_text("\0".join(files) + "\0")

@@ -84,6 +84,12 @@ class Decision(NamedTuple):
     readable: bytes  # the bytes as libjpeg reads them: the header without what it skips (what Pillow needs)
 
 
+def plain_image_data(reason: str) -> bool:
+    """True for a JPEG stored as is ("") or re-encoded only for its header (a DALI_STOPS reason): its image
+    data is a plain JPEG's, which libjpeg decodes from `Decision.readable` as any other, scaled too."""
+    return reason == "" or reason in DALI_STOPS
+
+
 def is_storable(header: JpegHeader) -> bool:
     """A frame stored untouched: baseline, extended or progressive Huffman, 8 bits, 1 or 3 components."""
     return (

@@ -25,13 +25,17 @@ def jpeg_size_problem(width: int, height: int) -> str:
     return f"a JPEG holds at most {JPEG_MAX_SIDE:,} pixels a side" if max(width, height) > JPEG_MAX_SIDE else ""
 
 
+def check_jpeg_size(width: int, height: int, path: str) -> None:
+    """An InputError naming `path` when a JPEG cannot hold an image of this size (whichever encoder writes it)."""
+    problem = jpeg_size_problem(width, height)
+    if problem:  # libjpeg would fail with "broken data stream", after a line of its own on stderr
+        raise InputError(path, f"{width:,}x{height:,} pixels: {problem}, so it cannot be stored as slim's JPEG")
+
+
 def encode_jpeg(image: Any, path: str, **options: Any) -> bytes:
     """`image` saved as JPEG with Pillow's `options`; an image JPEG cannot hold, or any failure of the
     encoder, is an InputError naming `path` (the per-image error path: named, skippable)."""
-    problem = jpeg_size_problem(image.width, image.height)
-    if problem:  # libjpeg would fail with "broken data stream", after a line of its own on stderr
-        raise InputError(path, f"{image.width:,}x{image.height:,} pixels: {problem}, so it cannot be stored as "
-                               "slim's JPEG")
+    check_jpeg_size(image.width, image.height, path)
     out = io.BytesIO()
     try:
         image.save(out, format="JPEG", **options)

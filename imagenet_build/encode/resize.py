@@ -6,32 +6,30 @@ image is decoded, resized with Lanczos and encoded as a baseline RGB JPEG at --q
 without EXIF or ICC data, so that every decoder sees the same pixels.
 
 Fast: libjpeg-turbo decodes a JPEG at 1/2, 1/4 or 1/8 scale straight from its DCT
-coefficients (Pillow's draft; its SIMD reduced IDCTs), used where the image stays at
-least DCT_GAP times the target on both sides; Lanczos then resizes that smaller image,
-with the source box set to the exact scaled extent (the decoder rounds the scaled size
-up, and resizing the rounded image would shift the grid by up to half a pixel — 2 to 5
-dB of PSNR). The Lanczos is fast_image_resize's (package cykooz.resizer: SIMD, 6-7x
-Pillow's on one core; the same bytes with AVX2, SSE4.1 or no SIMD), Pillow's where it has
-no wheel (Linux on ARM, figures in `lanczos`). Each target's bytes are a function of the
-image and that target only, so one pass to several targets writes the same bytes as one
-run per target; an image is read once, and decoded once per distinct scale among the
-targets (targets whose rule picks the same scale share it).
+coefficients (its SIMD reduced IDCTs), used where the image stays at least DCT_GAP times the
+target on both sides; Lanczos then resizes that smaller image, with the source box set to the
+exact scaled extent (the decoder rounds the scaled size up, and resizing the rounded image would
+shift the grid by up to half a pixel: 2 to 5 dB of PSNR). How the pixels are decoded, resized
+and encoded (libjpeg-turbo through simplejpeg and fast_image_resize on reused buffers, or
+Pillow) is resample.py's. Each target's bytes are a function of the image and that target only,
+so one pass to several targets writes the same bytes as one run per target; an image is read
+once, and decoded once per distinct scale among the targets (targets whose rule picks the same
+scale share it).
 
-Where the time goes (one core, 500x375 photo, shorter:288): full decode 0.5-0.7 ms, Lanczos
-0.4 ms (Pillow's: 2.5 ms), encode 0.3 ms; see docs/benchmarks.md for what else was tried.
+Where the time goes (one core, ImageNet-like 500x375 photo of ~110 KB, shorter:224): decode
+1.0-1.6 ms (Pillow's: 0.2-0.3 ms more), Lanczos 0.5-0.9 ms, encode 0.3 ms; see
+docs/benchmarks.md for the figures and what else was tried.
 """
 
 from __future__ import annotations
 
-import functools
-import io
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from imagenet_build.encode import images, jpeg_encode
+from imagenet_build.encode import images, jpeg_encode, resample
 from imagenet_build.encode.jpeg_header import exif_orientation, is_jpeg
 from imagenet_build.infra.errors import InputError, UsageError
 
@@ -43,7 +41,10 @@ from imagenet_build.infra.errors import InputError, UsageError
 # use scalar IDCTs that cost more than a full decode (0.9-1.3 ms against 0.5-0.7 ms for a 500x375 image)
 # and, with a SIMD Lanczos, save less than that (docs/benchmarks.md).
 DCT_GAP = 1.6
-DCT_SCALES = (1, 2, 4)  # of 8: the reduced IDCTs Pillow's draft asks libjpeg for
+DCT_SCALES = (1, 2, 4)  # of 8: the reduced IDCTs (SIMD in libjpeg-turbo) Pillow's draft asks libjpeg for
+# Scaled decodes only from 8 pixels a side: below, libjpeg's 3/8 gives the size of its 4/8 (4x4 -> 2x2), and
+# TurboJPEG, which picks the smallest scale that gives a size, would decode at 3/8 what the rule asks at 4/8.
+DCT_MIN_SIDE = 8
 DEFAULT_QUALITY = 90
 _SPEC = re.compile(r"^(shorter|longer):([0-9]+(?:,[0-9]+)*)$")  # ASCII digits only: int() takes '٢٢٤' too
 # Pillow's default decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS): the cap when a program has lifted it
@@ -144,69 +145,21 @@ class ResizeOptions:
                 "exif_transpose": self.exif_transpose}
 
 
-@functools.lru_cache(maxsize=None)
-def _fast_resize_module() -> Any:
-    """fast_image_resize's Python package where installed, else None: `cykooz_resizer` from 4.0, and
-    `cykooz.resizer` before (3.1, the last with wheels for Python 3.9), with the same classes."""
-    import importlib
-
-    for name in ("cykooz_resizer", "cykooz.resizer"):
-        try:
-            return importlib.import_module(name)
-        except ImportError:
-            continue
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _fast_resizer() -> Any:
-    """fast_image_resize's resizer (package cykooz.resizer) where installed, else None (Pillow's Lanczos)."""
-    module = _fast_resize_module()
-    return None if module is None else module.Resizer()
-
-
-def resampler() -> str:
-    """Which Lanczos resizes images here, with its version: part of what resized bytes depend on."""
-    if _fast_resizer() is None:
-        return "Pillow Lanczos"
-    from importlib.metadata import version
-
-    return f"cykooz.resizer {version('cykooz.resizer')} Lanczos3"
-
-
-def lanczos(image: Any, size: tuple[int, int], box: tuple[float, float, float, float]) -> Any:
-    """`image` (RGB) resized to `size` from the region `box` (left, top, right, bottom; fractions allowed).
-
-    fast_image_resize's Lanczos3 is Pillow's filter (support 3, the same normalised weights) with
-    SIMD: 500x375 -> 384x288 in 0.38 ms against Pillow's 2.52 ms on one core here (AVX2; SSE4.1
-    0.50 ms, none 1.10 ms, the same bytes with each); its output is within rounding of Pillow's
-    (PSNR > 45 dB against it; a few edge pixels of a fractional box differ more), and it runs on
-    one thread. Without it (no wheel: Linux on ARM), Pillow's.
-    """
-    from PIL import Image
-
-    resizer = _fast_resizer()
-    if resizer is None:
-        return image.resize(size, Image.Resampling.LANCZOS, box=box)
-    fast = _fast_resize_module()
-    left, top, right, bottom = box
-    out = Image.new("RGB", size, None)  # not filled: the resize writes every pixel
-    options = fast.ResizeOptions(resize_alg=fast.ResizeAlg.convolution(fast.FilterType.lanczos3),
-                                 crop_box=fast.CropBox(left, top, right - left, bottom - top))
-    resizer.resize_pil(image, out, options)
-    return out
-
-
 def codec() -> str:
-    """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, the resampler, the rule."""
-    return f"{images.encoder_version()}, {resampler()}, scales {DCT_SCALES} from {DCT_GAP}x"
+    """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, the fast way's codec
+    (simplejpeg), the resampler, the scale rule."""
+    fast = resample.pipeline()
+    return ", ".join([images.encoder_version(), *([fast] if fast else []), resample.resampler(),
+                      f"scales {DCT_SCALES} from {DCT_GAP}x, sides from {DCT_MIN_SIDE}"])
 
 
 def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
     """The smallest M in DCT_SCALES whose M/8 decode of an image of `size` is at least DCT_GAP times `out`
-    on both sides (8: a full decode)."""
+    on both sides (8: a full decode); an image under DCT_MIN_SIDE a side is decoded in full."""
     width, height = size
     gap = round(DCT_GAP * 100)  # in integers: no float rounding in the choice
+    if min(width, height) < DCT_MIN_SIDE:
+        return 8
     for m in DCT_SCALES:
         if -(-width * m // 8) * 100 >= out[0] * gap and -(-height * m // 8) * 100 >= out[1] * gap:
             return m
@@ -216,20 +169,18 @@ def decode_scale(size: tuple[int, int], out: tuple[int, int]) -> int:
 class _Source:
     """One input image, decoded on demand at the scales its targets need (each scale once)."""
 
-    def __init__(self, data: bytes, path: str, orientation: int, kind: str | None, size: tuple[int, int]) -> None:
+    def __init__(self, data: bytes, path: str, orientation: int, kind: str, size: tuple[int, int]) -> None:
         self.data, self.path = data, path
-        self.kind = kind  # None: a JPEG the full-size build stores as is, which libjpeg can decode scaled
+        self.kind = kind  # why the full-size build re-encodes it, "" when it stores it as is
+        self.plain = images.plain_image_data(kind)  # a JPEG libjpeg decodes scaled, the fast way where installed
         self.orientation = orientation
         self.size = size  # (width, height) as stored, before any EXIF transposition
-        self._decoded: dict[int, tuple[Any, float]] = {}
+        self._decoded: dict[int, resample.Pixels] = {}
 
-    def decoded(self, out: tuple[int, int]) -> tuple[Any, float]:
-        """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), and the factor from stored
-        to decoded size.
-
-        Returns (image, factor) where factor is a fraction M/8 (1 for a full decode): the decoded
-        image covers width*factor x height*factor stored pixels' worth, rounded up.
-        """
+    def decoded(self, out: tuple[int, int]) -> resample.Pixels:
+        """RGB pixels at the scale DCT_GAP picks for an output of `out` (w, h), with the factor M/8 from
+        stored to decoded size (1 for a full decode): they cover width*factor x height*factor stored
+        pixels' worth, rounded up."""
         scale = self._scale(out)
         if scale not in self._decoded:
             self._decoded[scale] = self._decode(scale)
@@ -237,29 +188,12 @@ class _Source:
 
     def _scale(self, out: tuple[int, int]) -> int:
         """The decode scale M (of M/8) for an output of `out`: a function of the stored size and `out` only."""
-        return decode_scale(self.size, out) if self.kind is None else 8
+        return decode_scale(self.size, out) if self.plain else 8
 
-    def _decode(self, scale: int) -> tuple[Any, float]:
-        from PIL import Image
-
-        width, height = self.size
-        try:
-            with Image.open(io.BytesIO(self.data)) as opened:
-                if scale != 8:  # Pillow picks 1/d with d <= width // requested: ask for exactly 1/d
-                    opened.draft("RGB", (width // (8 // scale), height // (8 // scale)))
-                opened.load()
-                image = jpeg_encode.to_rgb(opened)
-        except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
-            raise InputError(self.path, f"cannot decode {self.kind or 'image'}: {e}") from None
-        for m in range(1, 9):  # the scale the decoder used: libjpeg rounds the scaled size up
-            if image.size == (-(-width * m // 8), -(-height * m // 8)):
-                return image, m / 8
-        raise InputError(self.path, f"decoded to {image.size[0]}x{image.size[1]}, not a scale of {width}x{height}")
-
-
-def _encode(image: Any, quality: int, path: str) -> bytes:
-    """Baseline RGB JPEG, 4:2:0, no EXIF, no ICC, no optimisation pass: the same bytes for the same pixels."""
-    return jpeg_encode.encode_jpeg(image, path, quality=quality, subsampling=2, optimize=False, progressive=False)
+    def _decode(self, scale: int) -> resample.Pixels:
+        if self.plain and resample.fast():
+            return resample.decode_turbo(self.data, self.path, self.size, scale)
+        return resample.decode_pillow(self.data, self.path, self.kind or None, self.size, scale)
 
 
 def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.StoredImage:
@@ -272,15 +206,14 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     if problem:  # shorter:N of a 1 x 10,000 image: 100 x 1,000,000 for shorter:100; said before decoding
         raise InputError(source.path, f"resized to {target.label} it would be {out_w:,}x{out_h:,}: {problem}")
     stored_out = (out_h, out_w) if swap else (out_w, out_h)  # the output size before transposing
-    image, factor = source.decoded(stored_out)
-    box = (0.0, 0.0, width * factor, height * factor)  # the exact scaled extent, not the rounded-up size
-    if image.size != stored_out or factor != 1:
-        image = lanczos(image, stored_out, box)
+    pixels = source.decoded(stored_out)
+    box = (0.0, 0.0, width * pixels.factor, height * pixels.factor)  # the exact scaled extent, not the rounded-up size
+    if pixels.image.size != stored_out or pixels.factor != 1:
+        pixels = resample.lanczos(pixels, stored_out, box)
     if options.exif_transpose and source.orientation in _TRANSPOSE:
-        image = image.transpose(_TRANSPOSE[source.orientation])
-    kind = source.kind or ""
-    data = _encode(image, options.quality, source.path)
-    return images.StoredImage(data, image.height, image.width, kind, resized=True)
+        pixels = resample.transpose(pixels, _TRANSPOSE[source.orientation])
+    data = resample.encode(pixels, options.quality, source.path)
+    return images.StoredImage(data, pixels.image.height, pixels.image.width, source.kind, resized=True)
 
 
 def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
@@ -293,7 +226,7 @@ def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[imag
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
     orientation = exif_orientation(data) if options.exif_transpose and is_jpeg(data) else 1
     decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it
-    source = _Source(decodable, path, orientation, full.reencoded or None, (full.width, full.height))
+    source = _Source(decodable, path, orientation, full.reencoded, (full.width, full.height))
     upright = not (options.exif_transpose and orientation in _TRANSPOSE)
     results: list[images.StoredImage | InputError] = []
     for target in options.targets:

@@ -16,7 +16,7 @@ from PIL import Image
 
 from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
 from helpers import expect_error, read_with_tensorflow
-from imagenet_build.encode import resize
+from imagenet_build.encode import resample, resize
 from imagenet_build.encode.example import decode_example
 from imagenet_build.encode.jpeg_header import exif_orientation, jpeg_facts
 from imagenet_build.encode.resize import Target
@@ -82,6 +82,9 @@ def test_decode_scale_depends_on_the_image_and_its_own_target_only():
     assert resize.decode_scale((1024, 768), (321, 241)) == 8
     assert resize.decode_scale((1024, 768), (160, 120)) == 2
     assert resize.decode_scale((1024, 768), (80, 60)) == 1
+    # under 8 pixels a side, in full: TurboJPEG would decode a 3x3 image asked at 4/8 (2x2) at 3/8 (also 2x2)
+    assert resize.decode_scale((3, 3), (1, 1)) == resize.decode_scale((4, 4), (1, 1)) == 8
+    assert resize.decode_scale((8, 8), (1, 1)) == 2
 
 
 def noisy_jpeg(size=(640, 480)):
@@ -120,16 +123,16 @@ def psnr(a, b):
 
 
 def test_the_fast_lanczos_is_pillows_filter_and_the_same_bytes_with_every_simd_level():
-    assert resize.resampler().startswith("cykooz.resizer ")  # a base dependency on this platform
-    CpuExtensions = resize._fast_resize_module().CpuExtensions
+    assert resample.resampler().startswith("cykooz.resizer ")  # a base dependency on this platform
+    CpuExtensions = resample._fast_resize_module().CpuExtensions
     with Image.open(io.BytesIO(noisy_jpeg())) as opened:
         image = opened.convert("RGB")
     box = (0.0, 0.0, 639.5, 479.25)  # a scaled decode's exact extent: fractions
     pillow = image.resize((213, 160), Image.Resampling.LANCZOS, box=box)
-    fast = resize.lanczos(image, (213, 160), box)
+    fast = resample.lanczos(resample.Pixels(image, None), (213, 160), box).image
     assert fast.size == (213, 160) and psnr(fast, pillow) > 45  # rounding apart, the same filter
     assert psnr(fast, image.resize((213, 160), Image.Resampling.BILINEAR, box=box)) < psnr(fast, pillow) - 5
-    resizer = resize._fast_resizer()
+    resizer = resample._fast_resizer()
     levels = {CpuExtensions.none, resizer.cpu_extensions}
     if resizer.cpu_extensions == CpuExtensions.avx2:
         levels.add(CpuExtensions.sse4_1)
@@ -137,7 +140,7 @@ def test_the_fast_lanczos_is_pillows_filter_and_the_same_bytes_with_every_simd_l
     try:
         for level in levels:
             resizer.cpu_extensions = level
-            outputs.add(resize.lanczos(image, (213, 160), box).tobytes())
+            outputs.add(resample.lanczos(resample.Pixels(image, None), (213, 160), box).image.tobytes())
     finally:
         resizer.cpu_extensions = max(levels, key=lambda level: level.value)
     assert len(levels) >= 2 and outputs == {fast.tobytes()}
@@ -148,8 +151,8 @@ def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch)
     targets = resize.parse_targets("shorter:100,400")
     fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
     fast_codec = resize.codec()
-    monkeypatch.setattr(resize, "_fast_resizer", lambda: None)
-    assert resize.resampler() == "Pillow Lanczos" and resize.codec() != fast_codec  # resume redoes the shards
+    monkeypatch.setattr(resample, "_fast_resizer", lambda: None)
+    assert resample.resampler() == "Pillow Lanczos" and resize.codec() != fast_codec  # resume redoes the shards
     plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
     assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
     for a, b in zip(plain, fast):
@@ -158,13 +161,15 @@ def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch)
             assert psnr(one.convert("RGB"), other.convert("RGB")) > 40
 
 
-def test_a_build_without_the_fast_resizer_uses_pillows_and_a_rerun_with_it_redoes_the_shards(sample_dir, resized,
-                                                                                             tmp_path):
-    """Where cykooz.resizer has no wheel, convert resizes with Pillow's Lanczos, a whole sound build; the
-    shards' fingerprint names the resampler, so a rerun where it is installed redoes them all."""
+@pytest.mark.parametrize("missing", [("cykooz_resizer", "cykooz"), ("simplejpeg",)])
+def test_a_build_without_a_fast_package_uses_pillow_and_a_rerun_with_it_redoes_the_shards(sample_dir, resized,
+                                                                                          tmp_path, missing):
+    """Where cykooz.resizer or simplejpeg has no wheel, convert decodes and encodes with Pillow (and resizes
+    with Pillow's Lanczos without cykooz.resizer), a whole sound build; the shards' fingerprint names the
+    codec and the resampler, so a rerun where they are installed redoes them all."""
     out = tmp_path / "out"
     args = sample_args(sample_dir, out, "--resize", "shorter:48")
-    code = ("import sys; sys.modules['cykooz_resizer'] = sys.modules['cykooz'] = None\n"
+    code = (f"import sys; sys.modules.update(dict.fromkeys({missing!r}))\n"
             "from imagenet_build.cli import main; sys.argv = ['imagenet-build'] + sys.argv[1:]; main()")
     result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
