@@ -44,7 +44,7 @@ cat >> "$WORK/pyproject.toml" <<EOF
 [tool.mutmut]
 source_paths = ["$MODULE"]
 pytest_add_cli_args_test_selection = $(quoted "$@")
-also_copy = ["imagenet_build", "tests", "benchmarks"]
+also_copy = ["imagenet_build", "tests", "benchmarks", "docs", "README.md"]  # tests read docs too
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]
 process_isolation = "forkserver"
 EOF

@@ -215,10 +215,29 @@ def test_random_crop_draws_boxes_as_wide_or_high_as_the_image_and_one_pixel_side
     assert (1, 1) in {tiny.crop_box(2, 2)[2:] for _ in range(100)}
 
 
-def test_a_missing_torchvision_is_one_line(monkeypatch):
-    monkeypatch.setitem(sys.modules, "torchvision.transforms.v2.functional", None)
-    text = message(lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8)))
-    assert "augmenting images in imagenet_build.torch" in text, text
+SEED_0_CROPS = [(9, 41, 325, 383), (8, 32, 357, 316), (55, 97, 260, 279), (42, 186, 312, 263),
+                (18, 142, 206, 228), (92, 187, 219, 226)]
+
+
+def test_seeded_crops_stay_the_same_from_release_to_release():
+    """A seeded run crops as it did: the default transform (seed 0, 100 attempts) gives these boxes of a 375x500
+    image, then the fallback of a 1x1000 image after its 100 attempts, then this box. Any change to the draws
+    (their number, precision or order, the attempts, the defaults) changes every seeded run's augmentation."""
+    for transform in (BatchTransform("cpu"), BatchTransform("cpu", seed=0, attempts=100)):
+        assert [transform.crop_box(375, 500) for _ in SEED_0_CROPS] == SEED_0_CROPS
+        assert transform.crop_box(1, 1000) == (0, 0, 1, 1000)
+        assert transform.crop_box(375, 500) == (100, 284, 139, 150)
+
+
+@pytest.mark.parametrize("module, what, call", [
+    ("torchvision.transforms.v2.functional", "augmenting images in imagenet_build.torch",
+     lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8))),
+    ("torchvision.io", "decoding images in imagenet_build.torch", lambda: decode_images([b"\xff\xd8"])),
+])
+def test_a_missing_torchvision_is_one_line(monkeypatch, module, what, call):
+    monkeypatch.setitem(sys.modules, module, None)
+    text = message(call)
+    assert text.startswith(f"{what} needs torchvision, which is not installed") and "\n" not in text, text
 
 
 @pytest.mark.parametrize("height, width", [(1, 1), (2, 2), (3, 1), (2, 5)])
