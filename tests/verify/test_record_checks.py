@@ -80,9 +80,16 @@ def test_a_format_that_is_not_text_is_shown_as_far_as_it_reads():
                      "image/encoded is not a \ufffdIF image"]
 
 
-def test_box_lists_of_different_lengths_are_named():
-    rec = record(boxes=[(0.1, 0.2, 0.3, 0.4)], edits={"image/object/bbox/label": []})
-    assert problems(Example, rec) == ["bbox lists of different lengths"]
+@pytest.mark.parametrize("boxes, edits, expected", [
+    ([(0.1, 0.2, 0.3, 0.4)], {"image/object/bbox/label": []}, "bbox lists of different lengths"),
+    ([(0.1, 0.2, 0.3, 0.4)], {"image/object/bbox/label": [4]}, "bbox/label differs from the class label"),
+    ([(0.3, 0.2, 0.1, 0.4)], {}, "bbox with xmin > xmax or ymin > ymax"),
+    ([(0.1, 0.4, 0.3, 0.2)], {}, "bbox with xmin > xmax or ymin > ymax"),
+    ([(0.1, 0.2, 0.3, 0.4), (0.5, 0.5, 0.5, 0.5)], {}, None),  # a box of no width or height is in order
+])
+def test_each_box_fault_is_named(boxes, edits, expected):
+    """(xmin, ymin, xmax, ymax) boxes of the record's own label (3) unless edited."""
+    assert problems(Example, record(boxes=boxes, edits=edits)) == ([expected] if expected else [])
 
 
 def test_deep_decode_names_the_decoded_and_the_recorded_size():
