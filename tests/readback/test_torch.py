@@ -8,6 +8,7 @@ trainer check passing on the sample and failing on planted faults.
 import gc
 import io
 import os
+import random
 import re
 import subprocess
 import sys
@@ -39,6 +40,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 pytest.importorskip("torchvision")
 
+from imagenet_build.readback.torch_dataset import _shuffled  # noqa: E402
 from imagenet_build.torch import (  # noqa: E402
     AREA,
     ASPECT,
@@ -442,6 +444,36 @@ def test_what_is_not_a_build_is_named_in_one_line(converted, tmp_path):
     assert message(lambda: RecordDataset(tmp_path)).startswith(f"{tmp_path / 'manifest.json'}: not valid JSON (")
     assert message(lambda: IterableRecordDataset(converted, "test")) == (
         f"{converted}: holds no test shards (test-NNNNN-of-NNNNN)")
+
+
+def test_the_streams_seeded_order_stays_the_same_from_release_to_release(converted):
+    """The iterable reader's shards and shuffle buffer for a (seed, epoch, rank, worker) are drawn as they were:
+    a change of the seeding changes every seeded run's order. The sample's train split: 4 shards of 12."""
+    rank_1 = IterableRecordDataset(converted, "train", decode=False, world_size=2, rank=1, shuffle_buffer=4)
+    assert rank_1.runs(epoch=1) == [(2, 24, 36), (1, 12, 24)]
+    assert rank_1.runs(worker=1, workers=2, epoch=3) == [(1, 12, 24)]
+    seed_7 = IterableRecordDataset(converted, "train", decode=False, seed=7)
+    assert seed_7.runs(epoch=0) == [(3, 36, 48), (0, 0, 12), (2, 24, 36), (1, 12, 24)]
+    rank_1.set_epoch(1)
+    assert [s["filename"] for s in rank_1][:6] == ["n01484850_8.JPEG", "n01443537_10.JPEG", "n01484850_3.JPEG",
+                                                   "n01491361_10.JPEG", "n01484850_4.JPEG", "n01443537_4.JPEG"]
+    assert IterableRecordDataset(converted, "train").shuffle_buffer == 1000  # docs/readers.md's default
+
+
+def test_the_shuffle_buffer_holds_its_size_and_gives_every_sample_once():
+    """A buffer of 3 holds 3 samples before it gives one; what is left at the end comes out shuffled too."""
+    consumed = []
+
+    def samples():
+        for k in range(10):
+            consumed.append(k)
+            yield k
+
+    out = _shuffled(samples(), 3, random.Random(0))
+    first = next(out)
+    assert len(consumed) == 4  # 3 held, and the 4th takes the place of the one given
+    assert [first, *out] == [1, 3, 0, 4, 2, 6, 8, 5, 7, 9]
+    assert list(_shuffled(iter(range(5)), 10, random.Random(0))) == [2, 1, 0, 4, 3]  # never full
 
 
 @pytest.mark.parametrize("seed, epoch", [(0, 0), (0, 3), (7, 1)])
