@@ -109,8 +109,9 @@ def test_an_index_the_manifest_has_no_sum_for_differs():
 
 def test_shards_and_entries_that_do_not_meet():
     stray = "train-00001-of-00002"
-    f = folder({TRAIN: figures(TRAIN), stray: figures(stray)}, manifest())
+    f = folder({stray: figures(stray), TRAIN: figures(TRAIN, records=3)}, manifest())  # the stray met first
     assert findings(ManifestCheck, f) == [(stray, None, None, "shard not listed in manifest.json"),
+                                          (TRAIN, None, None, "3 records, manifest says 2"),
                                           (VAL, None, None, "listed in manifest.json but missing")]
 
 
