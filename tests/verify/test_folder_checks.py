@@ -124,6 +124,8 @@ def test_shards_and_entries_that_do_not_meet():
     (lambda m: m["totals"].update(shards=5), []),  # totals count no shards
     (lambda m: m["splits"]["train"].pop("bytes"), []),  # a figure not there is not compared
     (lambda m: m["splits"].pop("validation"), ["splits.validation: missing, yet shards of it are listed"]),
+    (lambda m: (m["splits"].pop("train"), m["totals"].update(bytes=1)),
+     ["splits.train: missing, yet shards of it are listed", "totals.bytes is 1, its shard entries add up to 200"]),
     (lambda m: m.pop("totals"), []),  # an empty totals is no wrong sum
     (lambda m: m["splits"].update(test={"shards": 0, "records": 0, "bytes": 0}), []),
 ])
