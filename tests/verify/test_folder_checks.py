@@ -226,6 +226,8 @@ def test_label_counts_that_differ_from_the_manifest_name_the_labels():
     f = label_folder(seen, synsets=[f"n{k}" for k in range(1, 14)], num_classes=13, counts=counts)
     assert findings(Labels, f) == [("train", None, None, "label counts differ from the manifest for labels "
                                                          "1, 5, 13")]
+    f.split_counts = {"validation": Counter({1: 1}), **f.split_counts}  # a split the manifest counts no labels of
+    assert messages(Labels, f) == ["label counts differ from the manifest for labels 1, 5, 13"]
     counts = {str(label): 2 for label in range(1, 14)}
     f = label_folder(seen, synsets=[f"n{k}" for k in range(1, 14)], num_classes=13, counts=counts)
     assert messages(Labels, f) == ["label counts differ from the manifest for labels 1, 2, 3, 4, 5, 6, 7, 8, 9, 10"]
@@ -250,6 +252,13 @@ def test_imagenet_totals_and_classes():
         ("validation", None, None, "50001 records, ILSVRC2012 has 50,000"),
         ("classes", None, None, "999 classes, ILSVRC2012 has 1,000")]
     assert Imagenet.runs(IMAGENET) and not Imagenet.runs(FULL)
+
+
+def test_imagenet_counts_the_classes_the_records_hold_and_the_totals_of_the_builds_subset():
+    f = imagenet_folder(12811, 50000, 999)
+    f.manifest["num_classes"] = 1000  # the manifest's count is not the records'
+    f.manifest["options"] = {"subset": "imagenet-1pct"}
+    assert messages(Imagenet, f) == ["999 classes, ILSVRC2012 --subset imagenet-1pct has 1,000"]
 
 
 def test_imagenet_with_quick_counts_the_manifests_classes_or_says_it_cannot():
