@@ -207,6 +207,11 @@ def test_a_label_and_synset_that_disagree_name_the_rarest_pair_and_the_labels_fi
         (*place(3), "synset n1 under several labels: [1, 2]")]
 
 
+def test_label_1_is_looked_up_in_the_labels_file_and_label_0_is_not():
+    seen = {(1, "n7"): (1, place(2)), (0, "n2"): (1, place(3))}
+    assert findings(Labels, label_folder(seen)) == [(*place(2), "label 1 carries n7, the labels file says n1")]
+
+
 def test_of_two_pairs_as_common_the_one_met_later_is_named():
     seen = {(1, "n1"): (2, place(1)), (1, "n2"): (2, place(6))}
     assert findings(Labels, label_folder(seen))[0] == (*place(6), "label 1 carries several synsets: ['n1', 'n2']")
