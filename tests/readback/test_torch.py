@@ -274,6 +274,19 @@ def test_training_mirrors_about_half_the_images():
     assert 20 <= sum(mirrored) <= 44, sum(mirrored)
 
 
+def test_the_defaults_are_the_cpu_training_224_and_evaluation_from_256():
+    """BatchTransform() augments on the CPU for training; with training=False it resizes the shorter side to
+    256 and keeps the centre 224 x 224 (docs/readers.md)."""
+    encoded, image = jpeg(300, 400)
+    default = BatchTransform()
+    assert default.device == torch.device("cpu") and default.training and default.crop_resize(image).shape == (
+        3, 224, 224)
+    evaluation = BatchTransform(training=False)
+    assert torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=256)([encoded]))
+    assert not torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=257)(
+        [encoded]))
+
+
 @pytest.mark.parametrize("height, width, resize, size, top, left, h, w", [
     (300, 400, 150, 100, 25, 50, 150, 200),  # shorter side to 150, then the centre 100 x 100
     (400, 300, 150, 100, 50, 25, 200, 150),
