@@ -4,6 +4,7 @@ crop is held to its pixels and slim's random crop to its area, aspect and mirror
 arguments to their messages."""
 
 import io
+import sys
 
 import pytest
 from PIL import Image
@@ -120,3 +121,12 @@ def test_workers_are_checked(ramp_shard, workers, index, message):
         make_dataset([ramp_shard], training=False, batch_size=1, num_workers=workers, worker_index=index)
     assert str(caught.value) == message
     assert make_dataset([ramp_shard], training=False, batch_size=1, num_workers=1, worker_index=0) is not None
+
+
+def test_a_missing_tensorflow_is_one_line(ramp_shard, monkeypatch):
+    from imagenet_build.infra.errors import BuildError
+
+    monkeypatch.setitem(sys.modules, "tensorflow", None)
+    with pytest.raises(BuildError) as caught:
+        make_dataset([ramp_shard], training=False, batch_size=1)
+    assert str(caught.value).startswith("imagenet_build.tfdata needs TensorFlow, which is not installed"), caught.value
