@@ -82,8 +82,10 @@ def test_training_repeats_and_drops_the_remainder_by_default_and_evaluation_does
     assert [int(labels.shape[0]) for _, labels in evaluation] == [64, 64, 64, 8]
     told = make_dataset([ramp_shard], training=True, repeat=False, drop_remainder=False, batch_size=64, image_size=8)
     assert [int(labels.shape[0]) for _, labels in told.take(8)] == [64, 64, 64, 8]  # given overrides training's
-    told = make_dataset([ramp_shard], training=False, repeat=True, drop_remainder=True, batch_size=64, image_size=8)
+    told = make_dataset([ramp_shard], training=False, repeat=True, drop_remainder=False, batch_size=64, image_size=8)
     assert [int(labels.shape[0]) for _, labels in told.take(5)] == [64] * 5
+    told = make_dataset([ramp_shard], training=False, repeat=False, drop_remainder=True, batch_size=64, image_size=8)
+    assert [int(labels.shape[0]) for _, labels in told] == [64, 64, 64]
     unaugmented = make_dataset([ramp_shard], training=True, augment=False, batch_size=2, image_size=224)
     image = next(iter(unaugmented))[0].numpy()[0]  # the evaluation crop, normalised by the readers' defaults
     mean, std = (123.68, 116.28, 103.53), (58.395, 57.120, 57.385)
