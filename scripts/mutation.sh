@@ -6,13 +6,26 @@
 # the counts and the score. Runs in a temporary copy of the working tree: nothing here is touched.
 # Not part of scripts/test.sh (minutes per module); needs the mutation extra:
 #   .venv/bin/python -m pip install -c constraints.txt '.[mutation]'
-# Usage: scripts/mutation.sh MODULE TEST [TEST ...]
-#   e.g. scripts/mutation.sh imagenet_build/format/tfrecord.py tests/format/test_format.py
+# Usage: scripts/mutation.sh [-j N] [-k GLOB] MODULE TEST [TEST ...]
+#   -j N: run N mutants at a time (default: one per core); -j 1 on a machine others share
+#   -k GLOB: only the mutants whose names match (mutmut's names, e.g. '*crop_box*'), the counts theirs alone
+#   e.g. scripts/mutation.sh -j 1 imagenet_build/format/tfrecord.py tests/format/test_format.py
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
+CHILDREN=()
+ONLY=""
+while [ "$#" -gt 0 ]; do
+  case "$1" in
+    -j) [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "error: -j: needs a whole number, 1 or more" >&2; exit 2; }
+        CHILDREN=(--max-children "$2"); shift 2 ;;
+    -k) [ -n "${2:-}" ] || { echo "error: -k: needs a pattern of mutant names" >&2; exit 2; }
+        ONLY=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 if [ "$#" -lt 2 ]; then
-  echo "usage: scripts/mutation.sh MODULE TEST [TEST ...]" >&2
+  echo "usage: scripts/mutation.sh [-j N] [-k GLOB] MODULE TEST [TEST ...]" >&2
   exit 2
 fi
 MODULE=$1
@@ -37,13 +50,18 @@ cat >> "$WORK/pyproject.toml" <<EOF
 [tool.mutmut]
 source_paths = ["$MODULE"]
 pytest_add_cli_args_test_selection = $(quoted "$@")
-also_copy = ["imagenet_build", "tests", "benchmarks"]
+also_copy = ["imagenet_build", "tests", "benchmarks", "docs", "README.md"]  # tests read docs too
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]
 process_isolation = "forkserver"
 EOF
 cd "$WORK"
-"$PY" -W ignore -m mutmut run > "$WORK/run.log" 2>&1 || { tail -n 30 "$WORK/run.log"; exit 1; }
-"$PY" -W ignore -m mutmut results --all true 2>/dev/null > "$WORK/results.txt"
+"$PY" -W ignore -m mutmut run ${CHILDREN[@]+"${CHILDREN[@]}"} ${ONLY:+"$ONLY"} > "$WORK/run.log" 2>&1 || {
+  tail -n 30 "$WORK/run.log"; exit 1; }
+"$PY" -W ignore -m mutmut results --all true 2>/dev/null | ONLY=$ONLY "$PY" -c '
+import fnmatch, os, sys
+only = os.environ["ONLY"]
+sys.stdout.writelines(line for line in sys.stdin if not only or fnmatch.fnmatch(line.strip().split(": ")[0], only))
+' > "$WORK/results.txt"
 { grep ": survived" "$WORK/results.txt" || true; } | sed 's/: survived//' | while read -r name; do
   "$PY" -W ignore -m mutmut show "$name" 2>/dev/null
   echo

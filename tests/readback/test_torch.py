@@ -8,6 +8,7 @@ trainer check passing on the sample and failing on planted faults.
 import gc
 import io
 import os
+import random
 import re
 import subprocess
 import sys
@@ -39,6 +40,7 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 pytest.importorskip("torchvision")
 
+from imagenet_build.readback.torch_dataset import _shuffled  # noqa: E402
 from imagenet_build.torch import (  # noqa: E402
     AREA,
     ASPECT,
@@ -215,10 +217,29 @@ def test_random_crop_draws_boxes_as_wide_or_high_as_the_image_and_one_pixel_side
     assert (1, 1) in {tiny.crop_box(2, 2)[2:] for _ in range(100)}
 
 
-def test_a_missing_torchvision_is_one_line(monkeypatch):
-    monkeypatch.setitem(sys.modules, "torchvision.transforms.v2.functional", None)
-    text = message(lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8)))
-    assert "augmenting images in imagenet_build.torch" in text, text
+SEED_0_CROPS = [(9, 41, 325, 383), (8, 32, 357, 316), (55, 97, 260, 279), (42, 186, 312, 263),
+                (18, 142, 206, 228), (92, 187, 219, 226)]
+
+
+def test_seeded_crops_stay_the_same_from_release_to_release():
+    """A seeded run crops as it did: the default transform (seed 0, 100 attempts) gives these boxes of a 375x500
+    image, then the fallback of a 1x1000 image after its 100 attempts, then this box. Any change to the draws
+    (their number, precision or order, the attempts, the defaults) changes every seeded run's augmentation."""
+    for transform in (BatchTransform("cpu"), BatchTransform("cpu", seed=0, attempts=100)):
+        assert [transform.crop_box(375, 500) for _ in SEED_0_CROPS] == SEED_0_CROPS
+        assert transform.crop_box(1, 1000) == (0, 0, 1, 1000)
+        assert transform.crop_box(375, 500) == (100, 284, 139, 150)
+
+
+@pytest.mark.parametrize("module, what, call", [
+    ("torchvision.transforms.v2.functional", "augmenting images in imagenet_build.torch",
+     lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8))),
+    ("torchvision.io", "decoding images in imagenet_build.torch", lambda: decode_images([b"\xff\xd8"])),
+])
+def test_a_missing_torchvision_is_one_line(monkeypatch, module, what, call):
+    monkeypatch.setitem(sys.modules, module, None)
+    text = message(call)
+    assert text.startswith(f"{what} needs torchvision, which is not installed") and "\n" not in text, text
 
 
 @pytest.mark.parametrize("height, width", [(1, 1), (2, 2), (3, 1), (2, 5)])
@@ -251,6 +272,19 @@ def test_training_mirrors_about_half_the_images():
     mirrored = [torch.equal(o, resized.flip(-1)) for o in out]
     assert all(m or torch.equal(o, resized) for o, m in zip(out, mirrored))
     assert 20 <= sum(mirrored) <= 44, sum(mirrored)
+
+
+def test_the_defaults_are_the_cpu_training_224_and_evaluation_from_256():
+    """BatchTransform() augments on the CPU for training; with training=False it resizes the shorter side to
+    256 and keeps the centre 224 x 224 (docs/readers.md)."""
+    encoded, image = jpeg(300, 400)
+    default = BatchTransform()
+    assert default.device == torch.device("cpu") and default.training and default.crop_resize(image).shape == (
+        3, 224, 224)
+    evaluation = BatchTransform(training=False)
+    assert torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=256)([encoded]))
+    assert not torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=257)(
+        [encoded]))
 
 
 @pytest.mark.parametrize("height, width, resize, size, top, left, h, w", [
@@ -423,6 +457,36 @@ def test_what_is_not_a_build_is_named_in_one_line(converted, tmp_path):
     assert message(lambda: RecordDataset(tmp_path)).startswith(f"{tmp_path / 'manifest.json'}: not valid JSON (")
     assert message(lambda: IterableRecordDataset(converted, "test")) == (
         f"{converted}: holds no test shards (test-NNNNN-of-NNNNN)")
+
+
+def test_the_streams_seeded_order_stays_the_same_from_release_to_release(converted):
+    """The iterable reader's shards and shuffle buffer for a (seed, epoch, rank, worker) are drawn as they were:
+    a change of the seeding changes every seeded run's order. The sample's train split: 4 shards of 12."""
+    rank_1 = IterableRecordDataset(converted, "train", decode=False, world_size=2, rank=1, shuffle_buffer=4)
+    assert rank_1.runs(epoch=1) == [(2, 24, 36), (1, 12, 24)]
+    assert rank_1.runs(worker=1, workers=2, epoch=3) == [(1, 12, 24)]
+    seed_7 = IterableRecordDataset(converted, "train", decode=False, seed=7)
+    assert seed_7.runs(epoch=0) == [(3, 36, 48), (0, 0, 12), (2, 24, 36), (1, 12, 24)]
+    rank_1.set_epoch(1)
+    assert [s["filename"] for s in rank_1][:6] == ["n01484850_8.JPEG", "n01443537_10.JPEG", "n01484850_3.JPEG",
+                                                   "n01491361_10.JPEG", "n01484850_4.JPEG", "n01443537_4.JPEG"]
+    assert IterableRecordDataset(converted, "train").shuffle_buffer == 1000  # docs/readers.md's default
+
+
+def test_the_shuffle_buffer_holds_its_size_and_gives_every_sample_once():
+    """A buffer of 3 holds 3 samples before it gives one; what is left at the end comes out shuffled too."""
+    consumed = []
+
+    def samples():
+        for k in range(10):
+            consumed.append(k)
+            yield k
+
+    out = _shuffled(samples(), 3, random.Random(0))
+    first = next(out)
+    assert len(consumed) == 4  # 3 held, and the 4th takes the place of the one given
+    assert [first, *out] == [1, 3, 0, 4, 2, 6, 8, 5, 7, 9]
+    assert list(_shuffled(iter(range(5)), 10, random.Random(0))) == [2, 1, 0, 4, 3]  # never full
 
 
 @pytest.mark.parametrize("seed, epoch", [(0, 0), (0, 3), (7, 1)])

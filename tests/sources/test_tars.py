@@ -268,6 +268,20 @@ def test_the_fast_listing_reads_any_plain_tar_as_tarfile_does_its_small_members_
     assert [m[:4] for m in listed] == [("small", 512, 1, True), ("big", 1536, 1 << 30, True)]
 
 
+def test_a_stream_that_ends_before_its_tar_does_is_a_broken_tar():
+    """A file object whose reads stop with EOFError (gzip's, where the compressed data is cut) halfway through
+    the tar: one error naming the archive and the reader's own words, not a traceback."""
+    import gzip
+
+    from imagenet_build.sources.tars import list_members
+
+    data = tar_of([("a.bin", os.urandom(3000)), ("b.bin", os.urandom(3000))])
+    compressed = gzip.compress(data)
+    cut = gzip.GzipFile(fileobj=io.BytesIO(compressed[: len(compressed) // 2]))
+    assert listing_error(list_members, cut, len(data), "t.tar.gz") == (
+        "t.tar.gz: broken tar archive (Compressed file ended before the end-of-stream marker was reached)")
+
+
 def test_a_tar_cut_short_of_its_end_is_said_to_be_truncated_after_its_last_member(tmp_path):
     """A tar read within `size` bytes (an inner tar: bytes follow it in the file) or cut: a member's data reaching
     past it, its end-of-archive marker (two zero blocks) not all inside it, no header at all; each one error naming
