@@ -16,8 +16,9 @@ made by a full decode and Lanczos in float, for: our fast path (DCT-scaled decod
 plain path (full decode, same Lanczos, same quality) and img2dataset's.
 Needs (in the environment that runs it): img2dataset and scikit-image; the Lanczos is the one convert
 uses there (cykooz.resizer where installed, else Pillow's: the output says which).
+With --filter catmull-rom, convert runs with --resize-filter catmull-rom, and "fast" and "plain" use it.
 Usage: python benchmarks/bench_resize.py [--images 10000] [--repeats 3] [--corpus imagenet|mixed] [--work DIR]
-                                        [--quality-images N]
+                                        [--quality-images N] [--filter lanczos3|catmull-rom]
 """
 
 import argparse
@@ -92,7 +93,7 @@ def make_photos(root, images, classes, corpus):
     (root / "labels.txt").write_text("".join(s + "\n" for s in synsets))
 
 
-def quality(files, size, limit):
+def quality(files, size, limit, kernel):
     """{method: (mean PSNR dB, mean SSIM)} over the images a shorter:size build resizes."""
     import numpy as np
     from img2dataset.resizer import ResizeMode, Resizer
@@ -102,7 +103,7 @@ def quality(files, size, limit):
     from imagenet_build.encode import resample, resize
 
     target = resize.Target("shorter", size)
-    options = resize.ResizeOptions((target,), QUALITY)
+    options = resize.ResizeOptions((target,), QUALITY, filter=kernel)
     i2d = Resizer(size, ResizeMode.keep_ratio, True, encode_quality=QUALITY)
     found = {"fast": [], "plain": [], "img2dataset": []}
     for path in files[:limit]:
@@ -115,7 +116,7 @@ def quality(files, size, limit):
         reference = np.stack([np.asarray(c.convert("F").resize(out, Image.LANCZOS)) for c in full.split()], -1)
         # the same decoder, Lanczos and encoder as the fast path, from a full decode
         decoded = resample.decode_turbo(data, path, full.size, 8) if resample.fast() else resample.Pixels(full, None)
-        plain = resample.encode(resample.lanczos(decoded, out, (0, 0, *full.size)), QUALITY, path)
+        plain = resample.encode(resample.resize(decoded, out, (0, 0, *full.size), kernel), QUALITY, path)
         (fast,) = resize.prepare_resized(data, path, options)
         outputs = {"fast": fast.data, "plain": plain, "img2dataset": i2d(io.BytesIO(data))[0]}
         for method, encoded in outputs.items():
@@ -139,6 +140,8 @@ def main():
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--quality-images", type=int, default=None, help="images in the PSNR/SSIM figure [all]")
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="imagenet", help="which JPEGs [imagenet]")
+    parser.add_argument("--filter", choices=("lanczos3", "catmull-rom"), default="lanczos3",
+                        help="convert's --resize-filter [lanczos3]")
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs there are reused")
     args = parser.parse_args()
     from imagenet_build.encode import resize
@@ -154,7 +157,7 @@ def main():
     total = sum(os.path.getsize(f) for f in files)
     ib = [sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(inputs / "train"), "--labels-file",
           str(inputs / "labels.txt"), "--train-shards", str(args.shards), "--layout-threads", "8", "--workers", "1",
-          "--quality", str(QUALITY)]
+          "--quality", str(QUALITY), "--resize-filter", args.filter]
     commands = {}
     for size in (160, 224, 288):
         commands[f"ours-{size}"] = (ib + ["--output-dir", str(work / f"out-{size}"), "--resize", f"shorter:{size}"],
@@ -171,7 +174,7 @@ def main():
            for name, rs in runs.items()}
     n = len(files)
     print(f"{n} images, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median), JPEG quality "
-          f"{QUALITY}, one worker process each; {resize.codec()}")
+          f"{QUALITY}, one worker process each; {resize.codec(args.filter)}")
     for name, (wall, cpu, rss) in med.items():
         print(f"  {name:9s} {wall:7.2f} s wall {n / wall:7.0f} images/s  {n / cpu:7.0f} images/CPU-s  "
               f"peak RSS {rss:5.0f} MB   runs: {', '.join(f'{r[0]:.2f}' for r in runs[name])}")
@@ -185,7 +188,7 @@ def main():
           f"{three_cpu / med['ours-3'][1]:.2f}x CPU; "
           f"vs img2dataset three runs: {i2d_three / med['ours-3'][1]:.2f}x CPU")
     for size in (160, 224, 288):
-        figures = quality(files, size, args.quality_images or n)
+        figures = quality(files, size, args.quality_images or n, args.filter)
         print(f"  quality shorter:{size} vs full decode + float Lanczos: " + "; ".join(
             f"{m} PSNR {p:.2f} dB SSIM {s:.4f} ({k} images)" for m, (p, s, k) in figures.items())
             + f"; fast - plain: {figures['fast'][0] - figures['plain'][0]:+.2f} dB")

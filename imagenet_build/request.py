@@ -26,6 +26,7 @@ Runner = Literal["local", "beam"]  # local: worker processes here; beam: one Apa
 ON_ERROR: Tuple[OnError, ...] = get_args(OnError)
 RUNNERS: Tuple[Runner, ...] = get_args(Runner)
 QUALITY = (1, 100)  # a JPEG quality, as Pillow takes it: --quality, write_arrays' quality
+RESIZE_FILTERS = ("lanczos3", "catmull-rom")  # --resize-filter: encode.resample.FILTERS' keys, the default first
 _PER_SPLIT = ("train_dir", "validation_dir", "train_tar", "validation_tar")
 
 
@@ -58,6 +59,7 @@ class ConvertOptions:
     beam_options: str = ""
     resize: Optional[str] = None  # shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
     quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
+    resize_filter: Optional[str] = None  # of resized images; None: RESIZE_FILTERS[0] (Lanczos3)
     resize_larger_only: bool = True  # False: --resize-all
     exif_transpose: bool = False
     real_labels: Optional[str] = None  # real.json: each validation record also carries its ReaL labels
@@ -194,6 +196,7 @@ def _resize_options(options: ConvertOptions) -> ResizeOptions | None:
 
     if options.resize is None:  # --resize "" is a mistake, not a full-size build
         given = [name for name, value in (("--quality", options.quality is not None),
+                                          ("--resize-filter", options.resize_filter is not None),
                                           ("--resize-all", not options.resize_larger_only),
                                           ("--exif-transpose", options.exif_transpose)) if value]
         if given:
@@ -202,7 +205,9 @@ def _resize_options(options: ConvertOptions) -> ResizeOptions | None:
     quality = DEFAULT_QUALITY if options.quality is None else options.quality
     if not is_quality(quality):
         raise UsageError(f"--quality must be {QUALITY[0]}..{QUALITY[1]}, not {quality}")
-    return ResizeOptions(parse_targets(options.resize), quality, options.resize_larger_only, options.exif_transpose)
+    kernel = _choice(options.resize_filter or RESIZE_FILTERS[0], RESIZE_FILTERS, "--resize-filter")
+    return ResizeOptions(parse_targets(options.resize), quality, options.resize_larger_only, options.exif_transpose,
+                         kernel)
 
 
 def _resolve_copy(options: ConvertOptions) -> Copy:

@@ -21,7 +21,7 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
-from imagenet_build.request import OnError
+from imagenet_build.request import RESIZE_FILTERS, OnError
 from imagenet_build.sources import input_identities
 
 
@@ -60,10 +60,13 @@ _OPTION_NAMES = {
     "subset": "--subset", "real_labels": "--real-labels",
     "resize": "--resize", "resize.target": "--resize", "resize.quality": "--quality",
     "resize.larger_only": "--resize-all", "resize.exif_transpose": "--exif-transpose",
+    "resize.filter": "--resize-filter",
 }
 
 
 def _shown(key: str, value: Any) -> str:
+    if key == "resize.filter" and value is None:  # not recorded: the default
+        value = RESIZE_FILTERS[0]
     if key == "resize.larger_only" and isinstance(value, bool):
         value = not value
     if isinstance(value, bool):
@@ -133,7 +136,7 @@ def still_matches(
     resize: ResizeOptions | None = None,
 ) -> str | None:
     """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
-    codec = codec_of(entry["reencoded"], entry.get("resized", 0))
+    codec = codec_of(entry["reencoded"], entry.get("resized", 0), resize)
     if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
         return None
     state = spec.input_state(input_identities(spec))

@@ -242,10 +242,11 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
         yield payloads
 
 
-def codec_of(reencoded: Iterable[dict], resized: int = 0) -> str:
-    """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images."""
+def codec_of(reencoded: Iterable[dict], resized: int = 0, resize: ResizeOptions | None = None) -> str:
+    """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images (with the
+    resampler and filter of `resize`)."""
     if resized:
-        return prepare_codec()
+        return prepare_codec(resize.filter) if resize is not None else prepare_codec()
     return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
 
 
@@ -280,7 +281,8 @@ def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError
         entry = shard_entry(spec.split, spec.name, figure, output.skipped, output.reencoded)
         if resize is not None:
             entry["resized"] = output.resized[0]
-        entry["fingerprint"] = spec.fingerprint(on_error, codec_of(output.reencoded, output.resized[0]), variant)
+        codec = codec_of(output.reencoded, output.resized[0], resize)
+        entry["fingerprint"] = spec.fingerprint(on_error, codec, variant)
         results.append(ShardResult(entry, input_state))
     return results
 

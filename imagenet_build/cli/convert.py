@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagenet_build.cli.group import cli, existing_dir, existing_file, print_json
-from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RUNNERS
+from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNERS
 
 if TYPE_CHECKING:
     from imagenet_build.build.summary import Summary
@@ -93,6 +93,8 @@ if TYPE_CHECKING:
               "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "
               "size. N is 1 to 13,377 (an N x N image within Pillow's decompression-bomb limit).")
 @click.option("--quality", type=click.IntRange(*QUALITY), help="JPEG quality of resized images. [default: 90]")
+@click.option("--resize-filter", type=click.Choice(RESIZE_FILTERS), help="The filter resized images are made with: "
+              "lanczos3 (sharper), or catmull-rom (cheaper, ~0.25 dB less PSNR). [default: lanczos3]")
 @click.option("--resize-larger-only/--resize-all", default=DEFAULTS.resize_larger_only,
               help="Store images already within the size untouched (default), or resize and re-encode every image.")
 @click.option("--exif-transpose", is_flag=True, help="Turn resized images upright by their EXIF orientation first "

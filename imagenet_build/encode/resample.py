@@ -1,15 +1,15 @@
-"""The pixel work of a resized image: decode (at a DCT scale), Lanczos, turn upright, encode as JPEG.
+"""The pixel work of a resized image: decode (at a DCT scale), resize, turn upright, encode as JPEG.
 
 Two ways through the same steps. Where simplejpeg (libjpeg-turbo's TurboJPEG API) and cykooz.resizer
 (fast_image_resize) are both installed, a JPEG stored as is (or re-encoded only for its header) is
 decoded by libjpeg-turbo straight into a 4-bytes-a-pixel buffer kept from image to image (no page
-faults of fresh blocks), without fancy upsampling, resized by fast_image_resize's Lanczos3 reading
-and writing such buffers without a copy, and encoded by libjpeg-turbo (4:2:0). Everything else
-(CMYK, PNG and the other inputs the full-size build re-encodes, which Pillow decodes; platforms
-without those wheels) goes through Pillow, with cykooz.resizer's Lanczos where installed. Either way
-an image's bytes are a function of its bytes, the output size and the versions named by
-`pipeline()`: the SIMD level (libjpeg-turbo's and fast_image_resize's) does not change them, nor
-does what a buffer held before.
+faults of fresh blocks), without fancy upsampling, resized by fast_image_resize (Lanczos3, or
+Catmull-Rom with --resize-filter catmull-rom) reading and writing such buffers without a copy, and
+encoded by libjpeg-turbo (4:2:0). Everything else (CMYK, PNG and the other inputs the full-size
+build re-encodes, which Pillow decodes; platforms without those wheels) goes through Pillow, with
+cykooz.resizer's filter where installed. Either way an image's bytes are a function of its bytes,
+the output size, the filter and the versions named by `pipeline()` and `resampler()`: the SIMD level
+(libjpeg-turbo's and fast_image_resize's) does not change them, nor does what a buffer held before.
 """
 
 from __future__ import annotations
@@ -26,10 +26,17 @@ from imagenet_build.infra.errors import InputError
 # process's memory stays at what ImageNet's common sizes need.
 KEEP_BUFFER_BYTES = 32 << 20
 _buffers = threading.local()  # per thread: {slot: bytearray}, slot = a decode scale, or "out"
+# --resize-filter -> (fast_image_resize's FilterType, Pillow's Image.Resampling, the names the codec records).
+# Pillow's BICUBIC is Catmull-Rom (a = -0.5), fast_image_resize's catmull_rom the same kernel with SIMD.
+FILTERS = {
+    "lanczos3": ("lanczos3", "LANCZOS", "Lanczos3", "Pillow Lanczos"),
+    "catmull-rom": ("catmull_rom", "BICUBIC", "CatmullRom", "Pillow bicubic (Catmull-Rom)"),
+}
+DEFAULT_FILTER = "lanczos3"
 
 
 class Pixels(NamedTuple):
-    """An RGB image between steps: `image` for Pillow and the Lanczos, `array` (rows of RGBX, the fast
+    """An RGB image between steps: `image` for Pillow and the resizer, `array` (rows of RGBX, the fast
     way only, else None) for libjpeg-turbo's encoder; `factor` = decoded size / stored size (M/8)."""
 
     image: Any
@@ -53,7 +60,7 @@ def _fast_resize_module() -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _fast_resizer() -> Any:
-    """fast_image_resize's resizer (package cykooz.resizer) where installed, else None (Pillow's Lanczos)."""
+    """fast_image_resize's resizer (package cykooz.resizer) where installed, else None (Pillow's filters)."""
     module = _fast_resize_module()
     return None if module is None else module.Resizer()
 
@@ -74,13 +81,14 @@ def fast() -> bool:
     return _turbo() is not None and _fast_resizer() is not None
 
 
-def resampler() -> str:
-    """Which Lanczos resizes images here, with its version: part of what resized bytes depend on."""
+def resampler(filter: str = DEFAULT_FILTER) -> str:
+    """Which resizer and filter resize images here, with its version: part of what resized bytes depend on."""
+    _, _, fast_name, pillow_name = FILTERS[filter]
     if _fast_resizer() is None:
-        return "Pillow Lanczos"
+        return pillow_name
     from importlib.metadata import version
 
-    return f"cykooz.resizer {version('cykooz.resizer')} Lanczos3"
+    return f"cykooz.resizer {version('cykooz.resizer')} {fast_name}"
 
 
 def pipeline() -> str:
@@ -150,24 +158,29 @@ def decode_pillow(data: bytes, path: str, kind: str | None, size: tuple[int, int
     return Pixels(image, None, scale / 8)
 
 
-def lanczos(pixels: Pixels, size: tuple[int, int], box: tuple[float, float, float, float]) -> Pixels:
-    """`pixels` resized to `size` from the region `box` (left, top, right, bottom; fractions allowed).
+def resize(pixels: Pixels, size: tuple[int, int], box: tuple[float, float, float, float],
+           filter: str = DEFAULT_FILTER) -> Pixels:
+    """`pixels` resized to `size` from the region `box` (left, top, right, bottom; fractions allowed) with
+    `filter` (a key of FILTERS).
 
-    fast_image_resize's Lanczos3 is Pillow's filter (support 3, the same normalised weights) with
-    SIMD: 500x375 -> 384x288 in 0.38 ms against Pillow's 2.52 ms on one core here (AVX2; SSE4.1
-    0.50 ms, none 1.10 ms, the same bytes with each); its output is within rounding of Pillow's
-    (PSNR > 45 dB against it; a few edge pixels of a fractional box differ more), and it runs on
-    one thread. Without it (no wheel: Linux on ARM), Pillow's. The fast way writes into this thread's
+    fast_image_resize's Lanczos3 is Pillow's LANCZOS (support 3, the same normalised weights), its
+    Catmull-Rom Pillow's BICUBIC (support 2), with SIMD: 500x375 -> 384x288 in 0.38 ms (Lanczos3)
+    against Pillow's 2.52 ms on one core here (AVX2; SSE4.1 0.50 ms, none 1.10 ms, the same bytes with
+    each); its output is within rounding of Pillow's (PSNR > 45 dB against it; a few edge pixels of a
+    fractional box differ more), and it runs on one thread. What each filter costs and gives is in
+    docs/resize.md. Without it (no wheel: Linux on ARM), Pillow's. The fast way writes into this thread's
     output buffer, which the next call reuses: encode the result first.
     """
     from PIL import Image
 
+    fast_filter, pillow_filter, _, _ = FILTERS[filter]
     resizer = _fast_resizer()
     if resizer is None:
-        return Pixels(pixels.image.resize(size, Image.Resampling.LANCZOS, box=box), None)
+        return Pixels(pixels.image.resize(size, getattr(Image.Resampling, pillow_filter), box=box), None)
     module = _fast_resize_module()
     left, top, right, bottom = box
-    options = module.ResizeOptions(resize_alg=module.ResizeAlg.convolution(module.FilterType.lanczos3),
+    kernel = getattr(module.FilterType, fast_filter)
+    options = module.ResizeOptions(resize_alg=module.ResizeAlg.convolution(kernel),
                                    crop_box=module.CropBox(left, top, right - left, bottom - top))
     if pixels.array is None:
         out = Image.new("RGB", size, None)  # not filled: the resize writes every pixel

@@ -2,12 +2,13 @@
 
 An image already within a target's size is stored as the full-size build stores it
 (untouched, or the RGB re-encode of a CMYK/PNG input), unless --resize-all. Any other
-image is decoded, resized with Lanczos and encoded as a baseline RGB JPEG at --quality,
-without EXIF or ICC data, so that every decoder sees the same pixels.
+image is decoded, resized with Lanczos3 (Catmull-Rom with --resize-filter catmull-rom) and
+encoded as a baseline RGB JPEG at --quality, without EXIF or ICC data, so that every decoder
+sees the same pixels.
 
 Fast: libjpeg-turbo decodes a JPEG at 1/2, 1/4 or 1/8 scale straight from its DCT
 coefficients (its SIMD reduced IDCTs), used where the image stays at least DCT_GAP times the
-target on both sides; Lanczos then resizes that smaller image, with the source box set to the
+target on both sides; the filter then resizes that smaller image, with the source box set to the
 exact scaled extent (the decoder rounds the scaled size up, and resizing the rounded image would
 shift the grid by up to half a pixel: 2 to 5 dB of PSNR). How the pixels are decoded, resized
 and encoded (libjpeg-turbo through simplejpeg and fast_image_resize on reused buffers, or
@@ -34,7 +35,7 @@ from imagenet_build.encode.jpeg_header import exif_orientation, is_jpeg
 from imagenet_build.infra.errors import InputError, UsageError
 
 # Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
-# Measured over 300 photo-like images x {160, 224, 288} (Lanczos, quality 90): mean PSNR against a full
+# Measured over 300 photo-like images x {160, 224, 288} (Lanczos3, quality 90): mean PSNR against a full
 # decode + float Lanczos, minus that of a full decode + the same Lanczos, by the ratio (decoded shorter side
 # / target): at 4/8, -1.0, -0.67, -0.33, -0.19, -0.17 dB in steps of 0.1 from 1.0 to 1.6 (worst image -1.7 dB
 # at 1.25-1.3), -0.06 at [1.6, 2); 2/8 and 1/8 alike. The other scales libjpeg-turbo offers (3/8, 5/8-7/8)
@@ -135,21 +136,26 @@ class ResizeOptions:
     quality: int = DEFAULT_QUALITY
     larger_only: bool = True
     exif_transpose: bool = False
+    filter: str = resample.DEFAULT_FILTER  # a key of resample.FILTERS: --resize-filter
 
     def only(self, targets: Iterable[Target]) -> ResizeOptions:
-        return ResizeOptions(tuple(targets), self.quality, self.larger_only, self.exif_transpose)
+        return ResizeOptions(tuple(targets), self.quality, self.larger_only, self.exif_transpose, self.filter)
 
     def recorded(self, target: Target) -> dict:
-        """The manifest's options.resize of one target's build (a layout option: a rerun must repeat it)."""
-        return {"target": target.label, "quality": self.quality, "larger_only": self.larger_only,
-                "exif_transpose": self.exif_transpose}
+        """The manifest's options.resize of one target's build (a layout option: a rerun must repeat it). The
+        filter is recorded where it is not the default: a build made before --resize-filter resumes as one."""
+        recorded = {"target": target.label, "quality": self.quality, "larger_only": self.larger_only,
+                    "exif_transpose": self.exif_transpose}
+        if self.filter != resample.DEFAULT_FILTER:
+            recorded["filter"] = self.filter
+        return recorded
 
 
-def codec() -> str:
+def codec(filter: str = resample.DEFAULT_FILTER) -> str:
     """What resized bytes depend on besides the pixels and options: Pillow, libjpeg, the fast way's codec
-    (simplejpeg), the resampler, the scale rule."""
+    (simplejpeg), the resampler and its filter, the scale rule."""
     fast = resample.pipeline()
-    return ", ".join([images.encoder_version(), *([fast] if fast else []), resample.resampler(),
+    return ", ".join([images.encoder_version(), *([fast] if fast else []), resample.resampler(filter),
                       f"scales {DCT_SCALES} from {DCT_GAP}x, sides from {DCT_MIN_SIDE}"])
 
 
@@ -209,7 +215,7 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     pixels = source.decoded(stored_out)
     box = (0.0, 0.0, width * pixels.factor, height * pixels.factor)  # the exact scaled extent, not the rounded-up size
     if pixels.image.size != stored_out or pixels.factor != 1:
-        pixels = resample.lanczos(pixels, stored_out, box)
+        pixels = resample.resize(pixels, stored_out, box, options.filter)
     if options.exif_transpose and source.orientation in _TRANSPOSE:
         pixels = resample.transpose(pixels, _TRANSPOSE[source.orientation])
     data = resample.encode(pixels, options.quality, source.path)

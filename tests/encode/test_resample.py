@@ -112,29 +112,31 @@ SIMD_CHILD = """
 import hashlib, sys
 from imagenet_build.encode import resample, resize
 resample._fast_resizer().cpu_extensions = resample._fast_resize_module().CpuExtensions.none
-options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False)
+options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False, filter=sys.argv[1])
 digest = hashlib.sha256()
-for path in sys.argv[1:]:
+for path in sys.argv[2:]:
     for stored in resize.prepare_resized(open(path, "rb").read(), path, options):
         digest.update(stored.data)
 print(digest.hexdigest())
 """
 
 
-def test_no_simd_gives_the_same_bytes(tmp_path):
-    """libjpeg-turbo without SIMD (JSIMD_FORCENONE) and fast_image_resize without it: the same bytes."""
+@pytest.mark.parametrize("kernel", list(resample.FILTERS))
+def test_no_simd_gives_the_same_bytes(tmp_path, kernel):
+    """libjpeg-turbo without SIMD (JSIMD_FORCENONE) and fast_image_resize without it: the same bytes, with
+    either filter."""
     paths = []
     for i, (size, extra) in enumerate([((1024, 768), {}), ((500, 375), {}), ((375, 500), {"subsampling": 0}),
                                        ((640, 427), {"progressive": True}), ((500, 333), {"mode": "L"})]):
         paths.append(tmp_path / f"{i}.JPEG")
         paths[-1].write_bytes(jpeg(size, i, **extra))
     digest = hashlib.sha256()
-    options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False)
+    options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False, filter=kernel)
     for path in paths:
         for stored in resize.prepare_resized(path.read_bytes(), str(path), options):
             digest.update(stored.data)
     env = {**os.environ, "JSIMD_FORCENONE": "1"}
-    child = subprocess.run([sys.executable, "-c", SIMD_CHILD, *map(str, paths)], env=env, capture_output=True,
+    child = subprocess.run([sys.executable, "-c", SIMD_CHILD, kernel, *map(str, paths)], env=env, capture_output=True,
                            text=True, check=True)
     assert child.stdout.strip() == digest.hexdigest()
 

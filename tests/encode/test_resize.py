@@ -122,16 +122,20 @@ def psnr(a, b):
     return 10 * np.log10(255 ** 2 / mse)
 
 
-def test_the_fast_lanczos_is_pillows_filter_and_the_same_bytes_with_every_simd_level():
-    assert resample.resampler().startswith("cykooz.resizer ")  # a base dependency on this platform
+@pytest.mark.parametrize("kernel,pillows", [("lanczos3", Image.Resampling.LANCZOS),
+                                             ("catmull-rom", Image.Resampling.BICUBIC)])
+def test_the_fast_filter_is_pillows_and_the_same_bytes_with_every_simd_level(kernel, pillows):
+    assert resample.resampler(kernel).startswith("cykooz.resizer ")  # a base dependency on this platform
     CpuExtensions = resample._fast_resize_module().CpuExtensions
     with Image.open(io.BytesIO(noisy_jpeg())) as opened:
         image = opened.convert("RGB")
     box = (0.0, 0.0, 639.5, 479.25)  # a scaled decode's exact extent: fractions
-    pillow = image.resize((213, 160), Image.Resampling.LANCZOS, box=box)
-    fast = resample.lanczos(resample.Pixels(image, None), (213, 160), box).image
+    pillow = image.resize((213, 160), pillows, box=box)
+    fast = resample.resize(resample.Pixels(image, None), (213, 160), box, kernel).image
     assert fast.size == (213, 160) and psnr(fast, pillow) > 45  # rounding apart, the same filter
     assert psnr(fast, image.resize((213, 160), Image.Resampling.BILINEAR, box=box)) < psnr(fast, pillow) - 5
+    other = Image.Resampling.BICUBIC if pillows == Image.Resampling.LANCZOS else Image.Resampling.LANCZOS
+    assert psnr(fast, image.resize((213, 160), other, box=box)) < psnr(fast, pillow) - 5  # not the other filter
     resizer = resample._fast_resizer()
     levels = {CpuExtensions.none, resizer.cpu_extensions}
     if resizer.cpu_extensions == CpuExtensions.avx2:
@@ -140,7 +144,7 @@ def test_the_fast_lanczos_is_pillows_filter_and_the_same_bytes_with_every_simd_l
     try:
         for level in levels:
             resizer.cpu_extensions = level
-            outputs.add(resample.lanczos(resample.Pixels(image, None), (213, 160), box).image.tobytes())
+            outputs.add(resample.resize(resample.Pixels(image, None), (213, 160), box, kernel).image.tobytes())
     finally:
         resizer.cpu_extensions = max(levels, key=lambda level: level.value)
     assert len(levels) >= 2 and outputs == {fast.tobytes()}
@@ -153,6 +157,7 @@ def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch)
     fast_codec = resize.codec()
     monkeypatch.setattr(resample, "_fast_resizer", lambda: None)
     assert resample.resampler() == "Pillow Lanczos" and resize.codec() != fast_codec  # resume redoes the shards
+    assert resample.resampler("catmull-rom") == "Pillow bicubic (Catmull-Rom)"
     plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
     assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
     for a, b in zip(plain, fast):
@@ -328,6 +333,36 @@ def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resi
     assert tree_digest(out) == tree_digest(resized)
     other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--quality", 80, "--workers", 1))
     assert other.exit_code == 1 and "other options" in other.stderr and "--overwrite" in other.stderr
+    other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--resize-filter", "catmull-rom"))
+    assert other.exit_code == 1 and "--resize-filter: lanczos3 before, catmull-rom now" in other.stderr
+    assert tree_digest(out) == tree_digest(resized)
+
+
+def test_the_catmull_rom_filter_is_recorded_deterministic_and_never_mixed_with_lanczos(sample_dir, resized, tmp_path):
+    """--resize-filter catmull-rom: other bytes than Lanczos3's, the same with 1 or 2 workers, recorded in the
+    manifest and the shards' fingerprint, so that a rerun with the other filter is refused, not mixed."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    result = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "catmull-rom",
+                                  "--workers", 1, "--json"))
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["resize"]["filter"] == "catmull-rom"
+    result = run_process(*sample_args(sample_dir, two, "--resize", "shorter:48", "--resize-filter", "catmull-rom",
+                                      "--workers", 2))
+    assert result.returncode == 0, result.stderr
+    assert tree_digest(one) == tree_digest(two)
+    shards = sorted(p.name for p in (one / "shorter-48").glob("*-of-*"))
+    assert shards and all((one / "shorter-48" / name).read_bytes() != (resized / "shorter-48" / name).read_bytes()
+                          for name in shards)  # every image is resized at 48: each shard differs
+    manifest = json.loads((one / "shorter-48" / "manifest.json").read_text())
+    assert manifest["options"]["resize"] == {"target": "shorter:48", "quality": 90, "larger_only": True,
+                                             "exif_transpose": False, "filter": "catmull-rom"}
+    lanczos = {s["name"]: s["fingerprint"] for s in
+               json.loads((resized / "shorter-48" / "manifest.json").read_text())["shards"]}
+    assert all(s["fingerprint"] != lanczos[s["name"]] for s in manifest["shards"])
+    assert resize.codec("catmull-rom") != resize.codec() and "CatmullRom" in resize.codec("catmull-rom")
+    again = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--workers", 1))
+    assert again.exit_code == 1 and "--resize-filter: catmull-rom before, lanczos3 now" in again.stderr
+    assert tree_digest(one) == tree_digest(two)
 
 
 @pytest.mark.parametrize("args,fragment", [
@@ -341,6 +376,8 @@ def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resi
     (["--quality", "80"], "--quality goes with --resize"),
     (["--exif-transpose"], "--exif-transpose goes with --resize"),
     (["--resize-all"], "--resize-all goes with --resize"),
+    (["--resize-filter", "catmull-rom"], "--resize-filter goes with --resize"),
+    (["--resize", "shorter:96", "--resize-filter", "bicubic"], "'bicubic' is not one of 'lanczos3', 'catmull-rom'"),
 ])
 def test_bad_resize_options_are_one_line_and_exit_2(sample_dir, tmp_path, args, fragment):
     result = run_cli(*sample_args(sample_dir, tmp_path / "out", *args))
