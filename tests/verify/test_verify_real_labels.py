@@ -99,3 +99,16 @@ def test_without_a_manifest_the_validation_records_all_carry_them_or_none(real_b
 def test_quick_does_not_claim_to_check_them(with_real):
     code, report, found = verify_problems(with_real, "--quick")
     assert code == 0 and found == [] and "real-labels" not in report["summary"]["checks"]
+
+
+def test_a_manifest_claiming_real_labels_in_a_folder_without_validation_shards(real_build):
+    """The claim is checked against the folder, not only the records it holds: with the validation shards gone,
+    the manifest's claim is named (besides the manifest check's missing shards)."""
+    for shard in real_build.glob("validation-*"):
+        shard.unlink()
+    for index in (real_build / "dali_idx").glob("validation-*"):
+        index.unlink()
+    code, _, found = verify_problems(real_build)
+    assert code == 1 and [(p["file"], p["record"], p["offset"], p["message"]) for p in found] == [
+        ("manifest.json", None, None,
+         "says the validation records carry ReaL labels, but the folder has no validation shards")]
