@@ -103,11 +103,12 @@ class ConvertRequest:
 def _check_real_labels(options: ConvertOptions, copy: Copy) -> None:
     """--real-labels relabels ILSVRC2012's validation images: a build without them, or an evaluation set's
     own images (whatever their files are called), is refused before anything is read."""
-    from imagenet_build.sources.copies import LAYOUTS
+    from imagenet_build.sources.copies import layout_named
 
     if not options.real_labels:
         return
-    if any(layout.name == copy.layout and layout.evaluation for layout in LAYOUTS):
+    layout = layout_named(copy.layout)
+    if layout is not None and layout.evaluation:
         raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and {copy.description} holds "
                          "images of its own: ReaL has no labels for them")
     if "validation" not in copy.splits:

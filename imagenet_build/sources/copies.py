@@ -141,6 +141,7 @@ def find_copy(paths: Sequence[Any]) -> Copy:
     if not paths:
         raise UsageError("--from needs at least one path")
     pieces: list[Piece] = []
+    layouts: dict[str, Layout] = {}  # the copies that claimed a path, by name
     for path in map(str, paths):
         if not storage.is_url(path) and not os.path.exists(path):
             raise InputError(path, "not found")
@@ -148,6 +149,7 @@ def find_copy(paths: Sequence[Any]) -> Copy:
         for layout in LAYOUTS:
             found = layout.identify(path)
             if found:
+                layouts[layout.name] = layout
                 break
         if not found:
             known = ", ".join(layout.name for layout in LAYOUTS)
@@ -157,7 +159,7 @@ def find_copy(paths: Sequence[Any]) -> Copy:
     if len(kinds) > 1:
         first = {kind: next(p.path for p in pieces if p.layout == kind) for kind in kinds}
         raise UsageError("--from was given two different copies of ImageNet: "
-                         + " and ".join(f"{first[k]} ({_layout(k).name})" for k in kinds)
+                         + " and ".join(f"{first[k]} ({k})" for k in kinds)
                          + "; give the paths of one copy")
     roles: dict[str, str] = {}
     for piece in pieces:
@@ -165,7 +167,7 @@ def find_copy(paths: Sequence[Any]) -> Copy:
             raise UsageError(f"--from was given two paths for one piece of the copy ({piece.role}): "
                              f"{roles[piece.role]} and {piece.path}; give each piece once")
         roles[piece.role] = piece.path
-    return _layout(kinds[0]).assemble(pieces)
+    return layouts[kinds[0]].assemble(pieces)
 
 
 def copy_folders(paths: Sequence[Any]) -> list[tuple[str, str]]:
@@ -180,8 +182,9 @@ def copy_folders(paths: Sequence[Any]) -> list[tuple[str, str]]:
     return found
 
 
-def _layout(name: str) -> Layout:
-    return next(layout for layout in LAYOUTS if layout.name == name)
+def layout_named(name: str | None) -> Layout | None:
+    """The registered copy of that name (a Copy's `layout`, a manifest's inputs.source.layout), or None."""
+    return next((layout for layout in LAYOUTS if layout.name == name), None)
 
 
 def sample_layouts() -> dict[str, Layout]:

@@ -188,10 +188,9 @@ class Imagenet(FolderCheck):
 
 def _source_layout(manifest: Manifest | None) -> Any:
     """The registered copy the build was converted from (its manifest's inputs.source.layout), or None."""
-    from imagenet_build.sources.copies import LAYOUTS
+    from imagenet_build.sources.copies import layout_named
 
-    layout = ((manifest or {}).get("inputs", {}).get("source") or {}).get("layout")
-    return next((known for known in LAYOUTS if known.name == layout), None)
+    return layout_named(((manifest or {}).get("inputs", {}).get("source") or {}).get("layout"))
 
 
 def expected_classes(manifest: Manifest | None) -> int:
