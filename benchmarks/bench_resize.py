@@ -16,9 +16,11 @@ made by a full decode and Lanczos in float, for: our fast path (DCT-scaled decod
 plain path (full decode, same Lanczos, same quality) and img2dataset's.
 Needs (in the environment that runs it): img2dataset and scikit-image; the Lanczos is the one convert
 uses there (cykooz.resizer where installed, else Pillow's: the output says which).
-With --filter catmull-rom, convert runs with --resize-filter catmull-rom, and "fast" and "plain" use it.
+--filter picks convert's --resize-filter (its default, catmull-rom, unless given); "fast" and "plain" use it.
+--filter both times each filter's ours-T (ours-T-catmull-rom, ours-T-lanczos3) against the same img2dataset
+runs, all alternating in one run, and gives each filter's quality; ours-3 uses the default filter.
 Usage: python benchmarks/bench_resize.py [--images 10000] [--repeats 3] [--corpus imagenet|mixed] [--work DIR]
-                                        [--quality-images N] [--filter lanczos3|catmull-rom]
+                                        [--quality-images N] [--filter catmull-rom|lanczos3|both]
 """
 
 import argparse
@@ -36,6 +38,8 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 from common import measure  # noqa: E402
+
+from imagenet_build.request import RESIZE_FILTERS  # noqa: E402
 
 # corpus -> (sizes drawn from, JPEG qualities drawn from, sensor noise's standard deviation drawn from)
 CORPORA = {
@@ -140,8 +144,8 @@ def main():
     parser.add_argument("--shards", type=int, default=64)
     parser.add_argument("--quality-images", type=int, default=None, help="images in the PSNR/SSIM figure [all]")
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="imagenet", help="which JPEGs [imagenet]")
-    parser.add_argument("--filter", choices=("lanczos3", "catmull-rom"), default="lanczos3",
-                        help="convert's --resize-filter [lanczos3]")
+    parser.add_argument("--filter", choices=(*RESIZE_FILTERS, "both"), default=RESIZE_FILTERS[0],
+                        help=f"convert's --resize-filter, or both side by side [{RESIZE_FILTERS[0]}]")
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs there are reused")
     args = parser.parse_args()
     from imagenet_build.encode import resize
@@ -157,14 +161,19 @@ def main():
     total = sum(os.path.getsize(f) for f in files)
     ib = [sys.executable, "-m", "imagenet_build", "convert", "--train-dir", str(inputs / "train"), "--labels-file",
           str(inputs / "labels.txt"), "--train-shards", str(args.shards), "--layout-threads", "8", "--workers", "1",
-          "--quality", str(QUALITY), "--resize-filter", args.filter]
+          "--quality", str(QUALITY)]
+    filters = RESIZE_FILTERS if args.filter == "both" else (args.filter,)
+    ours = {kernel: "ours" if len(filters) == 1 else f"ours-{kernel}" for kernel in filters}  # name -> ours-T[-F]
     commands = {}
     for size in (160, 224, 288):
-        commands[f"ours-{size}"] = (ib + ["--output-dir", str(work / f"out-{size}"), "--resize", f"shorter:{size}"],
-                                    work / f"out-{size}")
+        for kernel in filters:
+            out = work / f"out-{size}-{kernel}"
+            commands[f"{ours[kernel]}-{size}"] = (
+                ib + ["--resize-filter", kernel, "--output-dir", str(out), "--resize", f"shorter:{size}"], out)
         commands[f"i2d-{size}"] = ([sys.executable, "-c", I2D_DRIVER, size, list_file, work / f"i2d-{size}.bin"],
                                    work / f"i2d-{size}.bin")
-    commands["ours-3"] = (ib + ["--output-dir", str(work / "out-3"), "--resize", "shorter:160,224,288"], work / "out-3")
+    commands["ours-3"] = (ib + ["--resize-filter", filters[0], "--output-dir", str(work / "out-3"), "--resize",
+                                "shorter:160,224,288"], work / "out-3")
     subprocess.run(["sh", "-c", f'xargs -0 cat < "{list_file}" > /dev/null'], check=True)  # warm the page cache
     runs = {name: [] for name in commands}
     for _ in range(args.repeats):
@@ -174,24 +183,26 @@ def main():
            for name, rs in runs.items()}
     n = len(files)
     print(f"{n} images, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median), JPEG quality "
-          f"{QUALITY}, one worker process each; {resize.codec(args.filter)}")
+          f"{QUALITY}, one worker process each; " + "; ".join(resize.codec(kernel) for kernel in filters))
     for name, (wall, cpu, rss) in med.items():
-        print(f"  {name:9s} {wall:7.2f} s wall {n / wall:7.0f} images/s  {n / cpu:7.0f} images/CPU-s  "
+        print(f"  {name:22s} {wall:7.2f} s wall {n / wall:7.0f} images/s  {n / cpu:7.0f} images/CPU-s  "
               f"peak RSS {rss:5.0f} MB   runs: {', '.join(f'{r[0]:.2f}' for r in runs[name])}")
-    for size in (160, 224, 288):
-        ratio = med[f"i2d-{size}"][1] / med[f"ours-{size}"][1]
-        print(f"  shorter:{size}: ours / img2dataset, images per CPU-second: {ratio:.2f}x")
-    three = sum(med[f"ours-{s}"][0] for s in (160, 224, 288))
-    three_cpu = sum(med[f"ours-{s}"][1] for s in (160, 224, 288))
+    for kernel in filters:
+        for size in (160, 224, 288):
+            ratio = med[f"i2d-{size}"][1] / med[f"{ours[kernel]}-{size}"][1]
+            print(f"  shorter:{size}: {ours[kernel]} / img2dataset, images per CPU-second: {ratio:.2f}x")
+    three = sum(med[f"{ours[filters[0]]}-{s}"][0] for s in (160, 224, 288))
+    three_cpu = sum(med[f"{ours[filters[0]]}-{s}"][1] for s in (160, 224, 288))
     i2d_three = sum(med[f"i2d-{s}"][1] for s in (160, 224, 288))
     print(f"  one pass to 160,224,288 vs three runs: {three / med['ours-3'][0]:.2f}x wall, "
           f"{three_cpu / med['ours-3'][1]:.2f}x CPU; "
           f"vs img2dataset three runs: {i2d_three / med['ours-3'][1]:.2f}x CPU")
-    for size in (160, 224, 288):
-        figures = quality(files, size, args.quality_images or n, args.filter)
-        print(f"  quality shorter:{size} vs full decode + float Lanczos: " + "; ".join(
-            f"{m} PSNR {p:.2f} dB SSIM {s:.4f} ({k} images)" for m, (p, s, k) in figures.items())
-            + f"; fast - plain: {figures['fast'][0] - figures['plain'][0]:+.2f} dB")
+    for kernel in filters:
+        for size in (160, 224, 288):
+            figures = quality(files, size, args.quality_images or n, kernel)
+            print(f"  {kernel} quality shorter:{size} vs full decode + float Lanczos: " + "; ".join(
+                f"{m} PSNR {p:.2f} dB SSIM {s:.4f} ({k} images)" for m, (p, s, k) in figures.items())
+                + f"; fast - plain: {figures['fast'][0] - figures['plain'][0]:+.2f} dB")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ Runner = Literal["local", "beam"]  # local: worker processes here; beam: one Apa
 ON_ERROR: Tuple[OnError, ...] = get_args(OnError)
 RUNNERS: Tuple[Runner, ...] = get_args(Runner)
 QUALITY = (1, 100)  # a JPEG quality, as Pillow takes it: --quality, write_arrays' quality
-RESIZE_FILTERS = ("lanczos3", "catmull-rom")  # --resize-filter: encode.resample.FILTERS' keys, the default first
+RESIZE_FILTERS = ("catmull-rom", "lanczos3")  # --resize-filter: encode.resample.FILTERS' keys, the default first
 _PER_SPLIT = ("train_dir", "validation_dir", "train_tar", "validation_tar")
 
 
@@ -59,7 +59,7 @@ class ConvertOptions:
     beam_options: str = ""
     resize: Optional[str] = None  # shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
     quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
-    resize_filter: Optional[str] = None  # of resized images; None: RESIZE_FILTERS[0] (Lanczos3)
+    resize_filter: Optional[str] = None  # of resized images; None: RESIZE_FILTERS[0] (Catmull-Rom)
     resize_larger_only: bool = True  # False: --resize-all
     exif_transpose: bool = False
     real_labels: Optional[str] = None  # real.json: each validation record also carries its ReaL labels

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from imagenet_build.build import manifest as manifest_mod
 from imagenet_build.build.manifest import SHARD_INPUTS, ShardEntry, ShardResult
 from imagenet_build.build.writer import codec_of, rebuilt_sha256, variant_of
+from imagenet_build.encode.resample import UNRECORDED_FILTER
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import index_name
@@ -21,7 +22,7 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
-from imagenet_build.request import RESIZE_FILTERS, OnError
+from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
 
 
@@ -65,8 +66,8 @@ _OPTION_NAMES = {
 
 
 def _shown(key: str, value: Any) -> str:
-    if key == "resize.filter" and value is None:  # not recorded: the default
-        value = RESIZE_FILTERS[0]
+    if key == "resize.filter" and value is None:  # not recorded: Lanczos3 (encode.resize.ResizeOptions.recorded)
+        value = UNRECORDED_FILTER
     if key == "resize.larger_only" and isinstance(value, bool):
         value = not value
     if isinstance(value, bool):

@@ -3,8 +3,8 @@
 Two ways through the same steps. Where simplejpeg (libjpeg-turbo's TurboJPEG API) and cykooz.resizer
 (fast_image_resize) are both installed, a JPEG stored as is (or re-encoded only for its header) is
 decoded by libjpeg-turbo straight into a 4-bytes-a-pixel buffer kept from image to image (no page
-faults of fresh blocks), without fancy upsampling, resized by fast_image_resize (Lanczos3, or
-Catmull-Rom with --resize-filter catmull-rom) reading and writing such buffers without a copy, and
+faults of fresh blocks), without fancy upsampling, resized by fast_image_resize (Catmull-Rom, or
+Lanczos3 with --resize-filter lanczos3) reading and writing such buffers without a copy, and
 encoded by libjpeg-turbo (4:2:0). Everything else (CMYK, PNG and the other inputs the full-size
 build re-encodes, which Pillow decodes; platforms without those wheels) goes through Pillow, with
 cykooz.resizer's filter where installed. Either way an image's bytes are a function of its bytes,
@@ -29,10 +29,16 @@ _buffers = threading.local()  # per thread: {slot: bytearray}, slot = a decode s
 # --resize-filter -> (fast_image_resize's FilterType, Pillow's Image.Resampling, the names the codec records).
 # Pillow's BICUBIC is Catmull-Rom (a = -0.5), fast_image_resize's catmull_rom the same kernel with SIMD.
 FILTERS = {
-    "lanczos3": ("lanczos3", "LANCZOS", "Lanczos3", "Pillow Lanczos"),
     "catmull-rom": ("catmull_rom", "BICUBIC", "CatmullRom", "Pillow bicubic (Catmull-Rom)"),
+    "lanczos3": ("lanczos3", "LANCZOS", "Lanczos3", "Pillow Lanczos"),
 }
-DEFAULT_FILTER = "lanczos3"
+# Catmull-Rom by default: on ImageNet-like JPEGs it resizes in 0.5 ms where Lanczos3 takes 0.85 (500x375
+# -> 299x224, one core); a whole convert --resize is 1.52-1.83x img2dataset per CPU-second against Lanczos3's
+# 1.36-1.63x, at 0.2-0.4 dB less PSNR, still above img2dataset's (docs/resize.md, docs/benchmarks.md).
+DEFAULT_FILTER = "catmull-rom"
+# What a manifest without options.resize.filter means: builds made before --resize-filter (and its default
+# then) resized with Lanczos3, so Lanczos3 is the filter left unrecorded and every other one is written down.
+UNRECORDED_FILTER = "lanczos3"
 
 
 class Pixels(NamedTuple):

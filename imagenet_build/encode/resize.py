@@ -2,7 +2,7 @@
 
 An image already within a target's size is stored as the full-size build stores it
 (untouched, or the RGB re-encode of a CMYK/PNG input), unless --resize-all. Any other
-image is decoded, resized with Lanczos3 (Catmull-Rom with --resize-filter catmull-rom) and
+image is decoded, resized with Catmull-Rom (Lanczos3 with --resize-filter lanczos3) and
 encoded as a baseline RGB JPEG at --quality, without EXIF or ICC data, so that every decoder
 sees the same pixels.
 
@@ -18,7 +18,7 @@ once, and decoded once per distinct scale among the targets (targets whose rule 
 scale share it).
 
 Where the time goes (one core, ImageNet-like 500x375 photo of ~110 KB, shorter:224): decode
-1.0-1.6 ms (Pillow's: 0.2-0.3 ms more), Lanczos 0.5-0.9 ms, encode 0.3 ms; see
+1.0-1.6 ms (Pillow's: 0.2-0.3 ms more), Catmull-Rom 0.5 ms (Lanczos3 0.85), encode 0.3 ms; see
 docs/benchmarks.md for the figures and what else was tried.
 """
 
@@ -143,10 +143,11 @@ class ResizeOptions:
 
     def recorded(self, target: Target) -> dict:
         """The manifest's options.resize of one target's build (a layout option: a rerun must repeat it). The
-        filter is recorded where it is not the default: a build made before --resize-filter resumes as one."""
+        filter is recorded unless Lanczos3, the filter of builds made before --resize-filter, which resume as
+        Lanczos3 builds."""
         recorded = {"target": target.label, "quality": self.quality, "larger_only": self.larger_only,
                     "exif_transpose": self.exif_transpose}
-        if self.filter != resample.DEFAULT_FILTER:
+        if self.filter != resample.UNRECORDED_FILTER:
             recorded["filter"] = self.filter
         return recorded
 

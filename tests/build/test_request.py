@@ -34,7 +34,7 @@ def test_the_command_lines_defaults_and_choices_are_the_requests():
     assert tuple(params["on_error"].type.choices) == ON_ERROR == ("fail", "skip")
     assert tuple(params["runner"].type.choices) == RUNNERS == ("local", "beam")
     assert tuple(params["resize_filter"].type.choices) == RESIZE_FILTERS == tuple(resample.FILTERS)
-    assert RESIZE_FILTERS[0] == resample.DEFAULT_FILTER == "lanczos3"
+    assert RESIZE_FILTERS[0] == resample.DEFAULT_FILTER == "catmull-rom"
     assert DEFAULTS.on_error == ON_ERROR[0] and DEFAULTS.runner == RUNNERS[0]
 
 
@@ -49,9 +49,9 @@ def test_a_request_is_frozen_and_resolved(sample_dir, tmp_path):
     assert (request.shards("train"), request.shards("validation")) == (4, 2)
     resized = convert_request(options(sample_dir, tmp_path / "out", resize="shorter:96,160"))
     assert [t.label for t in resized.resize.targets] == ["shorter:96", "shorter:160"] and resized.resize.quality == 90
-    assert resized.resize.filter == "lanczos3"
-    other = convert_request(options(sample_dir, tmp_path / "out", resize="shorter:96", resize_filter="catmull-rom"))
-    assert other.resize.filter == "catmull-rom" and other.resize.only(other.resize.targets) == other.resize
+    assert resized.resize.filter == "catmull-rom"
+    other = convert_request(options(sample_dir, tmp_path / "out", resize="shorter:96", resize_filter="lanczos3"))
+    assert other.resize.filter == "lanczos3" and other.resize.only(other.resize.targets) == other.resize
 
 
 @pytest.mark.parametrize("given,error,message", [
@@ -65,7 +65,7 @@ def test_a_request_is_frozen_and_resolved(sample_dir, tmp_path):
     ({"exif_transpose": True}, UsageError, "--exif-transpose goes with --resize"),
     ({"resize_filter": "catmull-rom"}, UsageError, "--resize-filter goes with --resize"),
     ({"resize": "shorter:96", "resize_filter": "bicubic"}, UsageError,
-     "--resize-filter must be lanczos3 or catmull-rom, not 'bicubic'"),
+     "--resize-filter must be catmull-rom or lanczos3, not 'bicubic'"),
     ({"resize": "shorter:96", "quality": 0}, UsageError, "--quality must be 1..100, not 0"),
     ({"resize": "wide:5"}, UsageError, "expected shorter:N or longer:N"),
     ({"train_shards": 3}, UsageError, "must be a multiple of --layout-threads"),

@@ -59,7 +59,8 @@ def test_one_pass_writes_a_complete_build_per_size(resized):
         manifest = json.loads((resized / folder / "manifest.json").read_text())
         assert manifest["complete"] is True
         assert manifest["options"]["resize"] == {"target": folder.replace("-", ":"), "quality": 90,
-                                                 "larger_only": True, "exif_transpose": False}
+                                                 "larger_only": True, "exif_transpose": False,
+                                                 "filter": "catmull-rom"}  # the default, recorded
         assert len(list((resized / folder / "dali_idx").glob("*.idx"))) == 6
         result = run_cli("verify", resized / folder, "--deep", "--json")
         assert result.exit_code == 0 and json.loads(result.stdout)["ok"], result.stdout
@@ -153,12 +154,12 @@ def test_the_fast_filter_is_pillows_and_the_same_bytes_with_every_simd_level(ker
 def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch):
     data = noisy_jpeg()
     targets = resize.parse_targets("shorter:100,400")
-    fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
-    fast_codec = resize.codec()
+    fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
+    fast_codec = resize.codec("lanczos3")
     monkeypatch.setattr(resample, "_fast_resizer", lambda: None)
-    assert resample.resampler() == "Pillow Lanczos" and resize.codec() != fast_codec  # resume redoes the shards
-    assert resample.resampler("catmull-rom") == "Pillow bicubic (Catmull-Rom)"
-    plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    assert resample.resampler("lanczos3") == "Pillow Lanczos" and resize.codec("lanczos3") != fast_codec  # redone
+    assert resample.resampler() == "Pillow bicubic (Catmull-Rom)"
+    plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
     assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
     for a, b in zip(plain, fast):
         assert a.data != b.data
@@ -333,20 +334,23 @@ def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resi
     assert tree_digest(out) == tree_digest(resized)
     other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--quality", 80, "--workers", 1))
     assert other.exit_code == 1 and "other options" in other.stderr and "--overwrite" in other.stderr
-    other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--resize-filter", "catmull-rom"))
-    assert other.exit_code == 1 and "--resize-filter: lanczos3 before, catmull-rom now" in other.stderr
+    other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--resize-filter", "lanczos3"))
+    assert other.exit_code == 1 and "--resize-filter: catmull-rom before, lanczos3 now" in other.stderr
     assert tree_digest(out) == tree_digest(resized)
 
 
-def test_the_catmull_rom_filter_is_recorded_deterministic_and_never_mixed_with_lanczos(sample_dir, resized, tmp_path):
-    """--resize-filter catmull-rom: other bytes than Lanczos3's, the same with 1 or 2 workers, recorded in the
-    manifest and the shards' fingerprint, so that a rerun with the other filter is refused, not mixed."""
+def test_the_lanczos3_filter_is_deterministic_never_mixed_and_unrecorded_as_before_the_option(
+        sample_dir, resized, tmp_path):
+    """--resize-filter lanczos3: other bytes than the default Catmull-Rom's, the same with 1 or 2 workers, named in
+    the shards' fingerprint, and left out of the manifest as in builds made before the option (when Lanczos3 was
+    the only filter): such a build resumes with --resize-filter lanczos3, and a rerun without it is refused,
+    naming the option, instead of mixing filters."""
     one, two = tmp_path / "one", tmp_path / "two"
-    result = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "catmull-rom",
+    result = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "lanczos3",
                                   "--workers", 1, "--json"))
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["resize"]["filter"] == "catmull-rom"
-    result = run_process(*sample_args(sample_dir, two, "--resize", "shorter:48", "--resize-filter", "catmull-rom",
+    assert json.loads(result.stdout)["resize"]["filter"] == "lanczos3"
+    result = run_process(*sample_args(sample_dir, two, "--resize", "shorter:48", "--resize-filter", "lanczos3",
                                       "--workers", 2))
     assert result.returncode == 0, result.stderr
     assert tree_digest(one) == tree_digest(two)
@@ -355,13 +359,17 @@ def test_the_catmull_rom_filter_is_recorded_deterministic_and_never_mixed_with_l
                           for name in shards)  # every image is resized at 48: each shard differs
     manifest = json.loads((one / "shorter-48" / "manifest.json").read_text())
     assert manifest["options"]["resize"] == {"target": "shorter:48", "quality": 90, "larger_only": True,
-                                             "exif_transpose": False, "filter": "catmull-rom"}
-    lanczos = {s["name"]: s["fingerprint"] for s in
-               json.loads((resized / "shorter-48" / "manifest.json").read_text())["shards"]}
-    assert all(s["fingerprint"] != lanczos[s["name"]] for s in manifest["shards"])
-    assert resize.codec("catmull-rom") != resize.codec() and "CatmullRom" in resize.codec("catmull-rom")
+                                             "exif_transpose": False}
+    catmull_rom = {s["name"]: s["fingerprint"] for s in
+                   json.loads((resized / "shorter-48" / "manifest.json").read_text())["shards"]}
+    assert all(s["fingerprint"] != catmull_rom[s["name"]] for s in manifest["shards"])
+    assert resize.codec("lanczos3") != resize.codec() and "CatmullRom" in resize.codec()
+    assert "Lanczos3" in resize.codec("lanczos3")
     again = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--workers", 1))
-    assert again.exit_code == 1 and "--resize-filter: catmull-rom before, lanczos3 now" in again.stderr
+    assert again.exit_code == 1 and "--resize-filter: lanczos3 before, catmull-rom now" in again.stderr
+    resumed = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "lanczos3",
+                                   "--workers", 1, "--json"))
+    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["builds"]["shorter-48"]["shards_written"] == 0
     assert tree_digest(one) == tree_digest(two)
 
 
@@ -377,7 +385,7 @@ def test_the_catmull_rom_filter_is_recorded_deterministic_and_never_mixed_with_l
     (["--exif-transpose"], "--exif-transpose goes with --resize"),
     (["--resize-all"], "--resize-all goes with --resize"),
     (["--resize-filter", "catmull-rom"], "--resize-filter goes with --resize"),
-    (["--resize", "shorter:96", "--resize-filter", "bicubic"], "'bicubic' is not one of 'lanczos3', 'catmull-rom'"),
+    (["--resize", "shorter:96", "--resize-filter", "bicubic"], "'bicubic' is not one of 'catmull-rom', 'lanczos3'"),
 ])
 def test_bad_resize_options_are_one_line_and_exit_2(sample_dir, tmp_path, args, fragment):
     result = run_cli(*sample_args(sample_dir, tmp_path / "out", *args))
