@@ -613,3 +613,15 @@ def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path):
     write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2)
     code, report, failed = check(tmp_path, "--split", "test", "--steps", 2, "--batch-size", 4, "--workers", 0)
     assert report["records"] == 12 and report["split"] == "test" and not {"epoch", "ranks", "labels"} & failed
+
+
+def test_a_batch_that_does_not_decode_names_the_image_given_for_it_and_the_decoders_words():
+    """decode_images finds which image of a batch fails and names it by the `where` given for it, with the
+    decoder's own first line (not a placeholder), so that the record can be found."""
+    good = io.BytesIO()
+    Image.new("RGB", (8, 8), (10, 200, 30)).save(good, "JPEG")
+    with pytest.raises(BuildError) as caught:
+        decode_images([good.getvalue(), b"\xff\xd8 not a jpeg"], where=["a.JPEG at 0", "b.JPEG at 99"])
+    text = str(caught.value)
+    assert text.startswith("b.JPEG at 99: does not decode as JPEG (") and "(None)" not in text, text
+    assert len(text) > len("b.JPEG at 99: does not decode as JPEG ()") + 5
