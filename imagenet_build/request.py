@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_args
 
+from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
+from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
 from imagenet_build.infra.errors import BuildError, UsageError
 
 if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
@@ -22,9 +24,9 @@ if TYPE_CHECKING:  # the command line imports this module for the defaults: the 
     from imagenet_build.sources.copies import Copy
 
 OnError = Literal["fail", "skip"]  # fail: stop at the first bad input; skip: leave it out, listed
-Runner = Literal["local", "beam"]  # local: worker processes here; beam: one Apache Beam task per shard
 ON_ERROR: Tuple[OnError, ...] = get_args(OnError)
-RUNNERS: Tuple[Runner, ...] = get_args(Runner)
+RUNNERS: Tuple[str, ...] = ENGINE_NAMES  # --runner: the registered engines, local first
+RUNNER_HELP = "; ".join(f"{name}: {ENGINES[name].help}" for name in RUNNERS)
 QUALITY = (1, 100)  # a JPEG quality, as Pillow takes it: --quality, write_arrays' quality
 RESIZE_FILTERS = ("catmull-rom", "lanczos3")  # --resize-filter: encode.resample.FILTERS' keys, the default first
 _PER_SPLIT = ("train_dir", "validation_dir", "train_tar", "validation_tar")
@@ -56,7 +58,10 @@ class ConvertOptions:
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     classes_from_folders: bool = False
     runner: str = RUNNERS[0]
-    beam_options: str = ""
+    beam_options: str = ""  # --runner beam: Beam's pipeline options
+    spark_master: str = DEFAULT_SPARK_MASTER  # --runner spark
+    spark_conf: Tuple[str, ...] = ()  # --runner spark: KEY=VALUE, as spark-submit's --conf
+    shared_filesystem: bool = False  # every worker of beam or spark sees the local paths given
     resize: Optional[str] = None  # shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
     quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
     resize_filter: Optional[str] = None  # of resized images; None: RESIZE_FILTERS[0] (Catmull-Rom)
@@ -87,8 +92,7 @@ class ConvertRequest:
     bbox_tar: Optional[str]
     subset: Optional[str]
     on_error: OnError
-    runner: Runner
-    beam_options: str
+    engine: Engine  # what runs the shard tasks (--runner and its options)
     workers: int  # processes, at least 1
     overwrite: bool
     verify_inputs: bool
@@ -123,7 +127,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
 
     _refuse_conflicts(options)
     on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
-    runner = cast(Runner, _choice(options.runner, RUNNERS, "--runner"))
+    engine = _engine(options)
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
@@ -146,8 +150,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         bbox_tar=options.bbox_tar,
         subset=options.subset,
         on_error=on_error,
-        runner=runner,
-        beam_options=options.beam_options,
+        engine=engine,
         workers=options.workers or os.cpu_count() or 1,
         overwrite=options.overwrite,
         verify_inputs=options.verify_inputs,
@@ -178,6 +181,33 @@ def _refuse_conflicts(options: ConvertOptions) -> None:
     if options.classes_from_folders and options.from_paths:
         raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
                          "not with --from")
+
+
+def _engine(options: ConvertOptions) -> Engine:
+    """The engine --runner names, its options checked, and what it needs there (a package, Java), before anything
+    is read; a local path its workers may not reach is refused (engines.base.Engine.refuse_unreachable)."""
+    runner = _choice(options.runner, RUNNERS, "--runner")
+    for given, option, belongs in ((options.beam_options, "--beam-options", "beam"),
+                                   (options.spark_master != DEFAULT_SPARK_MASTER, "--spark-master", "spark"),
+                                   (options.spark_conf, "--spark-conf", "spark"),
+                                   (options.shared_filesystem, "--shared-filesystem", "beam or spark")):
+        if given and runner not in belongs.split(" or "):
+            raise UsageError(f"{option} goes with --runner {belongs}")
+    conf = []
+    for pair in options.spark_conf:
+        key, sep, value = pair.partition("=")
+        if not (sep and key.strip()):
+            raise UsageError(f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}")
+        conf.append((key.strip(), value))
+    workers = options.workers or os.cpu_count() or 1
+    engine = make_engine(runner, EngineSettings(workers, options.beam_options, options.spark_master, tuple(conf),
+                                                options.shared_filesystem))
+    engine.check()
+    paths = {"--output-dir": [options.output_dir], "--index-dir": [options.index_dir or ""],
+             "--from": list(map(str, options.from_paths))}
+    paths.update({_option(name): [str(getattr(options, name))] for name in _PER_SPLIT if getattr(options, name)})
+    engine.refuse_unreachable(paths)
+    return engine
 
 
 def _choice(value: str, choices: Sequence[str], option: str) -> str:

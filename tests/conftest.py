@@ -3,6 +3,7 @@
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -93,6 +94,107 @@ def wait_until_gone(pids, seconds=5.0):
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+RUN_MARKER = "IMAGENET_BUILD_TEST_RUN"  # in the environment of every process a run starts (children inherit it)
+
+
+class Run:
+    """A verb as a whole process in its own process group, marked so that every process it starts
+    (workers, DataLoader workers, the resource tracker, grandchildren) can be found in /proc.
+    With tty=True its stderr is a terminal, as a user's is (progress bars shown: tqdm's thread
+    makes the worker pools spawn rather than fork, with multiprocessing's resource tracker)."""
+
+    def __init__(self, *args, tty=False):
+        import pty
+        import threading
+        import uuid
+
+        self.marker = uuid.uuid4().hex
+        env = dict(os.environ, **{RUN_MARKER: self.marker})
+        master = slave = None
+        if tty:
+            master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-m", "imagenet_build", *map(str, args)], env=env,
+                                     stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE,
+                                     start_new_session=True)
+        self._out, self._err = [], []
+        if tty:
+            os.close(slave)
+        # read on threads: a process left behind holds the pipes open, and must fail the test, not hang it
+        self._readers = [threading.Thread(target=self._read, args=(fd, into), daemon=True) for fd, into in (
+            (self.proc.stdout.fileno(), self._out), (master if tty else self.proc.stderr.fileno(), self._err))]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(fd, into):
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:  # a terminal whose other end closed: every process of the run let go of it
+                break
+            if not chunk:
+                break
+            into.append(chunk)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for pid in self.processes():  # what a failed test found left behind: not left to the next test
+            os.kill(pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def processes(self):
+        """Pids of the live processes of this run."""
+        needle = f"{RUN_MARKER}={self.marker}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    environ = (entry / "environ").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if needle in environ and alive(int(entry.name)):
+                    found.append(int(entry.name))
+        return found
+
+    def wait_for(self, ready, seconds=90):
+        deadline = time.monotonic() + seconds
+        while self.proc.poll() is None and time.monotonic() < deadline and not ready(self):
+            time.sleep(0.005)
+        assert self.proc.poll() is None, "the run ended before it could be signalled: make it longer"
+
+    def signal(self, how, within=5):
+        """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`) or to its whole process
+        group (`kill -TERM -PGID`, `timeout`, a batch system's cancel), or Ctrl-C (SIGINT to the group);
+        then its ending, which must come within a few seconds."""
+        number = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}.get(how, signal.SIGTERM)
+        (os.killpg if how in ("sigterm-group", "ctrl-c") else os.kill)(self.proc.pid, number)
+        sent = time.monotonic()
+        code = self.proc.wait(60)
+        assert time.monotonic() - sent < within, f"{how}: the command took {time.monotonic() - sent:.0f} s to end"
+        return self._ended(code)
+
+    def finish(self, seconds=300):
+        """Its ending, unsignalled: (exit code, stdout, stderr)."""
+        return self._ended(self.proc.wait(seconds))
+
+    def _ended(self, code):
+        for reader in self._readers:
+            reader.join(10)
+        return code, b"".join(self._out).decode(), b"".join(self._err).decode(errors="replace")
+
+    def commands(self):
+        """{pid: command line} of the live processes of this run."""
+        found = {}
+        for pid in self.processes():
+            try:
+                found[pid] = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+        return found
 
 
 SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every layout is written from

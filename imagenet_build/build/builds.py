@@ -11,12 +11,15 @@ from collections import Counter
 from typing import Any
 
 from imagenet_build.build import manifest as manifest_mod
+from imagenet_build.build.dispatch import earlier_shards
 from imagenet_build.build.folder import check_output_dir
 from imagenet_build.build.inputs import Inputs, describe
 from imagenet_build.build.manifest import REAL_LABELS_OPTION, ShardResult
 from imagenet_build.build.resume import read_previous, shards_to_keep
 from imagenet_build.encode.resize import ResizeOptions
+from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.destination import Destination, destination
+from imagenet_build.format.naming import BEAM_RESULTS
 from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
@@ -109,9 +112,15 @@ def prepare(request: ConvertRequest, pool: Workers, builds: list[Build], inputs:
     if request.verify_inputs:  # every kept shard's inputs are read again
         request.copy.make_readable(pool, [p.split for p in plans])
     described = describe(request, inputs)
+    legacy = storage.join(request.dest.output, BEAM_RESULTS)
+    if storage.listdir(legacy):
+        storage.remove_tree(legacy)  # an interrupted --runner beam of an earlier version left its figures there
+    if request.overwrite:
+        remove_job_folder(request.dest.output)  # an earlier job's receipts vouch for nothing --overwrite keeps
+    reported = earlier_shards(request.dest.output, [build.dest for build in builds])
     for build in builds:
         build.done = shards_to_keep(previous[build.dest], plans, build.dest, request.on_error, pool,
-                                    request.verify_inputs, build.resize)
+                                    request.verify_inputs, build.resize, reported[build.dest])
         build.base = manifest_mod.Manifest(
             format=manifest_mod.FORMAT,
             options=build.options,

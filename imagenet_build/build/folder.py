@@ -4,9 +4,10 @@ The one rule convert, verify and write_arrays share (folder_entries): a build fo
 shards, their DALI indexes (in the index folder, or beside the shards), manifest.json and
 labels.txt; besides those, only what a run keeps or uses there, which is never read as the build:
 its lock, a temporary file (a write in progress, or left by a killed run: the next run removes it),
-the decompressed .tar.gz inputs of a run (removed when it ends, or by the next run), an interrupted
-Beam run's figures (replaced by the next one) and the kept listings of .tar.gz inputs; and what the
-checking verbs leave there for `report` (verify.json, trainer-check.json, trainer-check.png, report.html).
+the decompressed .tar.gz inputs of a run (removed when it ends, or by the next run), a run's job
+folder (its plan and its tasks' receipts: read and replaced by the next run) and the kept listings of
+.tar.gz inputs; and what the checking verbs leave there for `report` (verify.json, trainer-check.json,
+trainer-check.png, report.html).
 Convert resumes a folder holding them, verify passes them, and anything else is a stranger: convert
 refuses the folder (never deleting it), verify names it a stray file.
 """
@@ -20,6 +21,7 @@ from imagenet_build.encode.resize import RESIZED_FOLDER
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import (
     BEAM_RESULTS,
+    JOB_FOLDER,
     LABELS_NAME,
     LISTINGS_NAME,
     LOCK_NAME,
@@ -38,7 +40,7 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
 
 # shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json or labels.txt; temp: a temporary
-# file; run: what a run keeps or uses beside the build (lock, spool, Beam's figures, listings); report: what the
+# file; run: what a run keeps or uses beside the build (lock, spool, the job folder, listings); report: what the
 # checking verbs leave for `report` (verify.json, ...); index-folder: the index folder inside the output;
 # stranger: anything else
 Kind = Literal["shard", "index", "record", "temp", "run", "report", "index-folder", "stranger"]
@@ -55,10 +57,11 @@ class FolderEntry(NamedTuple):
 
 
 def run_entry(name: str, is_dir: bool) -> bool:
-    """What a run keeps or uses in a build folder besides the build: its lock, an interrupted Beam run's figures
-    (the next run replaces them), .tar.gz inputs decompressed for a run (removed when it ends), and their
-    listings, kept for a rerun."""
-    return name == LOCK_NAME or (is_dir and (name in (BEAM_RESULTS, LISTINGS_NAME) or name.startswith(SPOOL_PREFIX)))
+    """What a run keeps or uses in a build folder besides the build: its lock, its job (the plan and each task's
+    receipt; an interrupted run's is read and replaced by the next), .tar.gz inputs decompressed for a run
+    (removed when it ends), and their listings, kept for a rerun."""
+    return name == LOCK_NAME or (is_dir and (name in (JOB_FOLDER, BEAM_RESULTS, LISTINGS_NAME)
+                                             or name.startswith(SPOOL_PREFIX)))
 
 
 def report_entry(name: str, is_dir: bool) -> bool:

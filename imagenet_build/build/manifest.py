@@ -230,6 +230,13 @@ def _options_problem(options: Mapping[str, Any]) -> str:
     return ""
 
 
+def shard_entry_problem(entry: Any) -> str:
+    """"<field>: <what is wrong>" for a shard entry of the wrong shape (one a task's receipt carries), or ""."""
+    if not isinstance(entry, dict):
+        return "not an object"
+    return _field_problem(_SHARD, entry, "")
+
+
 def schema_problem(manifest: Manifest) -> str:
     """"<field>: <what is wrong>" for the first field of the wrong shape, or ""."""
     problem = _field_problem(_TOP, manifest, "")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.manifest import SHARD_INPUTS, ShardEntry, ShardResult
+from imagenet_build.build.manifest import SHARD_INPUTS, ShardResult
 from imagenet_build.build.writer import codec_of, rebuilt_sha256, variant_of
 from imagenet_build.encode.resample import UNRECORDED_FILTER
 from imagenet_build.encode.resize import ResizeOptions
@@ -30,8 +30,7 @@ class ResumeCheck(NamedTuple):
     """One worker task: may the previous run's shard be kept?"""
 
     spec: ShardSpec
-    entry: ShardEntry  # the shard's entry in the previous manifest
-    previous_state: str | None
+    candidates: tuple[ShardResult, ...]  # what earlier runs said of the shard: the manifest's entry, a task's receipt
     dest: Destination
     on_error: OnError
     verify_inputs: bool
@@ -105,23 +104,31 @@ def shards_to_keep(
     pool: Workers,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
+    reported: Sequence[ShardResult] = (),
 ) -> dict[str, ShardResult]:
-    """{name: its entry and its inputs' state now} of the previous run's shards that this plan would write identically.
+    """{name: its entry and its inputs' state now} of the earlier runs' shards that this plan would write identically.
 
-    A shard is kept when its sha256 and its index's still match the files, its fingerprint
-    matches this plan, and its inputs are as they were (a file's size and mtime, an archive
-    member's place: sources.Reader.identity); with verify_inputs, its inputs are also read and the shard rebuilt in
-    memory to the same sha256 (then a touched but unchanged input does not count as changed).
+    What earlier runs said of a shard: its entry in the previous manifest, and the receipts (`reported`) of a job
+    that failed or was killed before its manifest listed them. A shard is kept when one of those matches: its
+    sha256 and its index's still match the files, its fingerprint matches this plan, and its inputs are as they
+    were (a file's size and mtime, an archive member's place: sources.Reader.identity); with verify_inputs, its
+    inputs are also read and the shard rebuilt in memory to the same sha256 (then a touched but unchanged input
+    does not count as changed).
     """
-    listed = {entry["name"]: entry for entry in (previous or {}).get("shards", [])}
     states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
-    tasks = [ResumeCheck(p.spec(k), listed[name], states.get(name), dest, on_error, verify_inputs, resize)
-             for p in plans for k, name in enumerate(p.names) if name in listed]
+    said: dict[str, list[ShardResult]] = {}
+    for entry in (previous or {}).get("shards", []):
+        said.setdefault(entry["name"], []).append(ShardResult(entry, states.get(entry["name"])))
+    for result in reported:
+        if result not in said.get(result.entry["name"], []):
+            said.setdefault(result.entry["name"], []).append(result)
+    tasks = [ResumeCheck(p.spec(k), tuple(said[name]), dest, on_error, verify_inputs, resize)
+             for p in plans for k, name in enumerate(p.names) if name in said]
     kept: dict[str, ShardResult] = {}
 
-    def keep(task: ResumeCheck, state: str | None) -> None:
-        if state is not None:
-            kept[task.spec.name] = ShardResult(task.entry, state)
+    def keep(task: ResumeCheck, result: ShardResult | None) -> None:
+        if result is not None:
+            kept[task.spec.name] = result
 
     pool.run(still_matches, tasks, keep)
     return kept
@@ -129,24 +136,29 @@ def shards_to_keep(
 
 def still_matches(
     spec: ShardSpec,
-    entry: ShardEntry,
-    previous_state: str | None,
+    candidates: Sequence[ShardResult],
     dest: Destination,
     on_error: OnError,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
-) -> str | None:
-    """The shard's input state now when the previous run's shard and index can be kept as they are, else None."""
-    codec = codec_of(entry["reencoded"], entry.get("resized", 0), resize)
-    if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
-        return None
-    state = spec.input_state(input_identities(spec))
-    if not verify_inputs and state != previous_state:
-        return None
-    if storage.sha256(storage.join(dest.output, spec.name)) != entry["sha256"]:
-        return None
-    if storage.sha256(storage.join(dest.index, index_name(spec.name))) != entry["index_sha256"]:
-        return None
-    if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
-        return None
-    return state
+) -> ShardResult | None:
+    """The first of `candidates` (what earlier runs said of the shard) that the shard and index in the folder still
+    match, with the shard's input state now; None when none does. The files are read once, whatever the count."""
+    state = sha = index_sha = None
+    for entry, previous_state in candidates:
+        codec = codec_of(entry["reencoded"], entry.get("resized", 0), resize)
+        if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
+            continue
+        state = state or spec.input_state(input_identities(spec))
+        if not verify_inputs and state != previous_state:
+            continue
+        sha = sha or storage.sha256(storage.join(dest.output, spec.name)) or "unreadable"
+        if sha != entry["sha256"]:
+            continue
+        index_sha = index_sha or storage.sha256(storage.join(dest.index, index_name(spec.name))) or "unreadable"
+        if index_sha != entry["index_sha256"]:
+            continue
+        if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
+            continue
+        return ShardResult(entry, state)
+    return None

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable, Iterator
 from typing import Any, Callable, cast
 
 from imagenet_build.build.builds import Build, destinations, make_builds, prepare
+from imagenet_build.build.dispatch import Planned, run_job, write_tasks
 from imagenet_build.build.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.build.inputs import Inputs, list_inputs
 from imagenet_build.build.manifest import Manifest, ShardEntry, ShardResult, write_manifest
 from imagenet_build.build.summary import Summary, Timing, run_summary
-from imagenet_build.build.writer import ShardTask, write_shard
-from imagenet_build.format.naming import BEAM_RESULTS
-from imagenet_build.infra import storage
-from imagenet_build.infra.errors import Stopped, one_line
+from imagenet_build.build.writer import ShardTask
+from imagenet_build.engines.job import remove_job_folder
+from imagenet_build.infra.errors import BuildError, Stopped, one_line
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
@@ -78,14 +77,15 @@ class _Progress:
             write_manifest(build.dest.output, cast(Manifest, dict(manifest, **ended or {})))
         self.last_write = time.monotonic()
 
-    def finished(self, task: ShardTask, results: list[ShardResult]) -> None:
-        assert len(task.dests) == len(results), "one result per destination"
-        for dest, result in zip(task.dests, results):
+    def finished(self, task: Planned, raw: list[list[Any]]) -> None:
+        """A task's results (run_shard_task's), each recorded in the build of its destination, in task order."""
+        assert len(task.dests) == len(raw), "one result per destination"
+        for dest, (_, entry, state) in zip(task.dests, raw):
             build = self.by_dest[dest]
-            build.done[result.entry["name"]] = result
-            build.written.append(result.entry["name"])
+            build.done[entry["name"]] = ShardResult(cast(ShardEntry, entry), state)
+            build.written.append(entry["name"])
         self.written += 1
-        self.bar.update(len(task.spec.entries))
+        self.bar.update(task.images)
         if self.written == 1 or time.monotonic() - self.last_write > MANIFEST_EVERY:
             self.save(False)
 
@@ -97,14 +97,19 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
     # a .tar.gz copy planned from kept listings: decompressed only where a shard is written
     request.copy.make_readable(pool, {p.split for p, _ in todo})
-    tasks = (_shard_task(request, builds, p, k) for p, k in todo)
     try:
-        _run_tasks(request, pool, tasks, progress.finished)
+        if todo:
+            progress.save(False)  # what earlier runs' receipts vouched for, recorded before their job is replaced
+            dispatch = write_tasks(request.dest.output, (_shard_task(request, builds, p, k) for p, k in todo))
+            run_job(request.engine, dispatch, pool, progress.finished)
         progress.save(True)
+        remove_job_folder(request.dest.output)  # the manifests vouch for every shard its receipts named
     except BaseException as e:
         interrupted = isinstance(e, KeyboardInterrupt)
         ended = {"ended": "interrupted"} if interrupted else {"ended": "failed", "error": one_line(e)}
         _stop(pool, builds, lambda: progress.save(False, ended))
+        with contextlib.suppress(OSError, BuildError):  # the run's own error is the one to say
+            remove_job_folder(request.dest.output)  # the manifest just written lists every shard its receipts named
         if interrupted:
             raise Stopped("interrupted; run the same command again to resume") from None
         raise
@@ -134,22 +139,3 @@ def _shard_task(request: ConvertRequest, builds: list[Build], p: SplitPlan, k: i
     if request.resize is not None:
         resize = request.resize.only([build.resize.targets[0] for build in lacking if build.resize is not None])
     return ShardTask(spec, tuple(b.dest for b in lacking), request.on_error, resize)
-
-
-def _run_tasks(request: ConvertRequest, pool: Workers, tasks: Iterable[ShardTask],
-               finished: Callable[[ShardTask, list[ShardResult]], None]) -> None:
-    """Each task on the workers, or on Apache Beam; finished(task, results) on this process as each ends."""
-    if request.runner == "beam":
-        from imagenet_build.build.beam import run_on_beam
-
-        results = storage.join(request.dest.output, BEAM_RESULTS) if request.dest.remote else None
-        run_on_beam(write_shard, tasks, lambda task, raw: finished(task, list(_from_json(raw))),
-                    request.beam_options, results)
-    else:
-        pool.run(write_shard, tasks, finished)
-
-
-def _from_json(raw: list[list[Any]]) -> Iterator[ShardResult]:
-    """The results of a task run on Beam, which travel back as JSON: [[entry, input state], ...]."""
-    for entry, state in raw:
-        yield ShardResult(cast(ShardEntry, entry), state)

@@ -10,6 +10,7 @@ one ShardSink per target, each its own build's shard, index and manifest entry.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -17,7 +18,7 @@ import os
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from imagenet_build.build.manifest import ShardEntry, ShardResult
 from imagenet_build.encode import images
@@ -72,6 +73,23 @@ class ShardTask(NamedTuple):
     dests: tuple[Destination, ...]
     on_error: OnError
     resize: ResizeOptions | None = None  # None: the full-size build, to its one destination
+
+    def portable(self) -> ShardTask:
+        """The task with its local paths absolute, as a worker in another folder (a Spark executor's) needs them."""
+        def absolute(path: str) -> str:
+            return path if storage.is_url(path) else os.path.abspath(path)
+
+        spec = dataclasses.replace(self.spec, source_root=absolute(self.spec.source_root))
+        dests = tuple(Destination(absolute(d.output), absolute(d.index)) for d in self.dests)
+        return self._replace(spec=spec, dests=dests)
+
+
+def run_shard_task(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError,
+                   resize: ResizeOptions | None = None) -> list[list[Any]]:
+    """write_shard as an engine runs it: its results as JSON, each naming its build, [[output, entry, input state],
+    ...] (what the task's receipt carries, and what a rerun after a failed job reads)."""
+    results = write_shard(spec, dests, on_error, resize)
+    return [[dest.output, result.entry, result.input_state] for dest, result in zip(dests, results)]
 
 
 def _write_all(fd: int, parts: Sequence[bytes]) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from imagenet_build.cli.group import cli, existing_dir, existing_file, print_json
-from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNERS
+from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNER_HELP, RUNNERS
 
 if TYPE_CHECKING:
     from imagenet_build.build.summary import Summary
@@ -84,10 +84,18 @@ if TYPE_CHECKING:
     "order (label 1 first, written to OUTPUT_DIR/labels.txt), images *.jpg/*.jpeg/*.png in any case.",
 )
 @click.option("--runner", type=click.Choice(RUNNERS), default=DEFAULTS.runner, show_default=True,
-              help="local: worker processes here; beam: one Apache Beam task per shard (extra [beam]).")
+              help="What runs the shard tasks. " + RUNNER_HELP + ". The output is the same for each.")
 @click.option("--beam-options", default=DEFAULTS.beam_options,
-              help="Beam pipeline options, e.g. '--runner DataflowRunner --project P --region R "
-              "--temp_location gs://B/tmp' [default: the DirectRunner].")
+              help="--runner beam: Beam's pipeline options, e.g. '--runner DataflowRunner --project P --region R "
+              "--temp_location gs://B/tmp' (docs/scaling.md). [default: --runner FnApiRunner, on this machine]")
+@click.option("--spark-master", default=DEFAULTS.spark_master, show_default=True,
+              help="--runner spark: the master URL (local[N], local-cluster[...], spark://HOST:PORT, yarn, k8s://...).")
+@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
+              help="--runner spark: a Spark configuration setting, as spark-submit's --conf (repeat for each); e.g. "
+              "spark.executorEnv.AWS_PROFILE=P.")
+@click.option("--shared-filesystem", is_flag=True,
+              help="--runner beam or spark with workers on other machines: every worker sees the local paths given "
+              "(an NFS mount, say); without it, inputs and output must be object-store URLs.")
 @click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
               "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; "
               "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "

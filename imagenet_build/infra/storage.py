@@ -122,6 +122,12 @@ def write_bytes(path: PathLike, data: bytes) -> None:
         write_atomic(path, data)
 
 
+def make_folder(path: PathLike) -> None:
+    """A folder and those above it (an object store has none: a key's prefix is enough)."""
+    if not is_url(path):
+        os.makedirs(path, exist_ok=True)
+
+
 def upload(local: PathLike, url: str) -> None:
     """Copy a finished local file to its final object name, in one upload."""
     _fs(url).put_file(str(local), str(url))
@@ -134,6 +140,7 @@ def listdir(path: PathLike) -> dict[str, bool]:
             return {}
         return {e.name: e.is_dir() for e in os.scandir(path)}
     fs = _fs(path)
+    fs.invalidate_cache(str(path))  # fsspec keeps listings: one taken before others wrote there would be stale
     if not fs.isdir(str(path)):
         return {}
     return {basename(info["name"]): info["type"] == "directory" for info in fs.ls(str(path), detail=True)}

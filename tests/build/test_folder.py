@@ -19,7 +19,8 @@ RUN_ENTRIES = {
     "lock": (".imagenet-build.lock", False),
     "temporary file": (".train-00001-of-00004.4242.tmp", False),
     "spool": (".imagenet-build-spool-999999999-train-abcd1234", True),  # of a run gone (no such pid)
-    "beam results": (".beam-results", True),
+    "beam results": (".beam-results", True),  # what --runner beam left before the job folder
+    "job": (".convert-job", True),
     "listings": (".imagenet-build-listings", True),
 }
 # what the checking verbs leave there for `report` (docs/report.md)
@@ -69,6 +70,7 @@ def test_every_entry_has_its_kind(tmp_path):
         (".train-00001-of-00004.4242.tmp", False): ("temp", ""),
         (".imagenet-build-spool-999999999-train-abcd1234", False): ("run", ""),
         (".beam-results", False): ("run", ""),
+        (".convert-job", False): ("run", ""),
         (".imagenet-build-listings", False): ("run", ""),
         ("notes.txt", False): ("stranger", ""),
         ("train-00009-of-00010", False): ("stranger", ""),
@@ -110,8 +112,9 @@ def test_convert_and_verify_agree_on_what_a_run_leaves(kind, build, sample_dir):
     rerun = run_cli(*sample_args(sample_dir, build, "--workers", 1, "--json"))
     assert rerun.exit_code == 0, rerun.output
     assert json.loads(rerun.stdout)["shards_kept"] == 4 + 2
-    # what a killed run left is removed by the next: its temporary file, its spool, its lock (the next run's own)
-    assert (build / name).exists() == (kind in ("beam results", "listings"))
+    # what a killed run left is removed by the next: its temporary file, its spool, its lock (the next run's own),
+    # its job (read, then removed once the manifest is complete), an earlier version's Beam figures
+    assert (build / name).exists() == (kind == "listings")
 
 
 def test_convert_and_verify_keep_what_the_report_picks_up(build, sample_dir):
@@ -148,6 +151,6 @@ def test_write_arrays_keeps_what_a_run_leaves_and_removes_a_temporary_file(tmp_p
     write_arrays(images, np.arange(8) % 2, out, "train", 2)
     assert not (out / RUN_ENTRIES["temporary file"][0]).exists()
     kept = [kind for kind, (name, _) in RUN_ENTRIES.items() if (out / name).exists()]
-    assert kept == ["spool", "beam results", "listings"]  # the lock is its own, removed as it ends
+    assert kept == ["spool", "beam results", "job", "listings"]  # the lock is its own, removed as it ends
     code, report = verify_report(out)
     assert code == 0, report["problems"]

@@ -32,7 +32,7 @@ def test_the_command_lines_defaults_and_choices_are_the_requests():
     assert given == dataclasses.asdict(ConvertOptions(output_dir="out"))
     params = {p.name: p for p in command.params}
     assert tuple(params["on_error"].type.choices) == ON_ERROR == ("fail", "skip")
-    assert tuple(params["runner"].type.choices) == RUNNERS == ("local", "beam")
+    assert tuple(params["runner"].type.choices) == RUNNERS == ("local", "beam", "spark")
     assert tuple(params["resize_filter"].type.choices) == RESIZE_FILTERS == tuple(resample.FILTERS)
     assert RESIZE_FILTERS[0] == resample.DEFAULT_FILTER == "catmull-rom"
     assert DEFAULTS.on_error == ON_ERROR[0] and DEFAULTS.runner == RUNNERS[0]
@@ -60,7 +60,19 @@ def test_a_request_is_frozen_and_resolved(sample_dir, tmp_path):
     ({"from_paths": ("x",)}, UsageError, "give --from or --train-dir, not both"),
     ({"train_dir": None, "validation_dir": None}, UsageError, "nothing to convert"),
     ({"on_error": "ignore"}, UsageError, "--on-error must be fail or skip, not 'ignore'"),
-    ({"runner": "spark"}, UsageError, "--runner must be local or beam, not 'spark'"),
+    ({"runner": "ray"}, UsageError, "--runner must be local or beam or spark, not 'ray'"),
+    ({"beam_options": "--direct_num_workers 2"}, UsageError, "--beam-options goes with --runner beam"),
+    ({"spark_master": "local[2]"}, UsageError, "--spark-master goes with --runner spark"),
+    ({"spark_conf": ("a=b",)}, UsageError, "--spark-conf goes with --runner spark"),
+    ({"shared_filesystem": True}, UsageError, "--shared-filesystem goes with --runner beam or spark"),
+    ({"runner": "spark", "spark_conf": ("spark.executor.memory",)}, UsageError,
+     "--spark-conf takes KEY=VALUE"),
+    ({"runner": "beam", "beam_options": "--runner 'unclosed"}, UsageError, "--beam-options: No closing quotation"),
+    ({"runner": "beam", "beam_options": "--runner NoSuchRunner"}, UsageError, "--runner NoSuchRunner"),
+    ({"runner": "spark", "spark_master": "yarn"}, UsageError, "may run its workers on other machines: give an "
+     "object-store URL"),
+    ({"runner": "beam", "beam_options": "--runner PortableRunner --job_endpoint localhost:1"}, UsageError,
+     "may run its workers on other machines"),
     ({"quality": 80}, UsageError, "--quality goes with --resize"),
     ({"exif_transpose": True}, UsageError, "--exif-transpose goes with --resize"),
     ({"resize_filter": "catmull-rom"}, UsageError, "--resize-filter goes with --resize"),

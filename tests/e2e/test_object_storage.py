@@ -2,8 +2,6 @@
 
 import json
 
-import pytest
-
 from conftest import run_cli, run_process, sample_args, tree_digest
 
 
@@ -88,25 +86,7 @@ def test_convert_from_archives_in_a_bucket(bucket, tmp_path):
     assert a == b
 
 
-# ------------------------------------------------------------------ Apache Beam
-
-
-@pytest.mark.slow
-def test_beam_direct_runner_writes_the_local_runs_bytes(sample_dir, converted, tmp_path):
-    pytest.importorskip("apache_beam")
-    result = run_process(*sample_args(sample_dir, tmp_path / "beam", "--runner", "beam", "--json"))
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["shards_written"] == 6
-    assert tree_digest(tmp_path / "beam") == tree_digest(converted)  # the manifest included
-
-
-@pytest.mark.slow
-def test_beam_to_s3(sample_dir, converted, bucket):
-    pytest.importorskip("apache_beam")
-    out = f"{bucket}/beam"
-    result = run_process(*sample_args(sample_dir, out, "--runner", "beam"))
-    assert result.returncode == 0, result.stderr
-    assert s3_digest(out) == tree_digest(converted)
+# ------------------------------------------------------------------ engines (each engine's runs: tests/engines/)
 
 
 def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):

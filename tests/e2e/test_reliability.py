@@ -23,7 +23,7 @@ import pytest
 from PIL import Image
 
 from conftest import (
-    alive,
+    Run,
     children_of,
     run_cli,
     run_process,
@@ -573,89 +573,6 @@ def test_idle_workers_of_a_killed_run_end_with_it():
 
 
 # ------------------------------------------------------------------ signals: every process of a run ends with it
-
-RUN_MARKER = "IMAGENET_BUILD_TEST_RUN"  # in the environment of every process a run starts (children inherit it)
-
-
-class Run:
-    """A verb as a whole process in its own process group, marked so that every process it starts
-    (workers, DataLoader workers, the resource tracker, grandchildren) can be found in /proc.
-    With tty=True its stderr is a terminal, as a user's is (progress bars shown: tqdm's thread
-    makes the worker pools spawn rather than fork, with multiprocessing's resource tracker)."""
-
-    def __init__(self, *args, tty=False):
-        import pty
-        import threading
-        import uuid
-
-        self.marker = uuid.uuid4().hex
-        env = dict(os.environ, **{RUN_MARKER: self.marker})
-        master = slave = None
-        if tty:
-            master, slave = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-m", "imagenet_build", *map(str, args)], env=env,
-                                     stdout=subprocess.PIPE, stderr=slave if tty else subprocess.PIPE,
-                                     start_new_session=True)
-        self._out, self._err = [], []
-        if tty:
-            os.close(slave)
-        # read on threads: a process left behind holds the pipes open, and must fail the test, not hang it
-        self._readers = [threading.Thread(target=self._read, args=(fd, into), daemon=True) for fd, into in (
-            (self.proc.stdout.fileno(), self._out), (master if tty else self.proc.stderr.fileno(), self._err))]
-        for reader in self._readers:
-            reader.start()
-
-    @staticmethod
-    def _read(fd, into):
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except OSError:  # a terminal whose other end closed: every process of the run let go of it
-                break
-            if not chunk:
-                break
-            into.append(chunk)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        for pid in self.processes():  # what a failed test found left behind: not left to the next test
-            os.kill(pid, signal.SIGKILL)
-        self.proc.wait()
-
-    def processes(self):
-        """Pids of the live processes of this run."""
-        needle = f"{RUN_MARKER}={self.marker}".encode()
-        found = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
-                try:
-                    environ = (entry / "environ").read_bytes().split(b"\0")
-                except OSError:
-                    continue
-                if needle in environ and alive(int(entry.name)):
-                    found.append(int(entry.name))
-        return found
-
-    def wait_for(self, ready, seconds=90):
-        deadline = time.monotonic() + seconds
-        while self.proc.poll() is None and time.monotonic() < deadline and not ready(self):
-            time.sleep(0.005)
-        assert self.proc.poll() is None, "the run ended before it could be signalled: make it longer"
-
-    def signal(self, how):
-        """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`) or to its whole process
-        group (`kill -TERM -PGID`, `timeout`, a batch system's cancel), or Ctrl-C (SIGINT to the group);
-        then its ending, which must come within a few seconds."""
-        number = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}.get(how, signal.SIGTERM)
-        (os.killpg if how in ("sigterm-group", "ctrl-c") else os.kill)(self.proc.pid, number)
-        sent = time.monotonic()
-        code = self.proc.wait(60)
-        assert time.monotonic() - sent < 5, f"{how}: the command took {time.monotonic() - sent:.0f} s to end"
-        for reader in self._readers:
-            reader.join(10)
-        return code, b"".join(self._out).decode(), b"".join(self._err).decode(errors="replace")
 
 
 def dali_running(run):

@@ -1,0 +1,85 @@
+"""What an engine is: something that runs a convert job's shard tasks, given their numbers, somewhere.
+
+The driver (the writer's run) lists, plans and commits; an engine only runs `job.run_task(job, number)`
+for each number, on worker processes here, on Apache Beam or on Apache Spark. Every task reports
+through the output's own storage (engines/job.py), so the driver counts results the same way whatever
+ran them. An engine registers itself here (`@register`); `--runner`'s choices are this registry's names.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+from imagenet_build.infra import storage
+from imagenet_build.infra.errors import UsageError
+
+if TYPE_CHECKING:
+    from imagenet_build.engines.job import JobRef
+    from imagenet_build.infra.workers import Workers
+
+DEFAULT_SPARK_MASTER = "local[*]"
+
+OnResult = Callable[[int, Any], None]  # (task number, its result): a task that ended, where the engine knows
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """The options of every engine, as convert takes them (each engine reads its own)."""
+
+    workers: int = 1  # local: processes
+    beam_options: str = ""  # beam: Beam's pipeline options
+    spark_master: str = DEFAULT_SPARK_MASTER  # spark: the master URL
+    spark_conf: tuple[tuple[str, str], ...] = ()  # spark: configuration (KEY, VALUE) pairs, after ours
+    shared_filesystem: bool = False  # the user's word that every worker sees the local paths given
+
+
+class Engine(ABC):
+    """Runs shard tasks. Subclasses set `name`, `describe`, and say whether their workers see this machine's disk."""
+
+    name: ClassVar[str]
+    help: ClassVar[str]  # --runner's help for it
+    reports_as_tasks_end: ClassVar[bool] = False  # run() calls on_result as each task ends (else: results are polled)
+
+    def __init__(self, settings: EngineSettings) -> None:
+        self.settings = settings
+
+    def check(self) -> None:  # noqa: B027 - an engine that needs nothing checks nothing
+        """Refuse, in one line, what cannot run (a missing package, no Java), before anything is listed."""
+
+    def workers_see_local_paths(self) -> bool:
+        """Whether every worker runs on this machine (local paths then work, shared file system or not)."""
+        return True
+
+    def describe(self) -> str:
+        """What runs the tasks, for messages: "Apache Spark (yarn)"."""
+        return self.name
+
+    @abstractmethod
+    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
+        """Run `run_task(job, n)` for each n of `numbers`; returns when all ended, raises when the job failed or was
+        stopped (its workers ended by then). `pool` is the driver's worker processes (the local engine's)."""
+
+    def refuse_unreachable(self, paths: Mapping[str, Sequence[str]]) -> None:
+        """A local path (output or input) that workers on other machines could not reach: a usage error, unless the
+        user says every worker sees it (--shared-filesystem). `paths`: {option: the paths it gave}."""
+        if self.workers_see_local_paths() or self.settings.shared_filesystem:
+            return
+        for option, given in paths.items():
+            for path in given:
+                if path and not storage.is_url(path):
+                    raise UsageError(
+                        f"{option} {path} is a local path, and {self.describe()} may run its workers on other "
+                        "machines: give an object-store URL (s3://, gs://), or --shared-filesystem if every worker "
+                        "sees this path")
+
+
+ENGINES: dict[str, type[Engine]] = {}
+
+
+def register(engine: type[Engine]) -> type[Engine]:
+    """An engine module's class decorator: `--runner <name>` runs it."""
+    ENGINES[engine.name] = engine
+    return engine

@@ -1,0 +1,26 @@
+"""The local engine: the shard tasks on this machine's worker processes (infra.workers), results handed back
+as each task ends."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from imagenet_build.engines.base import Engine, OnResult, register
+from imagenet_build.engines.job import JobRef, run_task
+
+if TYPE_CHECKING:
+    from imagenet_build.infra.workers import Workers
+
+
+@register
+class LocalEngine(Engine):
+    name = "local"
+    help = "worker processes here (--workers)"
+    reports_as_tasks_end = True
+
+    def describe(self) -> str:
+        return f"{self.settings.workers} local worker process{'es' if self.settings.workers > 1 else ''}"
+
+    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
+        pool.run(run_task, ((job, n) for n in numbers), lambda task, result: on_result(task[1], result))

@@ -1,0 +1,261 @@
+"""Each engine's own rules, in this process: the options it reads, what it refuses, where its workers run, and the
+Beam and Spark engines running a small job here (the whole-process runs are in test_engines.py)."""
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import pytest
+
+from imagenet_build.engines import ENGINES, make_engine
+from imagenet_build.engines.base import DEFAULT_SPARK_MASTER, EngineSettings
+from imagenet_build.engines.beam import DEFAULT_RUNNER, BeamEngine, _option, _worker_deaths_fail_the_job
+from imagenet_build.engines.job import Task, reported, write_job
+from imagenet_build.engines.local import LocalEngine
+from imagenet_build.engines.spark import SparkEngine, _first_line, _spark_dirs, find_java, java_version
+from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.workers import Workers
+
+
+def square(x):
+    return [x * x]
+
+
+def beam(options):
+    return BeamEngine(EngineSettings(beam_options=options))
+
+
+def spark(master=DEFAULT_SPARK_MASTER, conf=()):
+    return SparkEngine(EngineSettings(spark_master=master, spark_conf=conf))
+
+
+def test_the_registry_holds_each_engine_by_its_name():
+    assert ENGINES == {"local": LocalEngine, "beam": BeamEngine, "spark": SparkEngine}
+    made = make_engine("spark", EngineSettings(spark_master="yarn"))
+    assert isinstance(made, SparkEngine) and made.settings.spark_master == "yarn"
+    assert LocalEngine.reports_as_tasks_end and not BeamEngine.reports_as_tasks_end
+    assert not SparkEngine.reports_as_tasks_end
+
+
+@pytest.mark.parametrize("settings,paths,refused", [
+    (EngineSettings(spark_master="yarn"), {"--output-dir": ["out"]}, "--output-dir out"),
+    (EngineSettings(spark_master="yarn"), {"--output-dir": ["s3://b/o"], "--from": ["s3://b/a", "/data/b"]},
+     "--from /data/b"),
+    (EngineSettings(spark_master="yarn"), {"--output-dir": ["gs://b/o"], "--index-dir": [""]}, None),
+    (EngineSettings(spark_master="yarn", shared_filesystem=True), {"--output-dir": ["/nfs/out"]}, None),
+    (EngineSettings(spark_master="local[4]"), {"--output-dir": ["out"]}, None),
+    (EngineSettings(spark_master="local-cluster[2,1,1024]"), {"--output-dir": ["out"]}, None),
+])
+def test_a_local_path_is_refused_only_where_workers_may_be_elsewhere(settings, paths, refused):
+    engine = SparkEngine(settings)
+    if refused is None:
+        engine.refuse_unreachable(paths)
+        return
+    with pytest.raises(UsageError) as raised:
+        engine.refuse_unreachable(paths)
+    assert str(raised.value) == (
+        f"{refused} is a local path, and Apache Spark ({settings.spark_master}) may run its workers on other "
+        "machines: give an object-store URL (s3://, gs://), or --shared-filesystem if every worker sees this path")
+
+
+def test_the_local_engine_says_how_many_processes():
+    assert LocalEngine(EngineSettings(workers=1)).describe() == "1 local worker process"
+    assert LocalEngine(EngineSettings(workers=3)).describe() == "3 local worker processes"
+    assert LocalEngine(EngineSettings(workers=3)).workers_see_local_paths()
+
+
+def test_the_local_engine_runs_each_number_and_hands_each_result_on(tmp_path):
+    job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(5)])
+    got = {}
+    with Workers(2) as pool:
+        LocalEngine(EngineSettings(workers=2)).run(job, [4, 1, 3], lambda n, result: got.update({n: result}), pool)
+    assert got == {4: [16], 1: [1], 3: [9]} and reported(job) == {"k4", "k1", "k3"}
+
+
+# ------------------------------------------------------------------ Beam
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["--runner", "X"], "X"), (["--runner=Y"], "Y"), (["--runner", "X", "--runner=Z"], "Z"),
+    (["--project", "p"], None), (["--runner"], None), (["--runners", "X"], None), ([], None),
+])
+def test_an_option_of_beams_is_read_as_beam_reads_it(args, expected):
+    assert _option(args, "--runner") == expected
+
+
+def test_the_runner_is_always_named():
+    assert beam("").args == ["--runner", DEFAULT_RUNNER] and DEFAULT_RUNNER == "FnApiRunner"
+    assert beam("--direct_num_workers 2").args == ["--runner", "FnApiRunner", "--direct_num_workers", "2"]
+    assert beam("--runner DirectRunner --x 'a b'").args == ["--runner", "DirectRunner", "--x", "a b"]
+    assert beam("--runner=PortableRunner").runner == "PortableRunner"
+    assert beam("").describe() == "Apache Beam (FnApiRunner)"
+    with pytest.raises(UsageError, match="--beam-options: No closing quotation"):
+        _ = beam("--x 'open").args
+
+
+@pytest.mark.parametrize("options,here", [
+    ("", True), ("--runner DirectRunner", True), ("--runner fnapirunner", True), ("--runner direct", True),
+    ("--runner BundleBasedDirectRunner", True), ("--runner SwitchingDirectRunner", True),
+    ("--runner PortableRunner --environment_type LOOPBACK", True),
+    ("--runner PortableRunner --environment_type=loopback", True),
+    ("--runner PortableRunner --environment_type EXTERNAL", False), ("--runner DataflowRunner", False),
+    ("--runner FlinkRunner", False), ("--runner SparkRunner", False),
+])
+def test_where_beams_workers_run(options, here):
+    assert beam(options).workers_see_local_paths() is here
+
+
+def test_beam_refuses_an_unknown_runner_and_dataflow_without_its_extra(monkeypatch):
+    with pytest.raises(UsageError, match="--beam-options: --runner NoSuchRunner: "):
+        beam("--runner NoSuchRunner").check()
+    beam("--runner DirectRunner").check()
+    monkeypatch.setitem(sys.modules, "apache_beam.runners.dataflow.internal.apiclient", None)
+    with pytest.raises(BuildError) as raised:
+        beam("--runner DataflowRunner").check()
+    assert str(raised.value) == (
+        "--runner beam with DataflowRunner needs Apache Beam's Dataflow runner (apache-beam[gcp]), which is not "
+        "installed: in a clone of imagenet-build, pip install -c constraints.txt '.[dataflow]'")
+
+
+def test_beam_runs_every_task_of_a_job_here_and_keeps_its_logs_quiet(tmp_path):
+    job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(4)])
+    logger = logging.getLogger("apache_beam")
+    before = logger.level
+    beam("").run(job, range(4), lambda n, result: pytest.fail("Beam hands nothing back"), None)
+    assert reported(job) == {"k0", "k1", "k2", "k3"} and logger.level == before
+
+
+def test_a_failed_beam_task_fails_its_job_with_its_own_line(tmp_path):
+    from imagenet_build.engines.job import task_error
+
+    job = write_job(str(tmp_path), [Task("bad", os.path.getsize, (str(tmp_path / "missing.JPEG"),))])
+    with pytest.raises(Exception) as raised:
+        beam("").run(job, [0], lambda n, result: None, None)
+    assert "missing.JPEG" in task_error(raised.value)
+
+
+def raise_in_a_thread(error):
+    thread = threading.Thread(target=lambda: (_ for _ in ()).throw(error), name="run_worker")
+    thread.start()
+    thread.join()
+
+
+def test_a_dead_beam_worker_stops_the_job_waiting_for_it():
+    """Beam's local runner waits forever for a dead worker's bundle: the thread that saw the death stops the wait."""
+    hook, handler = threading.excepthook, signal.getsignal(signal.SIGUSR1)
+    started = time.monotonic()
+    with pytest.raises(BuildError) as raised, _worker_deaths_fail_the_job():
+        raise_in_a_thread(RuntimeError("Worker subprocess exited with return code 137"))
+        time.sleep(30)  # Beam's wait
+    assert time.monotonic() - started < 10
+    assert str(raised.value) == ("a worker process of Beam's local runner died (Worker subprocess exited with "
+                                 "return code 137)")
+    assert threading.excepthook is hook and signal.getsignal(signal.SIGUSR1) == handler
+
+
+def test_other_thread_errors_are_left_to_pythons_hook(monkeypatch):
+    seen = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(str(args.exc_value)))
+    with _worker_deaths_fail_the_job():
+        raise_in_a_thread(KeyError("a bug"))
+    assert seen == ["'a bug'"]
+
+
+# ------------------------------------------------------------------ Spark
+
+
+@pytest.mark.parametrize("shown,major", [
+    ('openjdk version "17.0.15" 2025-04-15', 17), ('java version "1.8.0_392"', 8), ('openjdk version "21" 2023', 21),
+    ('openjdk version "11.0.2"', 11), ("something else", None),
+])
+def test_the_java_version_is_read_as_java_prints_it(tmp_path, shown, major):
+    java = tmp_path / "java"
+    java.write_text(f"#!/bin/sh\necho '{shown}' >&2\n")
+    java.chmod(0o755)
+    assert java_version(str(java)) == major
+    assert java_version(str(tmp_path / "no-such-java")) is None
+
+
+def test_java_is_found_in_java_home_first(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))
+    assert find_java() is None
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "java").write_text("#!/bin/sh\n")
+    assert find_java() is None  # not executable
+    (tmp_path / "bin" / "java").chmod(0o755)
+    assert find_java() == str(tmp_path / "bin" / "java")
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert find_java() == str(tmp_path / "bin" / "java")
+
+
+def test_spark_refuses_no_java_and_an_old_one(tmp_path, monkeypatch):
+    pytest.importorskip("pyspark")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(BuildError, match="--runner spark needs Java 17 or newer, and there is no java on PATH: "):
+        spark().check()
+    (tmp_path / "java").write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\"' >&2\n")
+    (tmp_path / "java").chmod(0o755)
+    with pytest.raises(BuildError, match=f"and {tmp_path / 'java'} is Java 11: set JAVA_HOME"):
+        spark().check()
+
+
+def test_sparks_configuration_is_ours_then_the_users():
+    pytest.importorskip("pyspark")
+    conf = dict(spark(conf=(("spark.log.level", "INFO"), ("spark.executor.memory", "2g")))._conf().getAll())
+    assert conf["spark.master"] == "local[*]" and conf["spark.app.name"] == "imagenet-build convert"
+    assert conf["spark.ui.showConsoleProgress"] == "false" and conf["spark.ui.enabled"] == "false"
+    assert conf["spark.log.level"] == "INFO" and conf["spark.executor.memory"] == "2g"
+    assert "spark.ui.enabled" not in dict(spark("yarn")._conf().getAll())  # a cluster's UI is the user's
+
+
+@pytest.mark.parametrize("master,here", [("local", True), ("local[*]", True), ("local[2,4]", True),
+                                         ("local-cluster[2,1,1024]", True), ("yarn", False),
+                                         ("spark://h:7077", False), ("k8s://https://h:443", False)])
+def test_where_sparks_workers_run(master, here):
+    assert spark(master).workers_see_local_paths() is here
+    assert spark(master).describe() == f"Apache Spark ({master})"
+
+
+def test_a_local_masters_folders_and_python_are_set_while_it_runs_and_put_back(monkeypatch):
+    monkeypatch.setenv("SPARK_WORKER_DIR", "/theirs")
+    monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    with _spark_dirs(True):
+        assert os.environ["PYSPARK_PYTHON"] == sys.executable
+        scratch = os.path.dirname(os.environ["SPARK_WORKER_DIR"])
+        assert os.environ["SPARK_LOCAL_DIRS"] == os.path.join(scratch, "local") and os.path.isdir(scratch)
+    assert os.environ["SPARK_WORKER_DIR"] == "/theirs" and "PYSPARK_PYTHON" not in os.environ
+    assert not os.path.exists(scratch)
+    with _spark_dirs(False):
+        assert os.environ["SPARK_WORKER_DIR"] == "/theirs" and "PYSPARK_PYTHON" not in os.environ
+
+
+def test_a_spark_failure_is_its_tasks_line_or_its_first():
+    assert _first_line(RuntimeError("x\nimagenet_build.engines.job.TaskFailed: a.JPEG: bad\n")) == "a.JPEG: bad"
+    assert _first_line(RuntimeError("\n  An error occurred\nmore")) == "the Spark job failed: An error occurred"
+    assert _first_line(RuntimeError("")) == "the Spark job failed: RuntimeError"
+
+
+@pytest.mark.slow
+def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path):
+    pytest.importorskip("pyspark")
+    if find_java() is None:
+        pytest.skip("no Java for Spark (scripts/test.sh installs Debian's openjdk-17-jre-headless where it may)")
+    from pyspark import SparkContext
+
+    job = write_job(str(tmp_path), [Task(f"k{n}", abs, (-n,)) for n in range(3)])  # executors import no test module
+    spark("local[1]").run(job, range(3), lambda n, result: pytest.fail("Spark hands nothing back"), None)
+    assert reported(job) == {"k0", "k1", "k2"}
+    assert SparkContext._gateway is None and SparkContext._active_spark_context is None
+    bad = write_job(str(tmp_path / "bad"), [Task("bad", os.path.getsize, (str(tmp_path / "missing.JPEG"),))])
+    with pytest.raises(BuildError) as raised:
+        spark("local[1]").run(bad, [0], lambda n, result: None, None)
+    line = str(raised.value)
+    assert "missing.JPEG" in line and "(Spark's log: " in line
+    log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
+    assert os.path.exists(log)
+    os.unlink(log)

@@ -1,0 +1,138 @@
+"""The job every engine runs: the plan written once and read a task at a time, the receipts, the count."""
+
+import json
+import os
+
+import pytest
+
+from imagenet_build.engines.job import (
+    MAGIC,
+    JobRef,
+    ResultWatcher,
+    Task,
+    TaskFailed,
+    collect,
+    earlier_results,
+    load_task,
+    receipt_path,
+    reported,
+    run_task,
+    task_error,
+    write_job,
+)
+from imagenet_build.infra.errors import BuildError, InputError
+
+
+def double(x):
+    return [x, x * 2]
+
+
+def fails(path):
+    raise InputError(path, "not a JPEG")
+
+
+def breaks(_):
+    raise KeyError("a bug")
+
+
+def test_each_task_reads_back_as_written(tmp_path):
+    tasks = [Task(f"shard-{n}", double, (n,)) for n in range(5)]
+    job = write_job(str(tmp_path), iter(tasks))
+    assert job.folder == str(tmp_path / ".convert-job") and len(job.id) == 16
+    assert [load_task(job, n) for n in (4, 0, 2)] == [tasks[4], tasks[0], tasks[2]]
+    assert (tmp_path / ".convert-job" / f"{job.id}.tasks").read_bytes().startswith(MAGIC)
+
+
+def test_a_task_reports_its_result_in_a_receipt_after_running(tmp_path):
+    job = write_job(str(tmp_path), [Task("a", double, (3,)), Task("b", double, (4,))])
+    assert run_task(job, 1) == [4, 8]
+    receipt = json.loads((tmp_path / ".convert-job" / "results" / job.id / "b.json").read_text())
+    assert receipt == {"job": job.id, "task": 1, "key": "b", "result": [4, 8]}
+    assert reported(job) == {"b"}
+
+
+def test_a_tasks_own_error_is_one_line_and_leaves_no_receipt(tmp_path):
+    job = write_job(str(tmp_path), [Task("a", fails, ("x.JPEG",)), Task("b", breaks, (1,))])
+    with pytest.raises(TaskFailed, match=r"^x\.JPEG: not a JPEG$"):
+        run_task(job, 0)
+    with pytest.raises(KeyError):  # a bug is no task error: it keeps its traceback
+        run_task(job, 1)
+    assert reported(job) == set()
+
+
+def test_the_task_error_is_found_in_an_engines_text():
+    """Beam and Spark pass a worker's error on as text, the traceback included."""
+    text = ("Traceback (most recent call last):\n  File ...\nimagenet_build.engines.job.TaskFailed: "
+            "s3://b/x.tar: NoCredentialsError: Unable to locate credentials\n\n\tat org.apache.spark...")
+    assert task_error(RuntimeError(text)) == "s3://b/x.tar: NoCredentialsError: Unable to locate credentials"
+    assert task_error(TaskFailed("y: bad")) == "y: bad"
+    assert task_error(RuntimeError("Channel closed prematurely")) is None
+
+
+def test_collect_counts_every_planned_task_once(tmp_path):
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("abcd")])
+    for n in (0, 1, 3):
+        run_task(job, n)
+    got = collect(job, list("abcd"), {"a": "given"})
+    assert got.results == {"a": "given", "b": [1, 2], "d": [3, 6]}  # "a" as the engine handed it on, not re-read
+    assert got.missing == ["c"] and got.unexpected == []
+
+
+def test_collect_names_a_result_that_is_not_the_jobs(tmp_path):
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("ab")])
+    run_task(job, 0)
+    run_task(job, 1)
+    planted = json.loads(open(receipt_path(job, "a")).read())
+    with open(receipt_path(job, "z"), "w") as f:  # a task no plan of this job holds
+        json.dump(dict(planted, key="z"), f)
+    with open(receipt_path(job, "b"), "w") as f:  # another job's receipt in this job's folder
+        json.dump(dict(planted, job="0" * 16, key="b"), f)
+    got = collect(job, ["a", "b"], {})
+    assert got.results == {"a": [0, 0]} and got.missing == [] and got.unexpected == ["b", "z"]
+
+
+def test_a_stale_receipt_of_an_earlier_job_never_counts_for_this_one(tmp_path):
+    """What an interrupted run left is a candidate for resume (checked against the files), never this job's result."""
+    old = write_job(str(tmp_path), [Task("a", double, (1,))])
+    run_task(old, 0)
+    new = write_job(str(tmp_path), [Task("a", double, (1,))])
+    assert collect(new, ["a"], {}).missing == ["a"]
+    assert earlier_results(str(tmp_path), new.id) == [("a", [1, 2])]
+    assert earlier_results(str(tmp_path)) == [("a", [1, 2])]
+
+
+@pytest.mark.parametrize("damage", [b"", b"{", b"[1]", b'{"key": 5, "result": 1}', b'{"key": "a"}', b"[" * 100000])
+def test_a_damaged_receipt_is_no_result(tmp_path, damage):
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    os.makedirs(job.results, exist_ok=True)
+    with open(receipt_path(job, "a"), "wb") as f:
+        f.write(damage)
+    assert collect(job, ["a"], {}).unexpected == ["a"]
+    assert earlier_results(str(tmp_path)) == []
+
+
+def test_a_tasks_file_that_is_not_ours_is_one_line(tmp_path):
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    with open(job.tasks_path, "wb") as f:
+        f.write(b"something else entirely")
+    with pytest.raises(BuildError, match="not a job of this imagenet-build"):
+        load_task(JobRef(job.folder, job.id), 0)
+
+
+def test_the_watcher_hands_on_each_new_receipt_once(tmp_path):
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("abc")])
+    got = []
+    watcher = ResultWatcher(job, list("abc"), lambda key, raw: got.append((key, raw)), every=3600)
+    run_task(job, 1)
+    watcher.poll()
+    run_task(job, 0)
+    watcher.poll()
+    watcher.poll()
+    assert got == [("b", [1, 2]), ("a", [0, 0])]
+
+
+def test_the_plan_on_an_object_store_is_read_a_task_at_a_time(bucket):
+    tasks = [Task(f"s{n}", double, (n,)) for n in range(3)]
+    job = write_job(f"{bucket}/out", tasks)
+    assert run_task(job, 2) == [2, 4]
+    assert collect(job, ["s0", "s1", "s2"], {}).missing == ["s0", "s1"]
