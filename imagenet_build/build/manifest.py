@@ -167,7 +167,7 @@ def write_manifest(output_dir: PathLike, manifest: Manifest) -> Manifest:
     written first, an incomplete one's removed. Returns the manifest as written (with the version)."""
     written = cast(Manifest, dict(manifest, imagenet_build_version=__version__))
     if written.get("complete"):
-        tfds_metadata.write_tfds_files(output_dir, tfds_files(written))
+        tfds_metadata.write_tfds_files(output_dir, tfds_documents(written))
     else:
         tfds_metadata.remove_tfds_files(output_dir)
     storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(written))
@@ -184,7 +184,8 @@ TFDS_DESCRIPTION = ("TF-slim's image records (build_imagenet_data's 15 features)
                     "its manifest.json says from what, and with which options.")
 
 
-def tfds_files(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | None = None) -> dict[str, bytes]:
+def tfds_documents(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | None = None
+                   ) -> dict[str, Mapping[str, Any]]:
     """features.json and dataset_info.json of a complete build: slim's features with the manifest's classes,
     each split's shard lengths and bytes; those of the manifest's shard entries, or `shards` ({shard name:
     (records, bytes)}: what verify found in the shards themselves)."""
@@ -200,7 +201,7 @@ def tfds_files(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | None 
     encodings = {figures.get("encoding") for figures in manifest["splits"].values()}
     image_format = "png" if encodings == {"PNG"} else "jpeg"  # write_arrays' lossless=True: every split PNG
     schema = record_schema(manifest)
-    return tfds_metadata.tfds_files(tfds_metadata.features_json(schema, manifest["synsets"], image_format),
+    return tfds_metadata.tfds_documents(tfds_metadata.features_json(schema, manifest["synsets"], image_format),
                                     tfds_metadata.dataset_info_json(splits, schema, TFDS_DESCRIPTION))
 
 

@@ -119,15 +119,15 @@ def encode(document: Mapping[str, Any]) -> bytes:
     return (json.dumps(document, indent=1, sort_keys=True) + "\n").encode()
 
 
-def tfds_files(features: Mapping[str, Any], dataset_info: Mapping[str, Any]) -> dict[str, bytes]:
-    """{file name: bytes}, features.json first: the order they are written in."""
-    return {FEATURES_JSON: encode(features), DATASET_INFO_JSON: encode(dataset_info)}
+def tfds_documents(features: Mapping[str, Any], dataset_info: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """{file name: its document}, features.json first: the order they are written in."""
+    return {FEATURES_JSON: features, DATASET_INFO_JSON: dataset_info}
 
 
-def write_tfds_files(output_dir: PathLike, files: Mapping[str, bytes]) -> None:
+def write_tfds_files(output_dir: PathLike, documents: Mapping[str, Mapping[str, Any]]) -> None:
     """Each file atomically (a temp file renamed, or one upload): a reader sees the old file or the new one."""
-    for name, data in files.items():
-        storage.write_bytes(storage.join(output_dir, name), data)
+    for name, document in documents.items():
+        storage.write_bytes(storage.join(output_dir, name), encode(document))
 
 
 def remove_tfds_files(output_dir: PathLike) -> None:
@@ -153,25 +153,39 @@ def read_tfds_file(output_dir: PathLike, name: str) -> Any:
 
 def differences(found: Any, expected: Any, where: str = "") -> list[str]:
     """Where one of the files (parsed) disagrees with what the build implies, one line each ("<where>: <found>,
-    the build's: <expected>"): splits are matched by name, a ClassLabel's names compared as names, and nothing
-    may be missing or more than the build's."""
+    the build's: <expected>"): splits are matched by name, a ClassLabel's names compared as names, nothing
+    may be missing or more than the build's, and descriptions (free text) may say anything."""
     if isinstance(expected, dict) and isinstance(found, dict):
         lines = [f"{where}{key}: missing" for key in expected if key not in found]
         lines += [f"{where}{key}: not in the build's" for key in found if key not in expected]
         for key in expected:
-            if key in found:
+            if key in found and key != "description":  # free text, for people
                 found_value, expected_value = _comparable(key, found[key], expected[key])
-                lines += differences(found_value, expected_value, f"{where}{key}.")
+                lines += differences(found_value, expected_value, where if key in _WRAPPERS else f"{where}{key}.")
         return lines
     if isinstance(expected, list) and isinstance(found, list) and where.endswith("splits."):
         return differences(_by_name(found), _by_name(expected), where)
-    where = where.rstrip(".")
-    if isinstance(expected, list) and isinstance(found, list) and len(found) == len(expected) and found != expected:
-        k = next(k for k, (a, b) in enumerate(zip(found, expected)) if a != b)
+    where = where.rstrip(".") or "the file"
+    if isinstance(expected, list) and isinstance(found, list) and len(found) == len(expected) and \
+            not _same(found, expected):
+        k = next(k for k, (a, b) in enumerate(zip(found, expected)) if not _same(a, b))
         return [f"{where}[{k}]: {_short(found[k])}, the build's: {_short(expected[k])}"]
-    if found != expected or type(found) is not type(expected):
+    if not _same(found, expected):
         return [f"{where}: {_short(found)}, the build's: {_short(expected)}"]
     return []
+
+
+def _same(found: Any, expected: Any) -> bool:
+    """Equal JSON values; an int64 as a number or, as protobuf writes it, a string (TFDS reads both)."""
+    if isinstance(found, list) and isinstance(expected, list):
+        return len(found) == len(expected) and all(_same(a, b) for a, b in zip(found, expected))
+    if isinstance(found, int) and not isinstance(found, bool) and isinstance(expected, str):
+        return str(found) == expected
+    return type(found) is type(expected) and found == expected
+
+
+_WRAPPERS = ("featuresDict", "features", "jsonFeature", "json")  # left out of the places named: image/width, not
+# featuresDict.features.image/width
 
 
 def _comparable(key: str, found: Any, expected: Any) -> tuple[Any, Any]:
