@@ -189,20 +189,21 @@ def tfds_documents(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | N
     """features.json and dataset_info.json of a complete build: slim's features with the manifest's classes,
     each split's shard lengths and bytes; those of the manifest's shard entries, or `shards` ({shard name:
     (records, bytes)}: what verify found in the shards themselves)."""
-    figures = shards if shards is not None else {e["name"]: (e["records"], e["bytes"]) for e in manifest["shards"]}
+    if shards is None:
+        shards = {entry["name"]: (entry["records"], entry["bytes"]) for entry in manifest["shards"]}
     by_split: dict[str, list[tuple[int, int, int]]] = {}
-    for name, (records, size) in figures.items():
+    for name, (records, size) in shards.items():
         parsed = parse_shard_name(name)
         if parsed is not None:
             by_split.setdefault(parsed.split, []).append((parsed.number, records, size))
-    splits = [tfds_metadata.SplitShards(split, [records for _, records, _ in sorted(shards)],
-                                        sum(size for _, _, size in shards))
-              for split, shards in by_split.items()]
-    encodings = {figures.get("encoding") for figures in manifest["splits"].values()}
+    splits = [tfds_metadata.SplitShards(split, [records for _, records, _ in sorted(numbered)],
+                                        sum(size for _, _, size in numbered))
+              for split, numbered in by_split.items()]
+    encodings = {split.get("encoding") for split in manifest["splits"].values()}
     image_format = "png" if encodings == {"PNG"} else "jpeg"  # write_arrays' lossless=True: every split PNG
     schema = record_schema(manifest)
     return tfds_metadata.tfds_documents(tfds_metadata.features_json(schema, manifest["synsets"], image_format),
-                                    tfds_metadata.dataset_info_json(splits, schema, TFDS_DESCRIPTION))
+                                        tfds_metadata.dataset_info_json(splits, schema, TFDS_DESCRIPTION))
 
 
 def read_manifest(output_dir: PathLike) -> Manifest | None:

@@ -142,7 +142,6 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
     click.echo(f"convert it with: {convert_command(out, options['layout'])}")
 
 
-
 @cli.command()
 @click.argument("folder", type=existing_dir)
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "folder", "written", "splits"} as JSON.')

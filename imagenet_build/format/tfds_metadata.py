@@ -61,13 +61,13 @@ def label_names(class_names: Sequence[str]) -> list[str]:
 
 def _feature(kind: str, content: Mapping[str, Any], description: str = "") -> dict[str, Any]:
     """One feature connector as feature.proto's JSON names it."""
-    feature = {"pythonClassName": _CLASSES + kind, kind_field(kind): dict(content)}
+    feature = {"pythonClassName": _CLASSES + kind, _kind_field(kind): dict(content)}
     if description:
         feature["description"] = description
     return feature
 
 
-def kind_field(kind: str) -> str:
+def _kind_field(kind: str) -> str:
     """The field of feature.proto's `content` oneof a connector class fills (image_feature.Image -> image)."""
     return {"features_dict.FeaturesDict": "featuresDict", "image_feature.Image": "image", "text_feature.Text": "text",
             "tensor_feature.Tensor": "tensor", "sequence_feature.Sequence": "sequence",
@@ -87,7 +87,8 @@ def _connector(key: str, schema: RecordSchema, class_names: Sequence[str], image
         # ClassLabel's own proto holds only the number of classes (TFDS keeps names in a third file); its JSON
         # form, which TFDS also reads, holds the names
         return _feature("class_label_feature.ClassLabel", {"json": json.dumps({"names": label_names(class_names)})},
-                        "1-based: label k is line k of the labels file; 0 is background and no record has it")
+                        "1-based: label k is the build's class k (line k of its labels file); no record holds 0 "
+                        "(background)")
     if key not in schema.one_value:
         return _feature("sequence_feature.Sequence", {"feature": _scalar(kind), "length": "-1"})
     return _feature("text_feature.Text", {}) if kind == "bytes" else _scalar(kind)
