@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from imagenet_build.build.manifest import Manifest
 
+# The one place the version is written: the package's metadata is made from it (pyproject.toml), and --version,
+# every manifest and every --json document give it
 __version__ = "0.1.0"
 
 

@@ -147,8 +147,7 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
     figures = manifest_mod.split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
     figures["encoding"] = "PNG" if lossless else f"JPEG q{quality}"
     figures["layout_threads"] = layout_threads
-    manifest = _manifest(previous, split, figures, shards, names, index_label)
-    manifest_mod.write_manifest(output_dir, manifest)
+    manifest = manifest_mod.write_manifest(output_dir, _manifest(previous, split, figures, shards, names, index_label))
     manifest_mod.write_labels(output_dir, names)
     return json.loads(json.dumps(manifest))
 

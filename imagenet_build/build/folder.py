@@ -1,13 +1,13 @@
 """What a build folder may hold, and the output folder's policy: what may already be there, one writer at a time.
 
 The one rule convert, verify and write_arrays share (folder_entries): a build folder holds its
-shards, their DALI indexes (in the index folder, or beside the shards), manifest.json and
-labels.txt; besides those, only what a run keeps or uses there, which is never read as the build:
-its lock, a temporary file (a write in progress, or left by a killed run: the next run removes it),
-the decompressed .tar.gz inputs of a run (removed when it ends, or by the next run), a run's job
-folder (its plan and its tasks' receipts: read and replaced by the next run) and the kept listings of
-.tar.gz inputs; and what the checking verbs leave there for `report` (verify.json, trainer-check.json,
-trainer-check.png, report.html).
+shards, their DALI indexes (in the index folder, or beside the shards), manifest.json, labels.txt,
+and the two files that make it a TFDS folder (features.json, dataset_info.json); besides those, only
+what a run keeps or uses there, which is never read as the build: its lock, a temporary file (a write
+in progress, or left by a killed run: the next run removes it), the decompressed .tar.gz inputs of a
+run (removed when it ends, or by the next run), a run's job folder (its plan and its tasks' receipts:
+read and replaced by the next run) and the kept listings of .tar.gz inputs; and what the checking verbs
+leave there for `report` (verify.json, trainer-check.json, trainer-check.png, report.html).
 Convert resumes a folder holding them, verify passes them, and anything else is a stranger: convert
 refuses the folder (never deleting it), verify names it a stray file.
 """
@@ -28,6 +28,7 @@ from imagenet_build.format.naming import (
     MANIFEST_NAME,
     REPORT_FILES,
     SPOOL_PREFIX,
+    TFDS_FILES,
     index_placement,
     is_build_shard,
     is_shard_index,
@@ -39,10 +40,10 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
 
-# shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json or labels.txt; temp: a temporary
-# file; run: what a run keeps or uses beside the build (lock, spool, the job folder, listings); report: what the
-# checking verbs leave for `report` (verify.json, ...); index-folder: the index folder inside the output;
-# stranger: anything else
+# shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json, labels.txt or a TFDS file;
+# temp: a temporary file; run: what a run keeps or uses beside the build (lock, spool, the job folder, listings);
+# report: what the checking verbs leave for `report` (verify.json, ...); index-folder: the index folder inside the
+# output; stranger: anything else
 Kind = Literal["shard", "index", "record", "temp", "run", "report", "index-folder", "stranger"]
 
 
@@ -97,7 +98,7 @@ def folder_entries(output: str, index: str) -> list[FolderEntry]:
     for name, is_dir in sorted(storage.listdir(output).items()):
         if placement == "inside" and is_dir and name == storage.basename(index):
             kind: Kind = "index-folder"
-        elif not is_dir and name in (MANIFEST_NAME, LABELS_NAME):
+        elif not is_dir and (name in (MANIFEST_NAME, LABELS_NAME) or name in TFDS_FILES):
             kind = "record"
         elif not is_dir and parse_shard_name(name):
             kind = "shard"

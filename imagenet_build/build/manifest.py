@@ -8,16 +8,22 @@ an uninterrupted one.
 
 A build's figures (each split's shards, records, bytes and label counts; the totals) are computed
 here once, from its shard entries, for convert, write_arrays and verify; labels.txt, the class of
-each label for builds whose classes are not the labels file's, is written here too.
+each label for builds whose classes are not the labels file's, is written here too. So are the two
+files that make a complete build a TensorFlow Datasets folder (format/tfds_metadata.py): written just
+before the manifest that says complete, removed before one that does not. Every manifest names the
+version of imagenet-build that wrote it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Dict, List, NamedTuple, TypedDict, Union, get_origin, get_type_hints
+from typing import Any, Dict, List, NamedTuple, TypedDict, Union, cast, get_origin, get_type_hints
 
-from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME
+from imagenet_build import __version__
+from imagenet_build.encode.example import EXTRA, IMAGE_KEY, LABEL_KEY, ONE_VALUE, SCHEMA
+from imagenet_build.format import tfds_metadata
+from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME, parse_shard_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 
@@ -72,6 +78,7 @@ class Manifest(TypedDict, total=False):
     totals: Dict[str, int]
     ended: str  # an incomplete build whose run stopped: "interrupted" or "failed" (none: killed, or running)
     error: str  # "failed": the one line the run ended with
+    imagenet_build_version: str  # the version of imagenet-build that wrote it (absent from those before 0.1.0's)
 
 
 class ShardResult(NamedTuple):
@@ -155,9 +162,48 @@ def dumps(manifest: Manifest) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
 
-def write_manifest(output_dir: PathLike, manifest: Manifest) -> None:
-    """Atomically: a temp file renamed, or one upload for an object store."""
-    storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(manifest))
+def write_manifest(output_dir: PathLike, manifest: Manifest) -> Manifest:
+    """Atomically: a temp file renamed, or one upload for an object store. A complete build's TFDS files are
+    written first, an incomplete one's removed. Returns the manifest as written (with the version)."""
+    written = cast(Manifest, dict(manifest, imagenet_build_version=__version__))
+    if written.get("complete"):
+        tfds_metadata.write_tfds_files(output_dir, tfds_documents(written))
+    else:
+        tfds_metadata.remove_tfds_files(output_dir)
+    storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(written))
+    return written
+
+
+def record_schema(manifest: Manifest) -> tfds_metadata.RecordSchema:
+    """slim's schema as the build's records hold it: with image/class/real_labels where the manifest says so."""
+    types = dict(SCHEMA, **EXTRA) if carries_real_labels(manifest) else SCHEMA
+    return tfds_metadata.RecordSchema(types, ONE_VALUE, IMAGE_KEY, LABEL_KEY)
+
+
+TFDS_DESCRIPTION = ("TF-slim's image records (build_imagenet_data's 15 features), written by imagenet-build: "
+                    "its manifest.json says from what, and with which options.")
+
+
+def tfds_documents(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | None = None
+                   ) -> dict[str, Mapping[str, Any]]:
+    """features.json and dataset_info.json of a complete build: slim's features with the manifest's classes,
+    each split's shard lengths and bytes; those of the manifest's shard entries, or `shards` ({shard name:
+    (records, bytes)}: what verify found in the shards themselves)."""
+    if shards is None:
+        shards = {entry["name"]: (entry["records"], entry["bytes"]) for entry in manifest["shards"]}
+    by_split: dict[str, list[tuple[int, int, int]]] = {}
+    for name, (records, size) in shards.items():
+        parsed = parse_shard_name(name)
+        if parsed is not None:
+            by_split.setdefault(parsed.split, []).append((parsed.number, records, size))
+    splits = [tfds_metadata.SplitShards(split, [records for _, records, _ in sorted(numbered)],
+                                        sum(size for _, _, size in numbered))
+              for split, numbered in by_split.items()]
+    encodings = {split.get("encoding") for split in manifest["splits"].values()}
+    image_format = "png" if encodings == {"PNG"} else "jpeg"  # write_arrays' lossless=True: every split PNG
+    schema = record_schema(manifest)
+    return tfds_metadata.tfds_documents(tfds_metadata.features_json(schema, manifest["synsets"], image_format),
+                                        tfds_metadata.dataset_info_json(splits, schema, TFDS_DESCRIPTION))
 
 
 def read_manifest(output_dir: PathLike) -> Manifest | None:

@@ -11,6 +11,7 @@ from typing import Any, Callable, NoReturn, TypeVar
 
 import click
 
+from imagenet_build import __version__
 from imagenet_build.cli.stop import stop_on_signals, stopping
 from imagenet_build.infra.errors import Interrupted, one_line
 
@@ -102,8 +103,9 @@ def report_and_exit(result: _Result, as_json: bool, format_report: Callable[[_Re
     sys.exit(0 if result["ok"] else 1)
 
 
-def print_json(document: Any) -> None:
-    click.echo(json.dumps(document, indent=1, sort_keys=True))
+def print_json(document: Mapping[str, Any]) -> None:
+    """Every --json document, naming the version of imagenet-build that made it (as every manifest does)."""
+    click.echo(json.dumps(dict(document, imagenet_build_version=__version__), indent=1, sort_keys=True))
 
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

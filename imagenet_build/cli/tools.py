@@ -1,4 +1,4 @@
-"""`imagenet-build bboxes`, `prepare-val` and `sample`: the tools around a build."""
+"""`imagenet-build bboxes`, `prepare-val`, `sample` and `tfds`: the tools around a build."""
 
 from __future__ import annotations
 
@@ -141,3 +141,25 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
     )
     click.echo(f"convert it with: {convert_command(out, options['layout'])}")
 
+
+@cli.command()
+@click.argument("folder", type=existing_dir)
+@click.option("--json", "as_json", is_flag=True, help='Print {"ok", "folder", "written", "splits"} as JSON.')
+def tfds(folder: str, as_json: bool) -> None:
+    """Make an existing build a TensorFlow Datasets folder: write FOLDER/features.json and dataset_info.json.
+
+    convert and write_arrays write both with every complete build; this adds them to a build made
+    before they did, from its manifest.json, touching nothing else. Then, in Python:
+    tfds.builder_from_directory(FOLDER).as_dataset(split="train[:10%]"). A --resize build: name each
+    size's folder. `imagenet-build verify FOLDER` checks them against the shards.
+    """
+    from imagenet_build.build.tfds_files import add_tfds_files
+
+    result = add_tfds_files(folder)
+    if as_json:
+        print_json(result)
+        return
+    figures = ", ".join(f"{split}: {f['records']} records in {f['shards']} shards"
+                        for split, f in result["splits"].items())
+    click.echo(f"{result['folder']}: wrote {' and '.join(result['written'])} ({figures})")
+    click.echo(f"open it with: tfds.builder_from_directory({result['folder']!r})")

@@ -38,6 +38,7 @@ SCHEMA = {
 LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}  # Feature's oneof per type
 BOX_COORDS = tuple(f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax"))  # a box, in slim's order
 BOX_LABEL = "image/object/bbox/label"
+IMAGE_KEY, LABEL_KEY = "image/encoded", "image/class/label"  # the image and its label, as TFDS decodes and names them
 PER_BOX = frozenset((*BOX_COORDS, BOX_LABEL))  # one value per box; every other key holds exactly one value
 ONE_VALUE = frozenset(SCHEMA) - PER_BOX
 FIRST_LABEL = 1  # slim's labels are 1-based (0 is background): readers subtract it, verify requires labels >= it
@@ -172,7 +173,7 @@ def _real_labels_entry(values: tuple[int, ...]) -> bytes:
     return _field(1, _field(1, REAL_LABELS.encode()) + _field(2, _list(EXTRA[REAL_LABELS], values)))
 
 
-_ENCODED_KEY = "image/encoded"
+_ENCODED_KEY = IMAGE_KEY
 _KEYS = sorted(SCHEMA)  # deterministic protobuf writes map entries sorted by key
 _BEFORE_ENCODED = _KEYS[: _KEYS.index(_ENCODED_KEY)]
 _REAL_AT = sorted(_BEFORE_ENCODED + [REAL_LABELS]).index(REAL_LABELS)  # its place among them (after class/label)

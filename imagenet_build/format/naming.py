@@ -1,4 +1,4 @@
-"""The names of a build's files — shards, their DALI indexes, the manifest, labels.txt — in one place.
+"""The names of a build's files — shards, their DALI indexes, the manifest, labels.txt, TFDS's two — in one place.
 
 Every module that writes, finds or judges these files formats, parses and globs
 them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" or
@@ -19,6 +19,10 @@ from imagenet_build.infra.lock import LOCK_NAME  # noqa: F401
 SPLITS = ("train", "validation")  # the splits convert writes
 MANIFEST_NAME = "manifest.json"
 LABELS_NAME = "labels.txt"  # the class of each label, for builds whose classes are not the labels file's
+# What makes a build folder a TensorFlow Datasets folder (format/tfds_metadata.py), written with the manifest
+FEATURES_JSON = "features.json"
+DATASET_INFO_JSON = "dataset_info.json"
+TFDS_FILES = (FEATURES_JSON, DATASET_INFO_JSON)
 INDEX_SUFFIX = ".idx"
 DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
 JOB_FOLDER = ".convert-job"  # a run's job: its plan and each task's receipt (engines/job.py), removed once complete

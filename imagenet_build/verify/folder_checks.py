@@ -1,13 +1,15 @@
 """The checks across a folder's shards: the shard set (what the listing cannot see: two shards with the
-same bytes) and the manifest (each shard against its entry, and the manifest's own sums)."""
+same bytes), the manifest (each shard against its entry, and the manifest's own sums) and TFDS's two
+files (against the shards and the manifest's classes)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any, Iterator, Mapping
 
-from imagenet_build.build.manifest import Manifest, ShardEntry, figures_of
-from imagenet_build.format.naming import MANIFEST_NAME, index_name, parse_shard_name
+from imagenet_build.build.manifest import Manifest, ShardEntry, figures_of, tfds_documents
+from imagenet_build.format.naming import MANIFEST_NAME, TFDS_FILES, index_name, parse_shard_name
+from imagenet_build.format.tfds_metadata import differences, read_tfds_file
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding
@@ -113,3 +115,41 @@ def _check_manifest_figures(manifest: Manifest) -> Iterator[Finding]:
             if key in figures and figures[key] != actual[key]:
                 yield Finding(MANIFEST_NAME, None, None,
                               f"{where}.{key} is {figures[key]}, its shard entries add up to {actual[key]}")
+
+
+class TfdsFiles(FolderCheck):
+    """features.json and dataset_info.json, where the folder has them, against what the shards hold: TFDS
+    sizes a split, slices it and finds its files by them alone, and decodes each record by features.json."""
+
+    name, rank = "tfds", 55
+    covers = "TFDS's features.json and dataset_info.json: splits, shard lengths, bytes and names, features, classes"
+
+    @classmethod
+    def runs(cls, mode: Mode) -> bool:
+        return mode.manifest
+
+    def run_folder(self, folder: Folder) -> Iterator[Finding]:
+        assert folder.manifest is not None
+        found: dict[str, Any] = {}
+        for name in TFDS_FILES:
+            try:
+                found[name] = read_tfds_file(folder.root, name)
+            except ValueError as e:
+                yield Finding(name, None, None, str(e))
+        if not any(found.get(name) is not None for name in TFDS_FILES):
+            if len(found) == len(TFDS_FILES):
+                folder.notes.append("no features.json and dataset_info.json: TensorFlow Datasets cannot open this "
+                                    "build (imagenet-build tfds FOLDER writes them)")
+            return
+        if not folder.manifest.get("complete"):
+            yield Finding(sorted(found)[0], None, None,
+                          "TFDS files in a build that is not complete: TFDS would take its shards for the build")
+            return
+        shards = {name: (result.records, result.bytes) for name, result in folder.results.items()}
+        for name, expected in tfds_documents(folder.manifest, shards).items():
+            if name in found and found[name] is None:
+                yield Finding(name, None, None, "missing, yet the other TFDS file is there "
+                                                "(imagenet-build tfds FOLDER writes both)")
+            elif name in found:
+                for line in differences(found[name], expected):
+                    yield Finding(name, None, None, line)

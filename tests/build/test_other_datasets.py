@@ -195,8 +195,8 @@ def test_arrays_rewriting_a_split_replaces_its_shards_and_holds_the_folder(np, t
     (tmp_path / ".train-00000-of-00002.999.tmp").write_bytes(b"half")  # an interrupted write's leftover
     write_arrays(images, labels, tmp_path, "train", 2)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "dali_idx", "labels.txt", "manifest.json", "train-00000-of-00002", "train-00001-of-00002",
-        "validation-00000-of-00003", "validation-00001-of-00003", "validation-00002-of-00003"]
+        "dali_idx", "dataset_info.json", "features.json", "labels.txt", "manifest.json", "train-00000-of-00002",
+        "train-00001-of-00002", "validation-00000-of-00003", "validation-00001-of-00003", "validation-00002-of-00003"]
     assert sorted(p.name for p in (tmp_path / "dali_idx").iterdir()) == [
         "train-00000-of-00002.idx", "train-00001-of-00002.idx", "validation-00000-of-00003.idx",
         "validation-00001-of-00003.idx", "validation-00002-of-00003.idx"]

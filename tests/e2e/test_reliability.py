@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+import imagenet_build
 from conftest import (
     Run,
     children_of,
@@ -593,7 +594,8 @@ def assert_ended_as_interrupted(code, out, err):
     assert errors == ["error: interrupted"], err
     for noise in ("Traceback", "leaked semaphore", "Exception ignored"):
         assert noise not in err, err
-    assert json.loads(out) == {"ok": False, "error": "interrupted", "exit_code": 1}
+    assert json.loads(out) == {"ok": False, "error": "interrupted", "exit_code": 1,
+                               "imagenet_build_version": imagenet_build.__version__}
 
 
 @pytest.fixture(scope="module")
