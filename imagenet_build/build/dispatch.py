@@ -32,6 +32,7 @@ from imagenet_build.infra.workers import Workers
 
 SHOWN = 3  # shards named in a message, then "..."
 
+
 class Planned(NamedTuple):
     """What the driver keeps of a task once it is written to the job: where its results go, how many images."""
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from imagenet_build.engines.base import Engine, OnResult, register
-from imagenet_build.engines.job import JobRef, run_task
+from imagenet_build.engines.job import JobRef, run_task, task_error
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 
@@ -103,7 +103,12 @@ class SparkEngine(Engine):
         try:
             with _spark_dirs(self.workers_see_local_paths()), _python_logs_off():
                 with _stderr_to(log.name):
-                    context = SparkContext(conf=self._conf())
+                    try:
+                        context = SparkContext(conf=self._conf())
+                    except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
+                        _end_jvm()
+                        raise BuildError(f"Spark did not start: {_first_line(e, '')} (Spark's log: {log.name})"
+                                         ) from None
                 try:
                     context.parallelize(list(numbers), len(numbers)).foreach(functools.partial(spark_task, job=job))
                     failed = False
@@ -119,29 +124,34 @@ class SparkEngine(Engine):
                 os.unlink(log.name)
 
 
-def _first_line(error: BaseException) -> str:
-    from imagenet_build.engines.job import task_error
-
+def _first_line(error: BaseException, said: str = "the Spark job failed: ") -> str:
+    """A task's own line in Spark's error, else its first line after `said`."""
     found = task_error(error)
     if found:
         return found
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return f"the Spark job failed: {lines[0] if lines else type(error).__name__}"
+    return said + (lines[0] if lines else type(error).__name__)
 
 
 def _stop(context: Any) -> None:
     """The context stopped, and Spark's JVM (with the executors it started) ended before convert goes on."""
+    context.stop()
+    _end_jvm()
+
+
+def _end_jvm() -> None:
+    """pyspark keeps its JVM for the next context of the process: end it (and wait for it) now."""
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
-    context.stop()
-    if gateway is not None:
-        process = getattr(gateway, "proc", None)
-        gateway.shutdown()
-        if process is not None:
-            process.stdin.close()  # the JVM ends when its input does
-            process.wait()
-        SparkContext._gateway = SparkContext._jvm = None
+    if gateway is None:
+        return
+    process = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if process is not None:
+        process.stdin.close()  # the JVM ends when its input does
+        process.wait()
+    SparkContext._gateway = SparkContext._jvm = None
 
 
 @contextlib.contextmanager

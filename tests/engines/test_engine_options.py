@@ -259,3 +259,17 @@ def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path):
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
     assert os.path.exists(log)
     os.unlink(log)
+
+
+def test_a_spark_that_does_not_start_is_one_line_naming_its_log(tmp_path):
+    pytest.importorskip("pyspark")
+    if find_java() is None:
+        pytest.skip("no Java for Spark (scripts/test.sh installs Debian's openjdk-17-jre-headless where it may)")
+    job = write_job(str(tmp_path), [Task("k0", abs, (-1,))])
+    with pytest.raises(BuildError) as raised:
+        spark("no-such-master://x").run(job, [0], lambda n, result: None, None)
+    line = str(raised.value)
+    assert line.startswith("Spark did not start: ") and "(Spark's log: " in line and "\n" not in line
+    log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
+    assert os.path.exists(log)
+    os.unlink(log)
