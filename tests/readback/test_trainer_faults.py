@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from helpers import SHARD, edit_record, records_of, trainer_report
+from helpers import SHARD, edit_record, expect_error, records_of, trainer_report
 from imagenet_build.readback.readers import READERS, trainers
 
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
@@ -50,9 +50,18 @@ def test_zero_based_labels_fail_the_label_check(build, framework):
 
 @pytest.mark.slow
 def test_a_shard_present_twice_fails_the_epoch(build, framework):
-    _, check = framework
+    """A copy of a shard under another number: beside the set (00004-of-00004) it breaks the shard set, refused
+    before reading; numbered into a whole set (00004-of-00005, the others renamed) the epoch finds its records
+    twice."""
+    name, check = framework
     shutil.copy(build / SHARD, build / "train-00004-of-00004")
     shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
+    expect_error(["trainer-check", build, "--framework", name, "--device", "cpu"], 1,
+                 f"{build / 'train-00004-of-00004'}: shard number beyond -of-00004: the train split is not whole; "
+                 f"run imagenet-build verify {build}")
+    for k in range(5):
+        for folder, suffix in ((build, ""), (build / "dali_idx", ".idx")):
+            (folder / f"train-{k:05d}-of-00004{suffix}").rename(folder / f"train-{k:05d}-of-00005{suffix}")
     code, report, failed = check(build, "--num-shards", 2)
     detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
     assert code == 1 and "epoch" in failed and "more than once" in detail
