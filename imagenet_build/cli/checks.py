@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -129,40 +129,62 @@ def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 
 
 def _readers() -> Any:
-    """The reader registry (readback/readers.py), every reader registered: --framework's choices and the
-    defaults the help states come from it."""
+    """The reader registry (readback/readers.py), every reader registered."""
     import imagenet_build.readback  # noqa: F401  (importing the package registers every reader)
     from imagenet_build.readback import readers
 
     return readers
 
 
-_FRAMEWORKS = _readers()
+def _from_registry(param: click.Parameter, readers: Any) -> None:
+    """--framework's choices and the help of the options whose defaults differ by reader, from the registry."""
+    if param.name == "framework":
+        param.type = click.Choice(readers.framework_choices())
+        cast(click.Option, param).help = readers.framework_help()
+    elif param.name == "workers":
+        cast(click.Option, param).help = f"{readers.meanings('workers')} {readers.default_help('workers')}."
+    elif param.name == "compare_tf":
+        cast(click.Option, param).help = ("Also run the same augmentation through tf.data and compare "
+                                          f"({', '.join(readers.takes('compare_tf'))}).")
+    elif param.name in ("steps", "batch_size", "model"):
+        what = {"steps": "Training steps ", "batch_size": "", "model": ""}[param.name]
+        cast(click.Option, param).help = f"{what}{readers.default_help(param.name)}"
 
 
-@cli.command("trainer-check", cls=_ChannelOptions)
+class _TrainerCheck(_ChannelOptions):
+    """trainer-check's command: the reader registry fills its --framework choices and the defaults its help
+    states when it is first parsed or its help shown, not when the command line is imported (that would import
+    every reader module for every verb and for `imagenet-build --help`)."""
+
+    _filled = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._filled:
+            readers = _readers()
+            for param in self.params:
+                _from_registry(param, readers)
+            self._filled = True
+        return super().get_params(ctx)
+
+
+@cli.command("trainer-check", cls=_TrainerCheck)
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--split", default="train", show_default=True, callback=_split_name,
               help="The split whose shards to read: train, validation, or any other the folder holds (test, ...).")
-@click.option("--framework", type=click.Choice(_FRAMEWORKS.framework_choices()), default="dali", show_default=True,
-              help=_FRAMEWORKS.framework_help())
+@click.option("--framework", default="dali", show_default=True)  # choices and help: _from_registry
 @click.option("--device", type=click.Choice(["auto", "gpu", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto: the GPU when the framework sees one, else the CPU (gpu and cuda are the same).")
-@click.option("--steps", type=click.IntRange(min=1),
-              help=f"Training steps {_FRAMEWORKS.default_help('steps')}.")
-@click.option("--batch-size", type=click.IntRange(min=1), help=_FRAMEWORKS.default_help("batch_size"))
-@click.option("--model", type=click.Choice(["resnet50", "small"]), help=_FRAMEWORKS.default_help("model"))
+@click.option("--steps", type=click.IntRange(min=1))
+@click.option("--batch-size", type=click.IntRange(min=1))
+@click.option("--model", type=click.Choice(["resnet50", "small"]))
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
               help="Simulated ranks: each reads its share; together they must read every record once.")
-@click.option("--workers", type=click.IntRange(min=0),
-              help=f"{_FRAMEWORKS.meanings('workers')} {_FRAMEWORKS.default_help('workers')}.")
+@click.option("--workers", type=click.IntRange(min=0))
 @click.option("--mean", callback=_floats3, metavar="R G B",
               help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
 @click.option("--std", callback=_floats3, metavar="R G B",
               help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
-@click.option("--compare-tf", is_flag=True,
-              help=f"Also run the same augmentation through tf.data and compare "
-                   f"({', '.join(_FRAMEWORKS.takes('compare_tf'))}).")
+@click.option("--compare-tf", is_flag=True)
 @click.option("--show", type=click.Path(), callback=_writable, metavar="FILE.png",
               help="Also draw the first training steps' batches as fed to the model, un-normalised and captioned "
                    "with their labels, and the overfit check's fixed subset, into this PNG.")
@@ -186,7 +208,8 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     """
     from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
 
-    reader = _FRAMEWORKS.for_framework(framework)
+    readers = _readers()
+    reader = readers.for_framework(framework)
     given = {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers,
              "compare_tf": compare_tf or None}
     taken = {o.name: o for o in reader.options}
@@ -194,7 +217,7 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
         flag = f"--{name.replace('_', '-')}"
         if value is not None and name not in taken:
             picked = f" (here --framework {framework} is {reader.name})" if framework != reader.name else ""
-            raise click.UsageError(f"{flag} goes with --framework {' or '.join(_FRAMEWORKS.takes(name))}{picked}")
+            raise click.UsageError(f"{flag} goes with --framework {' or '.join(readers.takes(name))}{picked}")
         if isinstance(value, int) and not isinstance(value, bool) and value < taken[name].least:
             raise click.UsageError(f"{flag} {value}: {reader.name} takes at least {taken[name].least}")
     options = {name: value for name, value in given.items() if value is not None}

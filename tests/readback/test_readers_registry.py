@@ -33,7 +33,8 @@ def test_framework_choices_and_help_come_from_the_registry():
 
     from imagenet_build.cli import cli
 
-    params = {p.name: p for p in cli.commands["trainer-check"].params}
+    command = cli.commands["trainer-check"]
+    params = {p.name: p for p in command.get_params(click.Context(command))}
     assert isinstance(params["framework"].type, click.Choice)
     assert list(params["framework"].type.choices) == readers.framework_choices() == [
         "dali", "dali-tf", "dali-torch", "torch"]
@@ -43,6 +44,20 @@ def test_framework_choices_and_help_come_from_the_registry():
     assert params["workers"].help.startswith("dali-tf, dali-torch: DALI's CPU threads; torch: DataLoader worker")
     assert "(dali-tf)" in params["compare_tf"].help
     assert "dali: the first installed of dali-tf, dali-torch" in params["framework"].help
+
+
+def test_the_command_line_imports_no_reader_until_trainer_check_runs():
+    """The registry fills trainer-check's options when it is parsed or its help shown: importing every reader
+    module would slow every verb's start (and `imagenet-build --help`)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from imagenet_build.cli import main\n"
+            "sys.argv = ['imagenet-build', '--help']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "assert not [m for m in sys.modules if m.startswith('imagenet_build.readback')], 'imported'")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0 and "trainer-check" in result.stdout, result.stderr
 
 
 def run(folder, **options):
