@@ -8,7 +8,7 @@ taking turns, medians of --repeats:
 Prints each one's images/s, its speed-up over one worker, the efficiency (speed-up / K) and
 convert's throughput against the copy; then what caps many workers: the driver process's own CPU (the
 serial part: listing, planning, handing out shards, counting results, the manifest) per image beside a
-worker's, and the fixed start-up (a convert of --tiny images with every core: wall seconds, and the
+worker's, and the fixed start-up (a convert of --tiny images, one or two a shard, with every core: wall seconds, and the
 driver's CPU), each convert run in a probe that reads its own and its workers' CPU time (getrusage).
 Usage: python benchmarks/bench_cores.py [--images 20000] [--shards 128] [--repeats 3] [--work DIR] [--json FILE]
 """
@@ -67,11 +67,13 @@ def main():
     parser.add_argument("--images", type=int, default=20000)
     parser.add_argument("--classes", type=int, default=100)
     parser.add_argument("--shards", type=int, default=128)
-    parser.add_argument("--tiny", type=int, default=100, help="images of the start-up run")
+    parser.add_argument("--tiny", type=int, default=0,
+                        help="images of the start-up run [default: the fewest of whole classes that fill --shards]")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", help="scratch folder (default: a temporary one)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    args.tiny = args.classes * -(-max(args.tiny, args.shards) // args.classes)  # make_inputs: whole classes
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-cores-"))
     inputs, tiny = work / "inputs", work / "tiny"
     if not (inputs / "labels.txt").exists():

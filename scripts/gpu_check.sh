@@ -4,7 +4,8 @@
 # google-crc32c) comes as the pieces scripts/gpu_wheels.sh makes (.gpu/piece-NN), joined, checked against
 # their sha256 sums and installed here with no index; imagenet-build runs from this checkout (PYTHONPATH).
 # Steps, each bounded (and by what is left of the 8 minutes), each going on past another's failure, each
-# writing its output to $OUT/<step>.txt and a line to $OUT/summary.txt:
+# appending its output to $OUT/steps.log and a line to $OUT/summary.txt (the benchmarks' figures also go to
+# $OUT/bench-readback.json and $OUT/bench-cores.json: four files in all):
 #   install            the wheels of .gpu/, where DALI or google-crc32c is not importable
 #   versions           the GPU, driver, torch, torchvision, DALI, cores
 #   build              --images generated ImageNet-sized JPEGs converted on every core, verified
@@ -16,7 +17,7 @@
 #                      against synthetic batches (benchmarks/bench_readback.py)
 #   bench-cores        convert at 1, 2, 4, 8, 16 workers on 64,000 images beside a copy and a copy with fsync,
 #                      the driver's CPU per image and the fixed start-up (benchmarks/bench_cores.py)
-# Usage: scripts/gpu_check.sh                  (every step; figures in $OUT, default /tmp/gpu-results)
+# Usage: scripts/gpu_check.sh                  (every step; $OUT, default /tmp/gpu-results)
 #        ONLY="build trainer-check-dali" scripts/gpu_check.sh       (those steps alone)
 #        scripts/gpu_check.sh --device cpu     (every step on the CPU at small sizes: proves the script runs)
 set -u -o pipefail
@@ -34,11 +35,12 @@ else
 fi
 mkdir -p "$OUT" "$WORK"
 : > "$OUT/summary.txt"
+: > "$OUT/steps.log"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 started=$(date +%s)
 status=0
 
-step() {  # step NAME SECONDS COMMAND...: run it bounded, its output into $OUT/NAME.txt, and say how it ended
+step() {  # step NAME SECONDS COMMAND...: run it bounded, its output into $OUT/steps.log, and say how it ended
     local name=$1 seconds=$2 left began rc
     shift 2
     case " ${ONLY:-$name} " in *" $name "*) ;; *) return 0 ;; esac
@@ -50,10 +52,11 @@ step() {  # step NAME SECONDS COMMAND...: run it bounded, its output into $OUT/N
         return 0
     fi
     began=$(date +%s)
-    timeout -k 5 "$seconds" "$@" > "$OUT/$name.txt" 2>&1
+    timeout -k 5 "$seconds" bash -c '"$@"' "$name" "$@" > "$WORK/$name.log" 2>&1  # bash: a step may be a function
     rc=$?
     echo "== $name: exit $rc after $(( $(date +%s) - began )) s (bound ${seconds} s)" | tee -a "$OUT/summary.txt"
-    tail -n 14 "$OUT/$name.txt"
+    { echo "== $name: exit $rc"; cat "$WORK/$name.log"; } >> "$OUT/steps.log"
+    tail -n 14 "$WORK/$name.log"
     [ "$rc" = 0 ] || status=1
 }
 
@@ -72,6 +75,8 @@ install_wheels() {  # the pieces joined, their sums checked, every wheel install
 
 versions() {
     command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    command -v lscpu >/dev/null && lscpu | grep -E '^(Model name|CPU\(s\)|Thread|Core|Socket)'
+    df -h "$WORK" | tail -n 1
     "$PY" - <<'PY'
 import os, torch, torchvision
 try:
@@ -94,6 +99,8 @@ print(make_inputs(Path(sys.argv[1]), int(sys.argv[2]), 100), 'bytes of JPEGs')" 
     "$PY" -m imagenet_build verify "$WORK/build"
 }
 
+export -f install_wheels versions make_build
+export PY WORK IMAGES
 step install 120 install_wheels
 step versions 30 versions
 step build 60 make_build
