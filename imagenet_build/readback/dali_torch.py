@@ -175,20 +175,13 @@ class _DaliTorchReader:
         stream = self._batches(training=False)
         first = next(stream)
         stream.close()
-        # copies: the iterator's tensors are its buffers, filled again by its next batch
-        images = first["images"].permute(0, 3, 1, 2).clone(memory_format=_channels_last(self.gpu))
-        labels = first["labels"].clone()
+        images, labels = first["images"].permute(0, 3, 1, 2), first["labels"]  # the iterator's own, new each batch
         fixed: list[float] = []
         failure = train(build_model(s.model, classes, self.torch_device),
                         lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, self.torch_device,
                         fixed, until=lambda so_far: so_far[-1] < 0.25 * so_far[0],
                         see=self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)
-
-
-def _channels_last(gpu: bool) -> Any:
-    torch = require("torch", "trainer-check --framework dali-torch")
-    return torch.channels_last if gpu else torch.contiguous_format
 
 
 READER = register(Reader(

@@ -103,9 +103,8 @@ def train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, devi
 
 
 def to_host(images: Any, labels: Any) -> tuple[Any, Any]:
-    """A batch as the model takes it (NCHW, on any device, channels_last or not) as NHWC float32 numpy, copied:
-    a loader may fill the same memory again (DALI's iterator does, with its next batch)."""
-    return images.detach().permute(0, 2, 3, 1).float().cpu().numpy().copy(), labels.cpu().numpy().copy()
+    """A batch as the model takes it (NCHW, on any device, channels_last or not) as NHWC float32 numpy."""
+    return images.detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels.cpu().numpy()
 
 
 def sync(device: str) -> None:

@@ -110,3 +110,21 @@ def test_defaults_fill_what_is_not_given(registry):
 def test_a_reader_registered_twice_is_refused(registry):
     with pytest.raises(ValueError, match="registered twice"):
         registry.register(Reader("slow", "again", ()))
+
+
+def test_the_docs_state_the_registrys_defaults():
+    """trainer-check.md's table of defaults, row by row, as the registry has them."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "trainer-check.md").read_text()
+    code = lambda value: f"`{value}`" if isinstance(value, str) else str(value)  # noqa: E731
+    for option in ("steps", "batch_size", "model", "workers"):
+        declared = [(r.name, o) for r in readers.trainers() for o in r.options if o.name == option]
+        cpu = {o.cpu for _, o in declared}
+        on_gpu = {}
+        for name, o in declared:
+            on_gpu.setdefault(o.gpu, []).append(f"`{name}`")
+        assert len(cpu) == 1, option
+        gpu = code(next(iter(on_gpu))) if len(on_gpu) == 1 else ", ".join(
+            f"{code(g)} ({', '.join(names)})" for g, names in on_gpu.items())
+        assert f"| `--{option.replace('_', '-')}` | {code(cpu.pop())} | {gpu}" in text, (option, gpu)

@@ -78,8 +78,7 @@ def spy_on_dali_torch_training(monkeypatch):
 
         def recorded():
             for images, labels in batches():
-                host = images.detach().permute(0, 2, 3, 1).float().cpu().numpy().copy()
-                fed.append((host, labels.numpy().copy()))
+                fed.append((images.detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels.numpy()))
                 yield images, labels
 
         return train(model, recorded, *args, **kwargs)
