@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from typing import Any, Generator, Iterator
+from typing import Any, Generator
 
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.infra.optional import require
@@ -32,7 +32,7 @@ from imagenet_build.readback.dali_pipeline import (
 from imagenet_build.readback.readers import Option, Reader, register, with_defaults
 from imagenet_build.readback.shards import SplitShards
 from imagenet_build.readback.show_grid import BatchCapture
-from imagenet_build.readback.torch_training import build_model, sync, to_host, train
+from imagenet_build.readback.torch_training import build_model, sync, to_host, train, train_timed
 
 
 def iterator(pipe: Any, outputs: Sequence[str], whole_batches: bool = False) -> Any:
@@ -146,27 +146,13 @@ class _DaliTorchReader:
         s = self.settings
         net = build_model(s.model, classes, self.torch_device)
         stream = self._batches()
-        after_first_step: list[float] = []
-
-        def training_batches() -> Iterator[tuple]:
-            for step in range(s.steps):
-                if step == 1:
-                    after_first_step.append(time.perf_counter())
-                batch = next(stream)
-                yield batch["images"].permute(0, 3, 1, 2), batch["labels"]  # NCHW, channels_last in memory
-
-        losses: list[float] = []
-        t0 = time.perf_counter()
-        failure = train(net, training_batches, classes, self.torch_device, losses,
-                        see=self.capture.step if self.capture is not None else None)
-        sync(self.torch_device)
-        if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
-            train_rate = (len(losses) - 1) * s.batch_size / (time.perf_counter() - after_first_step[0])
-        else:
-            train_rate = len(losses) * s.batch_size / (time.perf_counter() - t0)
+        # NCHW, channels_last in memory as the HWC images are
+        batches = ((batch["images"].permute(0, 3, 1, 2), batch["labels"]) for batch in stream)
+        result = train_timed(net, batches, s.steps, s.batch_size, classes, self.torch_device,
+                             see=self.capture.step if self.capture is not None else None)
         stream.close()
         del net
-        return losses, failure, train_rate
+        return result
 
     def overfit(self, classes: int) -> tuple[list[float], str, int]:
         """A small fixed subset: one evaluation batch (the centre crop) held on the device, trained on repeatedly

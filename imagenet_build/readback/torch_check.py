@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Generator, Iterator, Sequence
+from typing import Any, Generator, Sequence
 
 from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
@@ -24,7 +24,7 @@ from imagenet_build.infra.workers import end_with_this_process, progress_bar
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
 from imagenet_build.readback.readers import Option, Reader, register, with_defaults
 from imagenet_build.readback.show_grid import BatchCapture
-from imagenet_build.readback.torch_training import build_model, sync, to_host, train
+from imagenet_build.readback.torch_training import build_model, sync, to_host, train, train_timed
 
 
 def resolve_device(device: str) -> str:
@@ -158,27 +158,12 @@ class _TorchReader:
         s = self.settings
         net = build_model(s.model, classes, s.device)
         stream = _cycle(self.dataset, s.batch_size, self.workers)
-        after_first_step: list[float] = []
-
-        def training_batches() -> Iterator[tuple]:
-            for step in range(s.steps):
-                if step == 1:
-                    after_first_step.append(time.perf_counter())
-                batch = next(stream)
-                yield self.augment(batch["image"]), batch["label"]
-
-        losses: list[float] = []
-        t0 = time.perf_counter()
-        failure = train(net, training_batches, classes, s.device, losses,
-                         see=self.capture.step if self.capture is not None else None)
-        sync(s.device)
-        if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
-            train_rate = (len(losses) - 1) * s.batch_size / (time.perf_counter() - after_first_step[0])
-        else:
-            train_rate = len(losses) * s.batch_size / (time.perf_counter() - t0)
+        batches = ((self.augment(batch["image"]), batch["label"]) for batch in stream)
+        result = train_timed(net, batches, s.steps, s.batch_size, classes, s.device,
+                             see=self.capture.step if self.capture is not None else None)
         stream.close()  # its DataLoader workers end here
         del net
-        return losses, failure, train_rate
+        return result
 
     def overfit(self, classes: int) -> tuple[list[float], str, int]:
         """A small fixed subset: eval-style images held on the device, trained on repeatedly (until the loss is

@@ -8,6 +8,7 @@ being finite then says something about the data. torch and torchvision come from
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterator
 
 from imagenet_build.infra.optional import require
@@ -100,6 +101,27 @@ def train(model: Any, batches: Callable[[], Iterator[tuple]], classes: int, devi
     if pending:
         losses.extend(torch.stack(pending).cpu().tolist())
     return failure
+
+
+def train_timed(model: Any, batches: Iterator[tuple], steps: int, batch_size: int, classes: int, device: str,
+                see: Callable[[Any, Any], None] | None = None) -> tuple[list[float], str, float]:
+    """`steps` training steps on batches drawn from an iterator: the losses, why training stopped early (or
+    ""), and images/s end to end (the first step, start-up and cuDNN's choices, untimed)."""
+    after_first_step: list[float] = []
+
+    def stepping() -> Iterator[tuple]:
+        for step in range(steps):
+            if step == 1:
+                after_first_step.append(time.perf_counter())
+            yield next(batches)
+
+    losses: list[float] = []
+    t0 = time.perf_counter()
+    failure = train(model, stepping, classes, device, losses, see=see)
+    sync(device)
+    if len(losses) > 1:
+        return losses, failure, (len(losses) - 1) * batch_size / (time.perf_counter() - after_first_step[0])
+    return losses, failure, len(losses) * batch_size / (time.perf_counter() - t0)
 
 
 def to_host(images: Any, labels: Any) -> tuple[Any, Any]:
