@@ -28,7 +28,7 @@ OUT=${OUT:-/tmp/gpu-results}
 WORK=${WORK:-/tmp/gpu-check}
 BUDGET=${BUDGET:-470}  # seconds for the whole run, every step included
 if [ "$DEVICE" = cuda ]; then
-    IMAGES=20000 CORES_IMAGES=64000 SHARDS=128 TRAIN=() BENCH=(--batch-size 256 --batches 40 --steps 60)
+    IMAGES=20000 CORES_IMAGES=64000 SHARDS=128 TRAIN=() BENCH=(--batch-size 256 --batches 30 --steps 40)
 else
     IMAGES=400 CORES_IMAGES=2000 SHARDS=16 TRAIN=(--steps 6 --batch-size 16)
     BENCH=(--batch-size 16 --batches 3 --steps 3 --warmup 1 --workers 1 --threads 2)

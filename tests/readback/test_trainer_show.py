@@ -68,9 +68,9 @@ def spy_on_torch_models(monkeypatch, folder):
 def spy_on_dali_torch_training(monkeypatch):
     """The same for DALI's PyTorch iterator: each training run's batches as its loop was handed them (the images
     and labels the iterator delivered, as the model got them)."""
-    from imagenet_build.readback import dali_torch
+    from imagenet_build.readback import dali_torch, torch_training
 
-    models, train = [], dali_torch.train
+    models, train = [], torch_training.train
 
     def spied(model, batches, *args, **kwargs):
         fed = []
@@ -83,7 +83,8 @@ def spy_on_dali_torch_training(monkeypatch):
 
         return train(model, recorded, *args, **kwargs)
 
-    monkeypatch.setattr(dali_torch, "train", spied)
+    monkeypatch.setattr(dali_torch, "train", spied)  # the overfit check's loop
+    monkeypatch.setattr(torch_training, "train", spied)  # the training run's, through train_timed
     return models
 
 
