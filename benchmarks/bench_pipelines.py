@@ -25,10 +25,9 @@ from imagenet_build.format.naming import split_shards  # noqa: E402
 
 
 def dali_rate(paths, indexes, batch_size, batches):
-    from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
-    from imagenet_build.readback.dali import training_pipeline
+    from imagenet_build.dali import training_pipeline
 
-    pipe = training_pipeline(paths, indexes, "cpu", batch_size, DLE_MEAN, DLE_STD)
+    pipe = training_pipeline(paths, indexes, device_id=None, batch_size=batch_size, layout="HWC")
     pipe.build()
     rate = images_per_second(pipe.run, batch_size, batches)
     del pipe

@@ -17,7 +17,7 @@
 # build that was already verified is not verified again (the manifest pins every shard's sha256,
 # and convert rechecks them, so an unchanged manifest means the very bytes verified before).
 # Environment: IMAGENET_BUILD (the command, default imagenet-build on PATH),
-#   SKIP_TRAINER_CHECK=1 to leave trainer-check out, TRAINER_CHECK_FRAMEWORK=dali|torch to choose its reader
+#   SKIP_TRAINER_CHECK=1 to leave trainer-check out, TRAINER_CHECK_FRAMEWORK=dali|dali-tf|dali-torch|torch to choose its reader
 #   (default: DALI when TensorFlow and DALI's TF plugin are installed, else PyTorch when it is).
 set -euo pipefail
 
@@ -125,10 +125,11 @@ PY=$(head -n 1 "$(command -v "$IB")" | sed -n 's/^#!//p')
 if [ "${SKIP_TRAINER_CHECK:-0}" = 1 ]; then
   echo "skipped (SKIP_TRAINER_CHECK=1)"
 else
-  # whichever reader is installed beside the tool: DALI (with TensorFlow), else PyTorch
+  # whichever reader is installed beside the tool: DALI (into TensorFlow, else into PyTorch), else PyTorch
   FRAMEWORK="${TRAINER_CHECK_FRAMEWORK:-}"
   if [ -z "$FRAMEWORK" ] && [ -n "$PY" ]; then
-    if $PY -c "import tensorflow, nvidia.dali.plugin.tf" >/dev/null 2>&1; then
+    if $PY -c "import tensorflow, nvidia.dali.plugin.tf" >/dev/null 2>&1 ||
+       $PY -c "import nvidia.dali, torch, torchvision" >/dev/null 2>&1; then
       FRAMEWORK=dali
     elif $PY -c "import torch, torchvision" >/dev/null 2>&1; then
       FRAMEWORK=torch
@@ -139,7 +140,7 @@ else
       > "$SHARDS/trainer-check.json" || die "trainer-check (--framework $FRAMEWORK) failed: $SHARDS/trainer-check.json"
     echo "trainer-check: the data trains (--framework $FRAMEWORK, $SHARDS/trainer-check.json)"
   else
-    echo "skipped: neither TensorFlow and DALI (with its TF plugin) nor PyTorch and torchvision are installed beside $IB"
+    echo "skipped: neither DALI (with TensorFlow and its TF plugin, or with PyTorch) nor PyTorch and torchvision are installed beside $IB"
   fi
 fi
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any, cast
 
 import click
 
@@ -127,29 +128,63 @@ def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
-@cli.command("trainer-check", cls=_ChannelOptions)
+def _readers() -> Any:
+    """The reader registry (readback/readers.py), every reader registered."""
+    import imagenet_build.readback  # noqa: F401  (importing the package registers every reader)
+    from imagenet_build.readback import readers
+
+    return readers
+
+
+def _from_registry(param: click.Parameter, readers: Any) -> None:
+    """--framework's choices and the help of the options whose defaults differ by reader, from the registry."""
+    if param.name == "framework":
+        param.type = click.Choice(readers.framework_choices())
+        cast(click.Option, param).help = readers.framework_help()
+    elif param.name == "workers":
+        cast(click.Option, param).help = f"{readers.meanings('workers')} {readers.default_help('workers')}."
+    elif param.name == "compare_tf":
+        cast(click.Option, param).help = ("Also run the same augmentation through tf.data and compare "
+                                          f"({', '.join(readers.takes('compare_tf'))}).")
+    elif param.name in ("steps", "batch_size", "model"):
+        what = {"steps": "Training steps ", "batch_size": "", "model": ""}[param.name]
+        cast(click.Option, param).help = f"{what}{readers.default_help(param.name)}"
+
+
+class _TrainerCheck(_ChannelOptions):
+    """trainer-check's command: the reader registry fills its --framework choices and the defaults its help
+    states when it is first parsed or its help shown, not when the command line is imported (that would import
+    every reader module for every verb and for `imagenet-build --help`)."""
+
+    _filled = False
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not self._filled:
+            readers = _readers()
+            for param in self.params:
+                _from_registry(param, readers)
+            self._filled = True
+        return super().get_params(ctx)
+
+
+@cli.command("trainer-check", cls=_TrainerCheck)
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--split", default="train", show_default=True, callback=_split_name,
               help="The split whose shards to read: train, validation, or any other the folder holds (test, ...).")
-@click.option("--framework", type=click.Choice(["dali", "torch"]), default="dali", show_default=True,
-              help="dali: DALI into Keras (extras tf, dali); torch: the PyTorch reader into torchvision (extra torch).")
+@click.option("--framework", default="dali", show_default=True)  # choices and help: _from_registry
 @click.option("--device", type=click.Choice(["auto", "gpu", "cuda", "cpu"]), default="auto", show_default=True,
               help="auto: the GPU when the framework sees one, else the CPU (gpu and cuda are the same).")
-@click.option("--steps", type=click.IntRange(min=1),
-              help="Training steps [default: on a GPU 200 (dali) or 300 (torch), 30 on the CPU].")
-@click.option("--batch-size", type=click.IntRange(min=1),
-              help="[default: on a GPU 64 (dali) or 256 (torch), 16 on the CPU]")
-@click.option("--model", type=click.Choice(["resnet50", "small"]),
-              help="[default: resnet50 on a GPU, small on the CPU]")
+@click.option("--steps", type=click.IntRange(min=1))
+@click.option("--batch-size", type=click.IntRange(min=1))
+@click.option("--model", type=click.Choice(["resnet50", "small"]))
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
               help="Simulated ranks: each reads its share; together they must read every record once.")
-@click.option("--workers", type=click.IntRange(min=0),
-              help="--framework torch: DataLoader worker processes per rank [default: 2 on the CPU, 8 on a GPU].")
+@click.option("--workers", type=click.IntRange(min=0))
 @click.option("--mean", callback=_floats3, metavar="R G B",
               help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
 @click.option("--std", callback=_floats3, metavar="R G B",
               help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
-@click.option("--compare-tf", is_flag=True, help="Also run the same augmentation through tf.data and compare (dali).")
+@click.option("--compare-tf", is_flag=True)
 @click.option("--show", type=click.Path(), callback=_writable, metavar="FILE.png",
               help="Also draw the first training steps' batches as fed to the model, un-normalised and captioned "
                    "with their labels, and the overfit check's fixed subset, into this PNG.")
@@ -160,33 +195,32 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     """Read FOLDER's shards back through DALI or PyTorch into real training steps and prove the data trains.
 
     Every index must cover its shard exactly (entries contiguous from 0 to the
-    file's size, as verify checks them; DALI checks nothing): otherwise one error
-    line names the index, its line and the shard. Then every record read exactly
-    once per epoch across --num-shards ranks, labels 0-based after the shift and
-    matching the manifest's histogram, no batch of one repeated image,
-    pixels normalised once, a finite loss, and a small fixed subset that is
-    learned; --show FILE.png draws what training was fed. --framework dali needs
-    the `tf` and `dali` extras, --framework torch the `torch` extra; both run on
-    the CPU without a GPU.
+    file's size, as verify checks them; DALI checks nothing) and the split's
+    shards must be whole: otherwise one error line names the file. Then every
+    record read exactly once per epoch across --num-shards ranks, labels
+    0-based after the shift and matching the manifest's histogram, no batch of
+    one repeated image, pixels normalised once, a finite loss, and a small
+    fixed subset that is learned; --show FILE.png draws what training was fed.
+    --framework dali trains through TensorFlow (dali-tf) where it and DALI's TF
+    plugin are installed, else through PyTorch (dali-torch); every framework
+    runs on the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
     from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
 
-    mean, std = mean or DLE_MEAN, std or DLE_STD
-    if framework == "torch":
-        if compare_tf:
-            raise click.UsageError("--compare-tf goes with --framework dali")
-        from imagenet_build.readback.torch_check import trainer_check as run_torch
-
-        result = run_torch(folder, split=split, device=device, steps=steps, batch_size=batch_size, model=model,
-                           num_shards=num_shards, mean=mean, std=std, workers=workers, show=show)
-    else:
-        if workers is not None:
-            raise click.UsageError("--workers goes with --framework torch")
-        from imagenet_build.readback.dali import trainer_check as run
-
-        result = run(folder, split=split, device="gpu" if device == "cuda" else device, steps=steps,
-                     batch_size=batch_size, model=model, num_shards=num_shards, mean=mean, std=std,
-                     compare_tf=compare_tf, show=show)
+    readers = _readers()
+    reader = readers.for_framework(framework)
+    given = {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers,
+             "compare_tf": compare_tf or None}
+    taken = {o.name: o for o in reader.options}
+    for name, value in given.items():
+        flag = f"--{name.replace('_', '-')}"
+        if value is not None and name not in taken:
+            picked = f" (here --framework {framework} is {reader.name})" if framework != reader.name else ""
+            raise click.UsageError(f"{flag} goes with --framework {' or '.join(readers.takes(name))}{picked}")
+        if isinstance(value, int) and not isinstance(value, bool) and value < taken[name].least:
+            raise click.UsageError(f"{flag} {value}: {reader.name} takes at least {taken[name].least}")
+    options = {name: value for name, value in given.items() if value is not None}
+    result = reader.trainer_check(folder, split=split, device=device, framework=framework, num_shards=num_shards,
+                                  mean=mean or DLE_MEAN, std=std or DLE_STD, show=show, **options)
     report_and_exit(result, as_json, format_report)
-

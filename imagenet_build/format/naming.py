@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.infra import storage
@@ -87,6 +87,26 @@ def split_shards(folder: str, split: str) -> list[str]:
     listed = storage.listdir(folder)
     names = sorted(name for name, is_dir in listed.items() if not is_dir and is_shard_of(name, split))
     return [storage.join(folder, name) for name in names]
+
+
+def shard_set_problems(split: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(name, what is wrong) for one split's shard names: the rule of a whole shard set, one -of-N for every
+    shard and each number from 00000 to N-1 there once (verify's shard-set check and every reader hold a
+    split to it: a reader given a split with a shard missing would read less than the build without a word)."""
+    parsed = [p for p in (parse_shard_name(storage.basename(n)) for n in names) if p is not None and p.split == split]
+    if not parsed:
+        return []
+    problems = []
+    counts = sorted({p.total for p in parsed})
+    if len(counts) > 1:
+        problems.append((f"{split}-*", f"shards of {split} disagree on their total: -of-"
+                         + ", -of-".join(f"{c:05d}" for c in counts)))
+    count = max(counts)
+    present = {p.number for p in parsed}
+    problems += [(shard_name(split, k, count), "shard missing") for k in range(count) if k not in present]
+    problems += [(shard_name(split, p.number, p.total), f"shard number beyond -of-{count:05d}")
+                 for p in sorted(parsed) if p.number >= count]
+    return problems
 
 
 def no_shards_message(folder: str, what: str) -> str:

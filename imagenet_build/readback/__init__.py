@@ -1,1 +1,5 @@
-"""Reading a build back: the public PyTorch and tf.data readers, and trainer-check on DALI or PyTorch."""
+"""Reading a build back: one module per reader, each registered in readers.py (DALI into TensorFlow or
+PyTorch, the PyTorch reader, tf.data), the public readers (imagenet_build.dali, .torch, .tfdata) and
+trainer-check through any of them. Importing the package registers every reader."""
+
+from imagenet_build.readback import dali_tf, dali_torch, tfdata, torch_check  # noqa: F401  (they register)

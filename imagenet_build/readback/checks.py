@@ -73,11 +73,12 @@ class TrainerResult(_TrainerResult, total=False):
     """trainer-check's result and its --json document: every reader's, and what each adds."""
 
     tf_data: TfDataFigures  # DALI, --compare-tf
-    framework: str  # PyTorch: "torch"
-    reader: str
-    device_name: str
+    framework: str  # the reader's name in the registry (readers.py): "dali-tf", "dali-torch", "torch"
+    reader: str  # its title
+    device_name: str  # PyTorch's name for the GPU (PyTorch trainers)
     torch: str  # torch's version
-    workers: int  # DataLoader workers
+    dali: str  # DALI's version (dali-torch)
+    workers: int  # DataLoader workers (torch), DALI's CPU threads (dali-tf, dali-torch)
     show: str  # --show: the picture of the batches fed to the model (absolute path)
 
 
@@ -238,8 +239,10 @@ def rate(value: float) -> str:
 
 def format_report(result: TrainerResult) -> list[str]:
     """The readable report of a trainer-check result, whichever reader made it."""
-    lines = [f"trainer-check {result['split']} on {result['device']} ({result['model']}, batch {result['batch_size']}, "
-             f"{result['steps']} steps, {result['ranks']} rank(s)): {result['records']} records"]
+    through = f" through {result['framework']}" if "framework" in result else ""
+    lines = [f"trainer-check {result['split']}{through} on {result['device']} ({result['model']}, "
+             f"batch {result['batch_size']}, {result['steps']} steps, {result['ranks']} rank(s)): "
+             f"{result['records']} records"]
     for check in result["checks"]:
         lines.append(f"  {'ok  ' if check['ok'] else 'FAIL'} {check['name']:14s} {check['detail']}")
     lines.append(f"  {result.get('reader', 'DALI')} read+decode+augment: {rate(result['images_per_second'])} images/s; "

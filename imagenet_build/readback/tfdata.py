@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from typing import Any, Union
 
 from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS
-from imagenet_build.format.naming import is_shard_index, no_shards_message, split_shards
+from imagenet_build.format.naming import is_shard_index, no_shards_message, shard_set_problems, split_shards
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, TfDataFigures, per_second
+from imagenet_build.readback.readers import Reader, register
 from imagenet_build.readback.real_labels import require_real_labels
 
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
@@ -52,6 +53,10 @@ def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
         files = split_shards(where, split)
         if not files:
             raise ValueError(no_shards_message(where, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
+        gaps = shard_set_problems(split, files)
+        if gaps:  # a shard missing: the epoch would be short without a word
+            raise ValueError(f"{os.path.join(where, gaps[0][0])}: {gaps[0][1]}: the {split} split is not whole; "
+                             f"run imagenet-build verify {where}")
         return files
     files = [f for f in glob.glob(where) if not is_shard_index(os.path.basename(f))]
     if not files:
@@ -170,6 +175,8 @@ def compare_with_tf_data(
             "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
             "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
 
+
+READER = register(Reader(name="tfdata", title="tf.data (imagenet_build.tfdata)", needs=("tensorflow",), by_index=False))
 
 __all__ = [
     "DLE_MEAN", "DLE_STD", "list_files", "make_dataset",

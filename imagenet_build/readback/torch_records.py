@@ -12,14 +12,12 @@ import os
 from array import array
 from typing import Any, Callable
 
-from imagenet_build.build.manifest import read_manifest
 from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
-from imagenet_build.format.dali_index import index_entries
-from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, split_shards
 from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
+from imagenet_build.readback.shards import open_split
 from imagenet_build.readback.torch_transform import decode_images
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -30,29 +28,19 @@ class Records:
 
     Held in arrays (24 bytes a record: ~30 MB for ImageNet's train split), so
     DataLoader workers forked from the process share them without copying.
-    Each index must cover its shard exactly (dali_index.index_entries, the rule
-    verify holds indexes to), or the dataset is refused before anything is read.
+    The split is opened by shards.open_split: the shard set whole and each index covering its
+    shard exactly (the rules verify holds a build to), or the dataset is refused before anything is read.
     A folder is a local path or an fsspec URL (s3://, gs://: the `s3`, `gcs` extras).
     """
 
     def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None) -> None:
-        folder = os.fspath(folder)  # str: a URL stays one (pathlib folds s3:// into s3:/)
-        if not storage.is_url(folder) and not os.path.isdir(folder):
-            raise BuildError(f"{folder}: not a folder")
-        try:
-            manifest = read_manifest(folder)
-        except ValueError as e:
-            raise BuildError(str(e)) from None
-        self.manifest = manifest
-        index_dir = index_dir_of(folder, manifest, index_dir)
-        self.paths = split_shards(folder, split)
-        if not self.paths:
-            raise BuildError(no_shards_message(folder, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
+        opened = open_split(folder, split, index_dir)  # every index covers its shard, the shard set is whole
+        self.manifest, self.paths = opened.manifest, opened.paths
         self.shard, self.offset, self.size = array("i"), array("q"), array("q")
         self.starts = []  # first record number of each shard
-        for number, path in enumerate(self.paths):
+        for number, entries in enumerate(opened.entries):
             self.starts.append(len(self.offset))
-            for offset, size in index_entries(path, index_path(path, index_dir)):
+            for offset, size in entries:
                 self.shard.append(number)
                 self.offset.append(offset)
                 self.size.append(size)

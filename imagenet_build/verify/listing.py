@@ -11,7 +11,7 @@ import os
 import stat
 
 from imagenet_build.build.folder import folder_entries
-from imagenet_build.format.naming import index_placement, no_shards_message, parse_shard_name, shard_name
+from imagenet_build.format.naming import index_placement, no_shards_message, parse_shard_name, shard_set_problems
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.verify.problems import Problems
@@ -44,18 +44,8 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
             problems.add("shard-set", entry.name, None, None,
                          "stray file: not a shard, an index folder or the manifest")
     for split, items in shards.items():
-        counts = sorted({count for _, count, _ in items})
-        if len(counts) > 1:
-            problems.add("shard-set", f"{split}-*", None, None,
-                         f"shards of {split} disagree on their total: -of-{', -of-'.join(f'{c:05d}' for c in counts)}")
-        count = max(counts)
-        present = {index for index, _, _ in items}
-        missing = [k for k in range(count) if k not in present]
-        for k in missing:
-            problems.add("shard-set", shard_name(split, k, count), None, None, "shard missing")
-        for index, _, path in items:
-            if index >= count:
-                problems.add("shard-set", storage.basename(path), None, None, f"shard number beyond -of-{count:05d}")
+        for name, message in shard_set_problems(split, [path for _, _, path in items]):
+            problems.add("shard-set", name, None, None, message)
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
 
 

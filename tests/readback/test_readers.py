@@ -1,9 +1,10 @@
 """Every reader the project ships x every index defect: refused in one line naming index, line and shard,
 or, where sound, read exactly (every record of the shards once).
 
-The readers: the PyTorch datasets, tf.data's make_dataset (which reads the shards' own framing and no
-index: it must read every record exactly, whatever the indexes say), and trainer-check's epoch through
-DALI and through the PyTorch reader. A reader added to the project is added to READERS.
+The readers are the registry's (readback/readers.py): the PyTorch reader (its two datasets and trainer-check's
+epoch), tf.data's make_dataset (which reads the shards' own framing and no index: it must read every record
+exactly, whatever the indexes say), and DALI into TensorFlow and into PyTorch (trainer-check's epoch through
+each, and the public pipeline, imagenet_build.dali). A reader registered without its rows in READS fails a test.
 """
 
 import shutil
@@ -15,10 +16,12 @@ import pytest
 from PIL import Image
 
 from conftest import run_process, sample_args
-from helpers import SHARD
+from helpers import OTHER, SHARD
 from imagenet_build.build.manifest import read_manifest
 from imagenet_build.format.dali_index import record_entries
 from imagenet_build.infra.errors import BuildError
+from imagenet_build.readback.readers import READERS as REGISTRY
+from imagenet_build.readback.readers import trainers
 from imagenet_build.sources.copies import sample_layouts
 from imagenet_build.tools.sample import make_sample
 
@@ -53,13 +56,37 @@ def tf_data(folder, split="train"):
     return [(None, None, int(label)) for _, labels in dataset for label in labels.numpy()]
 
 
-def dali_epoch(folder, ranks=2, split="train"):
-    """trainer-check's epoch through DALI (CPU): [(rank, shard, offset, file name, stored label)]."""
+def dali_public(folder, split="train"):
+    """imagenet_build.dali's pipeline (CPU, evaluation) through DALI's PyTorch iterator: one epoch's labels."""
     pytest.importorskip("nvidia.dali")
-    from imagenet_build.readback import dali as trainer
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
 
-    _, paths, indexes = trainer.split_files(folder, split)
-    return trainer.read_epoch(paths, indexes, ranks)
+    from imagenet_build.dali import READER_NAME, pipeline
+
+    pipe = pipeline(folder, split, batch_size=5, device_id=None, training=False, num_threads=1, size=32)
+    loader = DALIGenericIterator(pipe, ["images", "labels"], reader_name=READER_NAME,
+                                 last_batch_policy=LastBatchPolicy.PARTIAL)
+    return [(None, None, label) for batch in loader for label in batch[0]["labels"].tolist()]
+
+
+def dali_epoch(folder, ranks=2, split="train"):
+    """trainer-check's epoch through DALI's reader (CPU, pipeline.run): [(rank, shard, offset, file name, label)]."""
+    pytest.importorskip("nvidia.dali")
+    from imagenet_build.readback import dali_tf
+    from imagenet_build.readback.shards import open_split
+
+    opened = open_split(folder, split)
+    return dali_tf.read_epoch(opened.paths, opened.indexes, ranks)
+
+
+def dali_torch_epoch(folder, ranks=2, split="train"):
+    """trainer-check's epoch through DALI's PyTorch iterator, as dali_epoch."""
+    pytest.importorskip("nvidia.dali")
+    from imagenet_build.readback import dali_torch
+    from imagenet_build.readback.shards import open_split
+
+    opened = open_split(folder, split)
+    return dali_torch.read_epoch(opened.paths, opened.indexes, ranks, batch_size=5)
 
 
 def torch_epoch(folder, ranks=2, split="train"):
@@ -69,21 +96,26 @@ def torch_epoch(folder, ranks=2, split="train"):
     return torch_trainer.read_epoch(folder, split, ranks, workers=0)
 
 
-def trainer_dali(folder, split="train"):
-    return [(file, offset, label - 1) for _, file, offset, _, label in dali_epoch(folder, split=split)]
+def places(epoch):
+    """A trainer's epoch reader as the table takes it: [(shard, offset, 0-based label)]."""
+    return lambda folder, split="train": [(file, offset, label - 1) for _, file, offset, _, label in
+                                          epoch(folder, split=split)]
 
 
-def trainer_torch(folder, split="train"):
-    return [(shard, offset, label - 1) for _, shard, offset, _, label in torch_epoch(folder, split=split)]
-
-
-READERS = {  # name: (read one epoch of a split (default train) -> [(shard, offset, 0-based label)], reads indexes)
-    "RecordDataset": (torch_dataset, True),
-    "IterableRecordDataset": (torch_iterable, True),
-    "tfdata.make_dataset": (tf_data, False),
-    "trainer-check dali": (trainer_dali, True),
-    "trainer-check torch": (trainer_torch, True),
+# registry reader -> {how it is read: one epoch of a split (default train) -> [(shard, offset, 0-based label)]}
+READS = {
+    "torch": {"RecordDataset": torch_dataset, "IterableRecordDataset": torch_iterable,
+              "trainer-check": places(torch_epoch)},
+    "tfdata": {"make_dataset": tf_data},
+    "dali-tf": {"trainer-check": places(dali_epoch)},
+    "dali-torch": {"trainer-check": places(dali_torch_epoch), "imagenet_build.dali": dali_public},
 }
+READERS = {f"{reader} {how}": (read, REGISTRY[reader].by_index) for reader, hows in READS.items()
+           for how, read in hows.items()}
+
+
+def test_every_registered_reader_is_in_the_table():
+    assert sorted(READS) == sorted(REGISTRY)
 
 
 def damaged(lines):
@@ -141,6 +173,20 @@ def test_every_reader_refuses_an_index_that_does_not_cover_its_shard(build, read
 
 
 @pytest.mark.parametrize("reader", READERS)
+def test_every_reader_refuses_a_split_with_a_shard_missing(build, reader):
+    """A split whose shard set is not whole (format/naming.py's rule, as verify holds it) is refused in one line
+    naming the missing shard, before anything is read: the epoch would be short without a word."""
+    read, _ = READERS[reader]
+    (build / OTHER).unlink()
+    (build / "dali_idx" / f"{OTHER}.idx").unlink()
+    with pytest.raises((BuildError, ValueError)) as refused:  # tf.data's reader raises ValueError, as it does
+        read(build)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(f"{build / OTHER}: shard missing: the train split is not "
+                                                      "whole"), message
+
+
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("layout", ["dali_idx", "beside the shards"])
 def test_every_reader_reads_a_sound_build_exactly(converted, beside, reader, layout):
     folder = converted if layout == "dali_idx" else beside
@@ -183,13 +229,13 @@ def test_every_reader_reads_every_evaluation_sets_build_exactly(evaluation_build
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["dali", "torch"])
+@pytest.mark.parametrize("framework", [reader.name for reader in trainers()])
 def test_trainer_check_passes_on_a_build_of_a_subset_of_the_classes(evaluation_builds, framework):
     """ImageNet-A's build: 4 classes of its labels file's 12, labels 7..16 not renumbered; every check passes."""
     from helpers import trainer_report
 
-    if framework == "dali":
-        pytest.importorskip("nvidia.dali")
+    for module in REGISTRY[framework].needs:
+        pytest.importorskip(module)
     code, report, failed = trainer_report(evaluation_builds("imagenet-a"), "--split", "validation", "--framework",
                                           framework, "--device", "cpu", "--model", "small", "--steps", 5,
                                           "--batch-size", 4)
@@ -212,7 +258,7 @@ def class_folders(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("epoch", [dali_epoch, torch_epoch], ids=["dali", "torch"])
+@pytest.mark.parametrize("epoch", [dali_epoch, dali_torch_epoch, torch_epoch], ids=["dali-tf", "dali-torch", "torch"])
 def test_trainer_check_epoch_passes_on_one_file_name_in_every_class(class_folders, epoch):
     """A record is its place (shard, offset): img000.jpg in each of 4 classes is 4 records, not one image
     present 4 times."""

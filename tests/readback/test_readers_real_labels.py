@@ -57,7 +57,25 @@ def tf_data(folder, split="validation"):
             for _, labels, real in dataset for label, row in zip(labels.numpy(), real.numpy().tolist())]
 
 
-READERS = {"torch-map": torch_map, "torch-iterable": torch_iterable, "tf-data": tf_data}
+def dali(folder, split="validation"):
+    """imagenet_build.dali's pipeline (CPU, evaluation) through DALI's PyTorch iterator."""
+    pytest.importorskip("nvidia.dali")
+    from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
+
+    from imagenet_build.dali import READER_NAME, pipeline
+
+    pipe = pipeline(folder, split, batch_size=5, device_id=None, training=False, num_threads=1, size=16,
+                    real_labels=True)
+    got = []
+    for batch in DALIGenericIterator(pipe, ["images", "labels", "real"], reader_name=READER_NAME,
+                                     last_batch_policy=LastBatchPolicy.PARTIAL):
+        labels, real = batch[0]["labels"], batch[0]["real"]
+        assert real.dtype == torch.int64 and real.shape[0] == len(labels)
+        got += [(int(label), tuple(v for v in row if v >= 0)) for label, row in zip(labels, real.tolist())]
+    return got
+
+
+READERS = {"torch-map": torch_map, "torch-iterable": torch_iterable, "tf-data": tf_data, "dali": dali}
 
 
 @pytest.mark.parametrize("reader", READERS)

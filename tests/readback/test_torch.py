@@ -574,8 +574,10 @@ def test_bad_data_met_by_a_dataloader_worker_is_one_line(build):
 def test_usage_errors_and_a_missing_extra_are_one_line(converted):
     result = run_cli("trainer-check", converted, "--framework", "torch", "--compare-tf")
     assert result.exit_code == 2 and "--compare-tf goes with --framework dali" in result.output
-    result = run_cli("trainer-check", converted, "--workers", 2)
-    assert result.exit_code == 2 and "--workers goes with --framework torch" in result.output
+    result = run_cli("trainer-check", converted, "--framework", "dali-torch", "--compare-tf")
+    assert result.exit_code == 2 and "--compare-tf goes with --framework dali-tf" in result.output
+    result = run_cli("trainer-check", converted, "--framework", "dali-torch", "--workers", 0)
+    assert result.exit_code == 2 and "--workers 0: dali-torch takes at least 1" in result.output
     hide_torch = ("import sys; sys.modules['torch'] = None; from imagenet_build.cli import main; "
                   f"sys.argv = ['imagenet-build', 'trainer-check', {str(converted)!r}, '--framework', 'torch']; main()")
     result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True)

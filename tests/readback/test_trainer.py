@@ -73,7 +73,8 @@ def test_mean_with_two_numbers_is_a_usage_error(converted):
 
 @pytest.mark.needs_no_extra
 def test_a_core_install_names_every_missing_part(converted):
-    """Without DALI and TensorFlow, trainer-check names both and DALI's TF plugin, and how to install them."""
+    """Without DALI and TensorFlow, trainer-check (--framework dali: DALI into TensorFlow or into PyTorch) names
+    what each of its two ways misses and how to install it, and the framework that is installed."""
     import subprocess
     import sys
 
@@ -83,10 +84,12 @@ def test_a_core_install_names_every_missing_part(converted):
                             capture_output=True, text=True)
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.strip().splitlines() == [
-        "error: trainer-check needs NVIDIA DALI, TensorFlow and DALI's TensorFlow plugin, which are not installed: "
-        "in a clone of imagenet-build, pip install -c constraints.txt '.[dali,tf]'; then pip install -c "
-        "constraints.txt --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' (after TensorFlow and "
-        "DALI) (or: trainer-check --framework torch, which needs the torch extra only)"]
+        "error: trainer-check --framework dali trains through dali-tf or dali-torch, none of them installed: "
+        "dali-tf needs NVIDIA DALI, TensorFlow and DALI's TensorFlow plugin, which are not installed: in a clone of "
+        "imagenet-build, pip install -c constraints.txt '.[dali,tf]'; then pip install -c constraints.txt "
+        "--no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' (after TensorFlow and DALI); dali-torch "
+        "needs NVIDIA DALI, which is not installed: in a clone of imagenet-build, pip install -c constraints.txt "
+        "'.[dali]' (or: trainer-check --framework torch, installed here)"]
 
 
 @pytest.mark.needs_no_extra

@@ -1,6 +1,7 @@
 """Faults every path of trainer-check fails the same way, whichever reader reads: DALI's and PyTorch's.
 
-Each test runs once per framework; a framework whose extra is not installed skips, saying so.
+Each test runs once per reader trainer-check runs through (the registry's); one whose extra is not installed
+skips, saying so.
 """
 
 import shutil
@@ -8,24 +9,23 @@ import sys
 
 import pytest
 
-from helpers import SHARD, edit_record, records_of, trainer_report
+from helpers import SHARD, edit_record, expect_error, records_of, trainer_report
+from imagenet_build.readback.readers import READERS, trainers
 
-# the extra each path needs, and a short CPU run of it
-FRAMEWORKS = {
-    "dali": ("nvidia.dali.plugin.tf", ("--device", "cpu", "--steps", 8)),
-    "torch": ("torchvision", ("--framework", "torch", "--device", "cpu", "--steps", 4)),
-}
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 
 
-@pytest.fixture(params=sorted(FRAMEWORKS))
+@pytest.fixture(params=[reader.name for reader in trainers()])
 def framework(request):
-    """(name, check): check(folder, *args) is (exit code, JSON report, failed check names) of a short run."""
-    module, args = FRAMEWORKS[request.param]
-    if request.param == "torch":
+    """(name, check) of each reader trainer-check runs through (the registry's): check(folder, *args) is (exit
+    code, JSON report, failed check names) of a short CPU run."""
+    reader = READERS[request.param]
+    if "torch" in reader.needs:
         sys.modules.setdefault("triton", None)  # see test_torch.py: torch without triton beside TensorFlow
-    pytest.importorskip(module)
+    for module in reader.needs:
+        pytest.importorskip(module)
+    args = ("--framework", reader.name, "--device", "cpu", "--steps", 4)
     return request.param, lambda folder, *extra: trainer_report(folder, *args, *extra)
 
 
@@ -44,15 +44,24 @@ def test_zero_based_labels_fail_the_label_check(build, framework):
     code, report, failed = check(build)
     details = {c["name"]: c["detail"] for c in report["checks"]}
     assert code == 1 and "labels" in failed and "outside [0, 4)" in details["labels"]
-    if name == "torch":  # training stops on the label, named, before it could reach a GPU
+    if name in ("torch", "dali-torch"):  # training in PyTorch stops on the label, named, before it reaches a GPU
         assert "loss" in failed and "label -1 outside [0, 4)" in details["loss"]
 
 
 @pytest.mark.slow
 def test_a_shard_present_twice_fails_the_epoch(build, framework):
-    _, check = framework
+    """A copy of a shard under another number: beside the set (00004-of-00004) it breaks the shard set, refused
+    before reading; numbered into a whole set (00004-of-00005, the others renamed) the epoch finds its records
+    twice."""
+    name, check = framework
     shutil.copy(build / SHARD, build / "train-00004-of-00004")
     shutil.copy(build / "dali_idx" / f"{SHARD}.idx", build / "dali_idx" / "train-00004-of-00004.idx")
+    expect_error(["trainer-check", build, "--framework", name, "--device", "cpu"], 1,
+                 f"{build / 'train-00004-of-00004'}: shard number beyond -of-00004: the train split is not whole; "
+                 f"run imagenet-build verify {build}")
+    for k in range(5):
+        for folder, suffix in ((build, ""), (build / "dali_idx", ".idx")):
+            (folder / f"train-{k:05d}-of-00004{suffix}").rename(folder / f"train-{k:05d}-of-00005{suffix}")
     code, report, failed = check(build, "--num-shards", 2)
     detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
     assert code == 1 and "epoch" in failed and "more than once" in detail

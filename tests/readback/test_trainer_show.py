@@ -16,7 +16,8 @@ from imagenet_build.readback.show_grid import read_layout, unnormalise
 
 MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)  # not the defaults: the picture takes the reader's
 FRAMEWORKS = {
-    "dali": ("nvidia.dali.plugin.tf", ("--device", "cpu", "--steps", 3)),
+    "dali-tf": ("nvidia.dali.plugin.tf", ("--framework", "dali-tf", "--device", "cpu", "--steps", 3)),
+    "dali-torch": ("nvidia.dali.plugin.pytorch", ("--framework", "dali-torch", "--device", "cpu", "--steps", 3)),
     "torch": ("torchvision", ("--framework", "torch", "--device", "cpu", "--steps", 3)),
 }
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
@@ -24,9 +25,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWa
 
 def spy_on_dali_models(monkeypatch):
     """Each Keras model trainer-check builds, in order: [(images, labels)] of its first training steps."""
-    from imagenet_build.readback import dali
+    from imagenet_build.readback import dali_tf
 
-    models, build = [], dali.build_model
+    models, build = [], dali_tf.build_model
 
     def spied(name, classes):
         model, fed = build(name, classes), []
@@ -40,7 +41,7 @@ def spy_on_dali_models(monkeypatch):
         model.train_on_batch = train
         return model
 
-    monkeypatch.setattr(dali, "build_model", spied)
+    monkeypatch.setattr(dali_tf, "build_model", spied)
     return models
 
 
@@ -64,14 +65,49 @@ def spy_on_torch_models(monkeypatch, folder):
     return models
 
 
+def spy_on_dali_torch_training(monkeypatch):
+    """The same for DALI's PyTorch iterator: each training run's batches as its loop was handed them (the images
+    and labels the iterator delivered, as the model got them)."""
+    from imagenet_build.readback import dali_torch, torch_training
+
+    models, train = [], torch_training.train
+
+    def spied(model, batches, *args, **kwargs):
+        fed = []
+        models.append(fed)
+
+        def recorded():
+            for images, labels in batches():
+                fed.append((images.detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels.numpy()))
+                yield images, labels
+
+        return train(model, recorded, *args, **kwargs)
+
+    monkeypatch.setattr(dali_torch, "train", spied)  # the overfit check's loop
+    monkeypatch.setattr(torch_training, "train", spied)  # the training run's, through train_timed
+    return models
+
+
+SPIES = {"dali-tf": lambda monkeypatch, folder: spy_on_dali_models(monkeypatch),
+         "dali-torch": lambda monkeypatch, folder: spy_on_dali_torch_training(monkeypatch),
+         "torch": spy_on_torch_models}
+
+
+def test_every_trainer_is_held_to_its_picture():
+    """A reader trainer-check runs through (the registry) without its row here would draw untested."""
+    from imagenet_build.readback.readers import trainers
+
+    assert sorted(FRAMEWORKS) == sorted(SPIES) == [reader.name for reader in trainers()]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("framework", sorted(FRAMEWORKS))
 def test_the_picture_shows_what_the_model_was_fed(converted, tmp_path, monkeypatch, framework):
     module, args = FRAMEWORKS[framework]
-    if framework == "torch":
+    if "torch" in framework:
         sys.modules.setdefault("triton", None)  # see test_torch.py: torch without triton beside TensorFlow
     pytest.importorskip(module)
-    models = spy_on_dali_models(monkeypatch) if framework == "dali" else spy_on_torch_models(monkeypatch, converted)
+    models = SPIES[framework](monkeypatch, converted)
     path = tmp_path / "batches.png"
     code, report, failed = trainer_report(converted, *args, "--mean", *MEAN, "--std", *STD, "--show", path)
     assert code == 0 and not failed and report["show"] == str(path), report
