@@ -227,7 +227,7 @@ class ResultWatcher:
     def __init__(self, job: JobRef, planned: Sequence[str], on_result: Callable[[str, Any], None],
                  every: float = 2.0) -> None:
         self.job, self.planned, self.on_result, self.every = job, set(planned), on_result, every
-        self.seen: dict[str, Any] = {}
+        self.seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="result-watcher", daemon=True)
         self.error: BaseException | None = None
@@ -248,8 +248,8 @@ class ResultWatcher:
                 self.error = e
 
     def poll(self) -> None:
-        new = sorted((reported(self.job) & self.planned) - set(self.seen))
+        new = sorted((reported(self.job) & self.planned) - self.seen)
         for key, receipt in zip(new, read_receipts([receipt_path(self.job, k) for k in new], self.job.id)):
             if receipt is not None and receipt[0] == key:
-                self.seen[key] = receipt[1]
+                self.seen.add(key)
                 self.on_result(key, receipt[1])

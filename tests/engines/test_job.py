@@ -2,6 +2,7 @@
 
 import json
 import os
+import time
 
 import pytest
 
@@ -136,3 +137,113 @@ def test_the_plan_on_an_object_store_is_read_a_task_at_a_time(bucket):
     job = write_job(f"{bucket}/out", tasks)
     assert run_task(job, 2) == [2, 4]
     assert collect(job, ["s0", "s1", "s2"], {}).missing == ["s0", "s1"]
+
+
+def test_a_tasks_file_cut_after_its_magic_is_not_ours(tmp_path):
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    with open(job.tasks_path, "wb") as f:
+        f.write(MAGIC + b"\x00\x00")
+    with pytest.raises(BuildError, match="not a job of this imagenet-build"):
+        load_task(JobRef(job.folder, job.id), 0)
+
+
+def test_a_task_of_another_job_is_named(tmp_path):
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    other = JobRef(job.folder, "f" * 16)
+    os.replace(job.tasks_path, other.tasks_path)
+    with pytest.raises(BuildError) as raised:
+        load_task(other, 0)
+    assert str(raised.value) == f"{other.tasks_path}: holds job {job.id}, not {other.id}"
+
+
+def test_only_receipts_count_and_only_in_job_folders(tmp_path):
+    """A temporary file or a folder among the receipts is no result; a stray file beside the job folders no job."""
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("ab")])
+    run_task(job, 0)
+    (tmp_path / ".convert-job" / "results" / job.id / ".b.json.123.tmp").write_text("{}")
+    (tmp_path / ".convert-job" / "results" / job.id / "c.json").mkdir()
+    (tmp_path / ".convert-job" / "results" / "notes.json").write_text("{}")
+    (tmp_path / ".convert-job" / "results" / job.id / "b.txt").write_text(
+        json.dumps({"job": job.id, "key": "b", "result": 1}))
+    assert reported(job) == {"a"}
+    assert earlier_results(str(tmp_path)) == [("a", [0, 0])]
+
+
+def test_receipts_are_read_from_an_object_store_in_parallel(bucket):
+    tasks = [Task(f"s{n}", double, (n,)) for n in range(5)]
+    job = write_job(f"{bucket}/out", tasks)
+    for n in range(5):
+        run_task(job, n)
+    got = collect(job, [f"s{n}" for n in range(5)], {})
+    assert got.results == {f"s{n}": [n, 2 * n] for n in range(5)} and got.missing == [] == got.unexpected
+    assert sorted(earlier_results(f"{bucket}/out")) == [(f"s{n}", [n, 2 * n]) for n in range(5)]
+
+
+def test_the_watcher_hands_on_only_this_jobs_planned_readable_receipts(tmp_path):
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("abc")])
+    got = []
+    watcher = ResultWatcher(job, ["a", "b"], lambda key, raw: got.append(key), every=3600)
+    run_task(job, 2)  # "c": not planned for this watcher
+    planted = json.loads(open(receipt_path(job, "c")).read())
+    with open(receipt_path(job, "a"), "w") as f:
+        json.dump(dict(planted, job="0" * 16, key="a"), f)  # another job's
+    with open(receipt_path(job, "b"), "w") as f:
+        f.write("{")  # not yet whole
+    watcher.poll()
+    assert got == []
+    run_task(job, 0)
+    run_task(job, 1)
+    watcher.poll()
+    assert got == ["a", "b"]
+
+
+def test_the_watcher_polls_on_its_own_thread_until_stopped(tmp_path):
+    job = write_job(str(tmp_path), [Task(k, double, (n,)) for n, k in enumerate("ab")])
+    got = []
+    with ResultWatcher(job, ["a", "b"], lambda key, raw: got.append((key, raw)), every=0.01) as watcher:
+        run_task(job, 1)
+        for _ in range(500):
+            if got:
+                break
+            time.sleep(0.01)
+    assert got == [("b", [1, 2])] and not watcher._thread.is_alive()
+    run_task(job, 0)
+    time.sleep(0.05)
+    assert got == [("b", [1, 2])]  # stopped: nothing more handed on
+
+
+def test_a_listing_that_fails_now_and_then_does_not_stop_the_watcher(tmp_path, monkeypatch):
+    from imagenet_build.engines import job as job_module
+
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    calls = []
+
+    def flaky(path):
+        calls.append(path)
+        if len(calls) == 1:
+            raise OSError("the store did not answer")
+        return real(path)
+
+    real = job_module.storage.listdir
+    monkeypatch.setattr(job_module.storage, "listdir", flaky)
+    got = []
+    with ResultWatcher(job, ["a"], lambda key, raw: got.append(key), every=0.01) as watcher:
+        run_task(job, 0)
+        for _ in range(500):
+            if got:
+                break
+            time.sleep(0.01)
+    assert got == ["a"] and isinstance(watcher.error, OSError)
+
+
+def test_the_job_folder_goes_once_the_manifest_vouches(tmp_path):
+    from imagenet_build.engines.job import remove_job_folder
+
+    write_job(str(tmp_path), [Task("a", double, (1,))])
+    (tmp_path / "keep").write_text("x")
+    remove_job_folder(str(tmp_path))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep"]
+    remove_job_folder(str(tmp_path))  # none: nothing to do
+    (tmp_path / ".convert-job").mkdir()
+    remove_job_folder(str(tmp_path))  # an empty one goes too
+    assert not (tmp_path / ".convert-job").exists()
