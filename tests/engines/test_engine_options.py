@@ -240,7 +240,6 @@ def test_a_spark_failure_is_its_tasks_line_or_its_first():
     assert _first_line(RuntimeError("")) == "the Spark job failed: RuntimeError"
 
 
-@pytest.mark.slow
 def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path):
     pytest.importorskip("pyspark")
     if find_java() is None:
