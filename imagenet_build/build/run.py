@@ -1,9 +1,9 @@
-"""convert's execute stage: a request -> inputs listed, the plan, one ShardTask per shard on the workers -> manifest.
+"""convert's execute stage: a request -> inputs listed, the plan, one ShardTask per shard through an engine -> manifest.
 
 With every build's folders held (build/folder.py's lock) from the start: list the inputs
 (build/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run
-vouches for (build/builds.py, resume.py), write the rest (writer.py, on worker processes or Apache
-Beam), and record each finished shard in the manifest, written complete last (manifest.py).
+vouches for (build/builds.py, resume.py), write the rest (writer.py, through the engine --runner chose:
+dispatch.py), and record each finished shard in the manifest, written complete last (manifest.py).
 """
 
 from __future__ import annotations
