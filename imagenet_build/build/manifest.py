@@ -20,6 +20,7 @@ from typing import Any, Dict, List, NamedTuple, TypedDict, Union, get_origin, ge
 from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
+from imagenet_build.infra.jsonfile import read_json
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
@@ -169,15 +170,9 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     """
     path = storage.join(output_dir, MANIFEST_NAME)
     try:
-        text = storage.read_bytes(path).decode("utf-8")
+        manifest = read_json(path)  # bounded, nesting bounded: one line for any bytes
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    try:
-        manifest = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "

@@ -62,6 +62,7 @@ class Shards:
         self.places: list[tuple[str, str, list[tuple[int, int]]]] = []  # (path, name, index entries)
         self.problems: list[tuple[str, str]] = []  # (file, what is wrong)
         self.starts: list[int] = []
+        self.split_records = {split: 0 for split in splits}  # by the indexes (shards whose index is refused: none)
         total = 0
         for split in splits:
             for path in split_shards(folder, split):
@@ -72,8 +73,13 @@ class Shards:
                     continue
                 self.places.append((path, storage.basename(path), entries))
                 self.starts.append(total)
+                self.split_records[split] += len(entries)
                 total += len(entries)
         self.total = total
+
+    def records(self) -> dict[str, int]:
+        """{shard name: its records, by its index} of each shard whose index covers it."""
+        return {name: len(entries) for _, name, entries in self.places}
 
     def place(self, k: int) -> Place:
         """The k-th record of the build."""

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli, sample_args
 from imagenet_build import write_arrays
-from imagenet_build.build.folder import folder_entries
+from imagenet_build.build.folder import MAY_HOLD, folder_entries
 
 # what a run keeps or uses in a build folder, made in a test: (name, a folder?)
 RUN_ENTRIES = {
@@ -132,7 +132,7 @@ def test_convert_and_verify_agree_on_a_stranger(kind, build, sample_dir):
     code, report = verify_report(build)
     assert code == 1
     assert [p["message"] for p in report["problems"] if p["file"] == name] == [
-        "stray file: not a shard, an index folder or the manifest"]
+        f"stray file: a build folder holds only {MAY_HOLD}"]
     refused = run_cli(*sample_args(sample_dir, build, "--workers", 1))
     assert refused.exit_code == 1 and "holds files that are not from imagenet-build" in refused.stderr
     assert name in refused.stderr and (build / name).exists()
