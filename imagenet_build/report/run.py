@@ -187,9 +187,9 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
     """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html)."""
     require_all(["matplotlib"], "imagenet-build report")
     folder = folder.rstrip("/") if storage.is_url(folder) else folder
-    target = output or storage.join(folder, REPORT_HTML)
+    target = storage.join(folder, REPORT_HTML) if output is None else output
     found = builds_in(folder)
-    check_output_file(target, "report -o" if output else "report", may_write=[REPORT_HTML])
+    check_output_file(target, "report" if output is None else "report -o", may_write=[REPORT_HTML])
     sections, problems = [], []
     read = {"records": 0, "heads": 0, "whole": 0}
     for path, manifest in found:

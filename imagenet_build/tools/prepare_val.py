@@ -32,9 +32,9 @@ def prepare_validation(
     if method not in METHODS:
         raise UsageError(f"method must be one of {', '.join(METHODS)}")
     val_dir = Path(val_dir)
+    check_output_folder(val_dir, "prepare-val")
     if not val_dir.is_dir():
         raise InputError(val_dir, "folder not found")
-    check_output_folder(val_dir, "prepare-val")
     labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
     labels = read_validation_labels(labels_file)
     _refuse_other_than_synsets(val_dir, labels, labels_file)
