@@ -213,7 +213,14 @@ def _field_problem(table: dict[str, tuple[type, bool]], record: Mapping[str, Any
             ok = value >= 0
         if not ok:
             return f"{where}{key}: {json.dumps(value)[:40]} is not {_TYPE_NAMES[kind]}"
+        if kind is list and key in _LISTS_OF_OBJECTS:
+            bad = next((n for n, item in enumerate(value) if not isinstance(item, dict)), None)
+            if bad is not None:
+                return f"{where}{key}[{bad}]: {json.dumps(value[bad])[:40]} is not an object"
     return ""
+
+
+_LISTS_OF_OBJECTS = ("skipped", "reencoded", "left_out")  # each entry {file, ...}: what the readers look up
 
 
 def _options_problem(options: Mapping[str, Any]) -> str:

@@ -69,7 +69,7 @@ def parse_json(data: bytes | str, where: str, shape: Any = Any, check: Check | N
     try:
         value = json.loads(text)
     except RecursionError:
-        raise JsonError(where, f"not valid JSON (nested deeper than {MAX_DEPTH} levels)") from None
+        raise JsonError(where, f"nested deeper than {MAX_DEPTH} levels") from None
     except ValueError as e:
         raise JsonError(where, f"not valid JSON ({e})") from None
     if depth(value) > MAX_DEPTH:

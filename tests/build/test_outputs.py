@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from conftest import run_cli, tree_digest
+from conftest import tree_digest
 from helpers import expect_error
 
 SHARD = "train-00000-of-00004"
