@@ -81,10 +81,42 @@ def test_the_fields_are_the_records_and_only_head_and_tail_are_read(image_size, 
 
 def test_a_tail_past_the_bytes_read_is_read_where_it_is():
     """A record whose keys after the image run longer than the tail read: what lies between is read once more."""
-    body = payload(image=bytes(5000), filename="x" * 3000 + ".JPEG")
+    name = "x" * 3000 + ".JPEG"
+    body = payload(image=bytes(5000), filename=name)
     fields, f = fields_of(body)
-    assert fields.filename == "x" * 3000 + ".JPEG" and fields.encoded_bytes == 5000
-    assert f.reads == 4  # the head, the tail, then the file name's entry: its first bytes, and whole
+    assert fields.filename == name and fields.encoded_bytes == 5000
+    entry = len(b"\x0a\x0eimage/filename\x12\x8f\x17\x0a\x8c\x17\x0a\x89\x17") + len(name)
+    assert f.reads == 4  # the head, the tail, then the file name's entry: its first 48 bytes, and whole
+    assert f.read_bytes == HEAD + TAIL + 48 + 2 + 1 + entry  # the entry with its tag and length
+
+
+def test_a_head_past_the_bytes_read_is_read_where_it_is():
+    """A class text longer than the head read: the key runs past it, and is read whole from the shard."""
+    text = "y" * 1500
+    fields, f = fields_of(payload(image=bytes(5000), text=text))
+    assert fields.text == text and fields.filename == "n01440764_1.JPEG"
+    assert f.reads == 6  # head, tail; the text's entry whole; the next entry's first bytes and whole; the image's
+
+
+def test_a_payload_of_exactly_head_and_tail_is_one_read_and_an_entry_at_the_tails_start_is_the_tails():
+    size = next(k for k in range(2000) if len(payload(image=bytes(k))) == HEAD + TAIL)
+    fields, f = fields_of(payload(image=bytes(size)))
+    assert fields.encoded_bytes == size and (f.reads, f.read_bytes) == (1, HEAD + TAIL)
+    def entry_start(body):  # the file name's map entry: its tag, its length (2 bytes), then its key
+        at = body.index(b"\x0a\x0eimage/filename") - 3
+        assert body[at] == 0x0A
+        return at
+
+    name = next("n" * k + ".JPEG" for k in range(500, 1100)
+                if len(body := payload(image=bytes(5000), filename="n" * k + ".JPEG")) - entry_start(body) == TAIL)
+    body = payload(image=bytes(5000), filename=name)
+    fields, f = fields_of(body)
+    assert fields.filename == name and f.reads == 2
+
+
+def test_a_length_of_ten_bytes_is_read_and_an_eleventh_is_refused():
+    fields, _ = fields_of(b"\x0a" + b"\x80" * 9 + b"\x00")  # an Example of no feature, its length in 10 bytes
+    assert fields == Fields(None, "", "", "", None, None, [], 0, None)
 
 
 def test_a_label_read_from_the_first_bytes_alone():
@@ -114,9 +146,10 @@ def test_a_record_without_a_label_or_sizes_gives_none_and_texts_are_decoded_with
     for key in ("image/class/label", "image/width", "image/height", "image/object/bbox/xmin"):
         del example.features.feature[key]
     example.features.feature["image/class/text"].bytes_list.value[:] = [b"caf\xe9"]
+    example.features.feature["image/class/synset"].int64_list.value[:] = [5]
     fields, _ = fields_of(example.SerializeToString(deterministic=True))
     assert (fields.label, fields.width, fields.height, fields.boxes) == (None, None, None, [])
-    assert fields.text == "caf\ufffd" and fields.synset == "n01440764"
+    assert fields.text == "caf\ufffd" and fields.synset == "5"
     data, (place,) = shard_of(example.SerializeToString(deterministic=True))
     assert read_label(io.BytesIO(data), place) is None
 
@@ -127,12 +160,49 @@ def test_an_example_of_no_feature_and_one_whose_label_is_a_string():
     example = example_message_class()()
     example.features.feature["image/class/label"].bytes_list.value.append(b"7")
     example.features.feature["image/width"].bytes_list.value.append(b"7")
+    example.features.feature["image/height"].bytes_list.value.append(b"7")
     body = example.SerializeToString(deterministic=True)
     fields, _ = fields_of(body)
-    assert (fields.label, fields.width, fields.encoded_bytes, fields.image) == (None, None, 0, None)
+    assert (fields.label, fields.width, fields.height, fields.encoded_bytes, fields.image) == (None, None, None, 0,
+                                                                                                 None)
     data, (place,) = shard_of(body)
     f = Counted(data)
     assert read_label(f, place) is None and f.reads > 1  # not a packed int64 in its head: read from its fields
+
+
+def label_entry(*labels):
+    packed = b"".join(varint(label) for label in labels)
+    return b"\x0a\x11image/class/label\x12" + varint(len(packed) + 4) + b"\x1a" + varint(len(packed) + 2) + \
+        b"\x0a" + varint(len(packed)) + packed
+
+
+def synset_entry(synset=b"n01440764"):
+    return b"\x0a\x12image/class/synset\x12" + varint(len(synset) + 4) + b"\x0a" + varint(len(synset) + 2) + \
+        b"\x0a" + varint(len(synset)) + synset
+
+
+def test_the_label_of_small_records_is_read_from_their_bytes_alone():
+    """Records smaller than the first bytes read: only theirs are read (the next record lies after them), the
+    label found where its entry ends them, none where they hold none."""
+    bodies = [example_of(label_entry(9)), example_of(synset_entry()), example_of(label_entry(4), synset_entry()),
+              example_of(synset_entry(), label_entry(6))]
+    data, places = shard_of(*bodies)
+    f = Counted(data)
+    for place, label in zip(places, (9, None, 4, 6)):
+        f.reads = f.read_bytes = 0
+        assert read_label(f, place) == label == read_fields(io.BytesIO(data), place).label
+        if label is not None:
+            assert (f.reads, f.read_bytes) == (1, place.size - OVERHEAD)
+
+
+def test_a_label_the_first_bytes_do_not_give_plainly_is_read_from_the_fields():
+    """Two labels packed in the label's Feature, or an entry before it that is not laid out as protobuf writes
+    it (its value before its key): the fields are parsed, and the label is theirs."""
+    odd = b"\x12\x00\x0a\x01z"  # a map entry of key "z" and an empty Feature, its value first
+    for body, label in ((example_of(label_entry(3, 4)), 3), (example_of(odd, label_entry(8)), 8)):
+        data, (place,) = shard_of(body)
+        f = Counted(data)
+        assert read_label(f, place) == label and f.reads > 1
 
 
 def test_an_image_of_no_bytes():
@@ -182,6 +252,8 @@ def test_image_encoded_that_is_not_one_bytes_value():
     for value in (b"\x1a\x02\x0a\x00", b"\x12\x02\x12\x00", b"\x12\x02\x0a\x01\x12"):
         with pytest.raises(RecordError, match="^image/encoded is not one bytes value$"):
             fields_of(example_of(encoded + value))
+    with pytest.raises(RecordError, match="^image/encoded is not one bytes value$"):
+        fields_of(example_of(encoded))  # the key, and the record ends
     fields, _ = fields_of(example_of(encoded + b"\x12\x05\x0a\x03\x0a\x01Z"), with_image=True)
     assert (fields.image, fields.encoded_bytes) == (b"Z", 1)
 
@@ -229,14 +301,15 @@ def test_shards_number_the_records_across_shards_and_name_an_index_that_does_not
         ("train-00001-of-00002", 0), ("train-00001-of-00002", 1), ("validation-00000-of-00001", 0)]
     assert shards.place(4).path == str(tmp_path / "train-00001-of-00002")
     assert shards.find("train-00001-of-00002", 1) == shards.place(4)
+    assert shards.find("train-00000-of-00002", 0) == shards.place(0)
     assert shards.find("train-00001-of-00002", 2) is None and shards.find("train-00001-of-00002", -1) is None
     assert shards.find("nothing", 0) is None
-    (index / "train-00001-of-00002.idx").write_text("0 10\n")
+    (index / "train-00000-of-00002.idx").write_text("0 10\n")
     shards = Shards(str(tmp_path), str(index), ["validation", "train"])
-    assert shards.total == 4 and shards.split_records == {"validation": 1, "train": 3}
-    assert [name for name, _ in shards.problems] == ["train-00001-of-00002"]
-    assert "train-00001-of-00002.idx" in shards.problems[0][1]
-    assert shards.records() == {"validation-00000-of-00001": 1, "train-00000-of-00002": 3}
+    assert shards.total == 3 and shards.split_records == {"validation": 1, "train": 2}
+    assert [name for name, _ in shards.problems] == ["train-00000-of-00002"]
+    assert "train-00000-of-00002.idx" in shards.problems[0][1]
+    assert shards.records() == {"validation-00000-of-00001": 1, "train-00001-of-00002": 2}
 
 
 def test_open_shard_reads_at_offsets_from_a_file_and_a_fifo(tmp_path):
@@ -247,9 +320,26 @@ def test_open_shard_reads_at_offsets_from_a_file_and_a_fifo(tmp_path):
         assert f.read(3) == b"456" and not isinstance(f, io.BufferedReader)  # unbuffered: no read-ahead
     os.mkfifo(tmp_path / "fifo")
     import threading
+    import time
 
-    writer = threading.Thread(target=lambda: (tmp_path / "fifo").write_bytes(b"abc"))
+    def write_in_two():
+        with open(tmp_path / "fifo", "wb", buffering=0) as fifo:
+            fifo.write(b"abc")
+            time.sleep(0.3)
+            fifo.write(b"def")
+
+    writer = threading.Thread(target=write_in_two)
     writer.start()
     with open_shard(str(tmp_path / "fifo")) as f:
-        assert f.read(3) == b"abc"
+        assert f.read(6) == b"abcdef"  # whole, though the bytes came in two writes
     writer.join()
+
+
+def test_open_shard_reads_an_object_with_ranged_reads_alone(bucket):
+    from imagenet_build.infra import storage
+
+    url = f"{bucket}/shard"
+    storage.write_bytes(url, b"0123456789")
+    with open_shard(url) as f:
+        f.seek(4)
+        assert f.read(3) == b"456" and f.cache.name == "none"  # exactly the bytes asked, no read-ahead
