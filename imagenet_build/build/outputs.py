@@ -43,11 +43,11 @@ def check_output_file(path: PathLike, option: str, may_write: Sequence[str] = ()
     if storage.is_url(text):
         _check_url(text, option, may_write)
         return
-    check_writable(text)
     for where in dict.fromkeys((os.path.join(os.path.realpath(os.path.dirname(text) or "."), os.path.basename(text)),
                                 os.path.realpath(text))):
         _check_place(text, where, option, may_write)
         _check_inputs(text, where, option, inputs)
+    check_writable(text)  # last: it tries the folder by writing a temporary file there
 
 
 def check_output_folder(folder: PathLike, option: str) -> None:
