@@ -6,6 +6,21 @@ source "$(dirname "$0")/_venv.sh"
 ensure_venv test
 ensure_dali_tf_plugin
 cd "$ROOT"
+# The report page's tests drive a real browser (Debian's chromium): installed where it is missing and this
+# machine may (root, apt-get), so that they run instead of skipping; elsewhere they skip, saying so.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== apt-get install chromium (for the report page's browser test)"
+  LOG="$(mktemp)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >"$LOG" 2>&1 \
+    || echo "chromium could not be installed (see $LOG): the report page's browser test skips"
+fi
+# Spark's tests need Java 17+ (Debian's openjdk-17-jre-headless): likewise installed where missing and possible.
+if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== apt-get install openjdk-17-jre-headless (for the Spark engine's tests)"
+  LOG="$(mktemp)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless) >"$LOG" 2>&1 \
+    || echo "Java could not be installed (see $LOG): the Spark engine's tests skip"
+fi
 echo "== ruff check imagenet_build tests benchmarks"
 "$PY" -m ruff check imagenet_build tests benchmarks
 echo "== mypy imagenet_build"

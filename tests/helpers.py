@@ -237,3 +237,69 @@ def convert_with_real_labels(sample_dir, where, planted):
     assert result.exit_code == 0, result.output
     return out
 
+
+
+def _edit_manifest(change):
+    def damage(folder):
+        manifest = json.loads((folder / "manifest.json").read_text())
+        change(manifest)
+        (folder / "manifest.json").write_text(json.dumps(manifest))
+    return damage
+
+
+def _replace_by_folder(folder):
+    (folder / SHARD).unlink()
+    (folder / SHARD).mkdir()
+
+
+def _missing(folder):
+    (folder / SHARD).unlink()
+    (folder / "dali_idx" / f"{SHARD}.idx").unlink()
+
+
+def _copied(folder, name, index_name):
+    import shutil
+
+    shutil.copy(folder / SHARD, folder / name)
+    shutil.copy(folder / "dali_idx" / f"{SHARD}.idx", folder / "dali_idx" / index_name)
+
+
+def _orphan(folder):
+    import shutil
+
+    shutil.copy(folder / "dali_idx" / f"{SHARD}.idx", folder / "dali_idx" / "train-00009-of-00004.idx")
+
+
+def _fifo(folder):
+    import os
+
+    os.mkfifo(folder / "train-00004-of-00005")
+
+
+def _dangling(folder):
+    import os
+
+    os.symlink(folder / "nowhere", folder / "validation-00002-of-00003")
+
+
+# Damage to a build's folder that verify finds at the folder's level (its listing and its folder checks, none
+# of which read a record): what verify's tests damage a copy of the converted sample with, and what `report`
+# must find as well (tests/report/test_report_problems.py)
+FOLDER_DAMAGE = {
+    "a shard and its index missing": _missing,
+    "a shard replaced by a folder": _replace_by_folder,
+    "a stray file": lambda folder: (folder / "notes.txt").write_text("hello"),
+    "an index with no shard": _orphan,
+    "a shard of another total": lambda folder: _copied(folder, "train-00001-of-00008", "train-00001-of-00008.idx"),
+    "a FIFO named like a shard": _fifo,
+    "a link to nothing named like a shard": _dangling,
+    "a record dropped, shard and index agreeing": lambda folder: write_shard(folder, SHARD,
+                                                                            records_of(folder / SHARD)[:-1]),
+    "a split's records that are not its shards' sum": _edit_manifest(
+        lambda m: m["splits"]["train"].update(records=999)),
+    "a split missing from the manifest": _edit_manifest(lambda m: m["splits"].pop("validation")),
+    "totals that are not the shards' sum": _edit_manifest(lambda m: m["totals"].update(bytes=1)),
+    "a shard listed twice": _edit_manifest(lambda m: m["shards"].append(dict(m["shards"][0]))),
+    "a shard listed under another split": _edit_manifest(lambda m: m["shards"][0].update(split="validation")),
+    "an incomplete build": _edit_manifest(lambda m: m.update(complete=False)),
+}

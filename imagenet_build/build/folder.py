@@ -7,7 +7,8 @@ what a run keeps or uses there, which is never read as the build: its lock, a te
 in progress, or left by a killed run: the next run removes it), the decompressed .tar.gz inputs of a
 run (removed when it ends, or by the next run), a run's job folder (its plan and its tasks' receipts:
 read and replaced by the next run) and the kept listings of .tar.gz inputs; and what the checking verbs
-leave there for `report` (verify.json, trainer-check.json, trainer-check.png, report.html).
+leave there for `report` (verify.json, trainer-check.json, trainer-check.png or a picture trainer-check
+--show wrote under another name, report.html).
 Convert resumes a folder holding them, verify passes them, and anything else is a stranger: convert
 refuses the folder (never deleting it), verify names it a stray file.
 """
@@ -29,6 +30,7 @@ from imagenet_build.format.naming import (
     REPORT_FILES,
     SPOOL_PREFIX,
     TFDS_FILES,
+    TRAINER_PICTURE_KEY,
     index_placement,
     is_build_shard,
     is_shard_index,
@@ -65,10 +67,32 @@ def run_entry(name: str, is_dir: bool) -> bool:
                                              or name.startswith(SPOOL_PREFIX)))
 
 
-def report_entry(name: str, is_dir: bool) -> bool:
+# What a build folder may hold, in words: verify's word for a stray file, and the output guard's (outputs.py)
+MAY_HOLD = ("its shards, their DALI indexes (dali_idx/), manifest.json, labels.txt, and what the checking verbs "
+            f"leave for report ({', '.join(sorted(REPORT_FILES))}, or a picture trainer-check --show wrote under "
+            "another name)")
+PICTURE_SUFFIX = ".png"
+
+
+def report_entry(name: str, is_dir: bool, path: str = "") -> bool:
     """What the checking verbs leave in a build folder (or a resized build's top folder) for `report` to pick
-    up: verify --json's and trainer-check --json's output, trainer-check's picture, the report page."""
-    return not is_dir and name in REPORT_FILES
+    up: verify --json's and trainer-check --json's output, trainer-check's picture (trainer-check.png, or under
+    another name a PNG carrying its layout: `path` is read for that), the report page."""
+    if is_dir:
+        return False
+    return name in REPORT_FILES or (bool(path) and name.endswith(PICTURE_SUFFIX) and is_trainer_picture(path))
+
+
+def is_trainer_picture(path: str) -> bool:
+    """A PNG that trainer-check --show wrote: its layout in the text chunk it alone writes (read without decoding
+    the picture)."""
+    from PIL import Image
+
+    try:
+        with storage.open_read(path, random_access=True) as f, Image.open(f, formats=["PNG"]) as picture:
+            return TRAINER_PICTURE_KEY in picture.info
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):  # not a PNG Pillow can open
+        return False
 
 
 def _kind(name: str, is_dir: bool, indexes_here: bool) -> Kind:
@@ -102,7 +126,7 @@ def folder_entries(output: str, index: str) -> list[FolderEntry]:
             kind = "record"
         elif not is_dir and parse_shard_name(name):
             kind = "shard"
-        elif report_entry(name, is_dir):
+        elif report_entry(name, is_dir, storage.join(output, name)):
             kind = "report"
         else:
             kind = _kind(name, is_dir, placement == "beside")
@@ -190,7 +214,7 @@ def check_resize_root(dest: Destination, index_given: bool) -> None:
     run keeps there (a full-size build's folder would take the builds for strangers)."""
     for folder in [dest.output] + ([dest.index] if index_given else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
-            if run_entry(entry, is_dir) or report_entry(entry, is_dir):
+            if run_entry(entry, is_dir) or report_entry(entry, is_dir, storage.join(folder, entry)):
                 continue
             if not (is_dir and RESIZED_FOLDER.match(entry)):
                 raise BuildError(f"{folder}: holds {entry}, which is not a resized build (folders like shorter-256); "

@@ -26,6 +26,7 @@ from imagenet_build.format import tfds_metadata
 from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME, parse_shard_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
+from imagenet_build.infra.jsonfile import read_json
 
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
@@ -215,15 +216,9 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     """
     path = storage.join(output_dir, MANIFEST_NAME)
     try:
-        text = storage.read_bytes(path).decode("utf-8")
+        manifest = read_json(path)  # bounded, nesting bounded: one line for any bytes
     except FileNotFoundError:
         return None
-    except UnicodeDecodeError:
-        raise ValueError(f"{path}: not UTF-8 text") from None
-    try:
-        manifest = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"{path}: not valid JSON ({e})") from None
     version = manifest.get("format") if isinstance(manifest, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
@@ -264,7 +259,14 @@ def _field_problem(table: dict[str, tuple[type, bool]], record: Mapping[str, Any
             ok = value >= 0
         if not ok:
             return f"{where}{key}: {json.dumps(value)[:40]} is not {_TYPE_NAMES[kind]}"
+        if kind is list and key in _LISTS_OF_OBJECTS:
+            bad = next((n for n, item in enumerate(value) if not isinstance(item, dict)), None)
+            if bad is not None:
+                return f"{where}{key}[{bad}]: {json.dumps(value[bad])[:40]} is not an object"
     return ""
+
+
+_LISTS_OF_OBJECTS = ("skipped", "reencoded", "left_out")  # each entry {file, ...}: what the readers look up
 
 
 def _options_problem(options: Mapping[str, Any]) -> str:

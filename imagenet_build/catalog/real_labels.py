@@ -11,13 +11,14 @@ an index goes to its synset's label, and an index whose synset the labels file l
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, Catalog, imagenet_synsets
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
+from imagenet_build.infra.jsonfile import JsonError, read_json
 
 REAL_IMAGES = IMAGENET_TOTALS["validation"]  # one entry per ILSVRC2012 validation image
+REAL_JSON_LIMIT = 64 << 20  # bytes: real.json is about 0.4 MB
 
 
 def entry_name(number: int) -> str:
@@ -28,11 +29,10 @@ def entry_name(number: int) -> str:
 def read_real_json(path: PathLike) -> list[tuple[int, ...]]:
     """real.json's entries, checked: 50,000 lists of distinct class indices in 0..999, else one InputError."""
     with input_errors(path, expected="real.json (a JSON file)", missing="file not found"):
-        text = Path(path).read_text(encoding="utf-8")
-    try:
-        entries = json.loads(text)
-    except ValueError as e:
-        raise InputError(path, f"not JSON ({e}): expected real.json, a list of {REAL_IMAGES:,} lists") from None
+        try:
+            entries = read_json(path, limit=REAL_JSON_LIMIT)
+        except JsonError as e:
+            raise InputError(path, f"{e.problem}: expected real.json, a list of {REAL_IMAGES:,} lists") from None
     if not isinstance(entries, list):
         raise InputError(path, f"holds a JSON {type(entries).__name__}, expected a list of {REAL_IMAGES:,} lists "
                                "(real.json)")

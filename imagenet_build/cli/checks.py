@@ -120,11 +120,12 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 
 
 def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    """--show's file: refused in one line before the run, not after minutes of training."""
-    from imagenet_build.infra.atomic import check_writable
+    """--show's file: refused in one line before the run, not after minutes of training (one that cannot be
+    written, or that would land on a build's file: build/outputs.py)."""
+    from imagenet_build.build.outputs import PICTURE, check_output_file
 
     if value is not None:
-        check_writable(value)
+        check_output_file(value, "--show", may_write=[PICTURE])
     return value
 
 

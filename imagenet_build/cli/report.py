@@ -16,7 +16,7 @@ def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> i
         return None
     if value == "all":
         return ALL_CLASSES
-    if value.isdigit() and int(value) > 0:
+    if value.isascii() and value.isdigit() and int(value) > 0:  # isdigit() alone takes '²', which int() does not
         return int(value)
     raise click.BadParameter("a number of classes (1 or more) or 'all'")
 

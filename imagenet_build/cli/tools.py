@@ -30,12 +30,15 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     sorted. Counts go to stderr. A malformed XML file, one without a size or
     with a zero side is named and skipped (--strict: fails).
     """
+    from imagenet_build.build.outputs import check_output_file
     from imagenet_build.catalog.boxes import boxes_to_csv_lines
     from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
     from imagenet_build.infra.atomic import write_atomic
 
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
+    if output is not None:
+        check_output_file(output, "bboxes -o", inputs=[source] + ([synsets] if synsets else []))
     synset_list = read_labels_file(synsets or DEFAULT_LABELS_FILE)
     lines, counts, problems = boxes_to_csv_lines(source, synset_list, strict=strict)
     text = "".join(line + "\n" for line in lines)

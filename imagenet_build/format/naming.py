@@ -36,6 +36,8 @@ TRAINER_CHECK_JSON = "trainer-check.json"
 TRAINER_CHECK_PNG = "trainer-check.png"
 REPORT_HTML = "report.html"
 REPORT_FILES = frozenset((VERIFY_JSON, TRAINER_CHECK_JSON, TRAINER_CHECK_PNG, REPORT_HTML))
+# trainer-check --show's picture carries its layout in a PNG text chunk of this key: what tells it, under any name
+TRAINER_PICTURE_KEY = "imagenet-build"
 
 SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")

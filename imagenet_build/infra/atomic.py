@@ -43,20 +43,32 @@ def write_temp(path: PathLike, data: bytes) -> Path:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise _naming(e, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return tmp
 
 
+def _naming(error: OSError, path: PathLike) -> OSError:
+    """The same error (its errno, so its class) naming the file the user knows, not the temporary name: a full
+    disk, a read-only folder or a missing folder says which file could not be written."""
+    return OSError(error.errno, error.strerror or str(error), str(path)) if error.errno else error
+
+
 def write_atomic(path: PathLike, data: bytes) -> None:
-    """Write bytes under a temporary name in the same folder, fsync, rename over `path`."""
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`; an OSError names
+    `path`."""
     path = Path(path)
     tmp = write_temp(path, data)
     try:
         os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)  # the old file stays whole under its name, and no temp file is left
+        raise _naming(e, path) from None
     except BaseException:
-        # the old file stays whole under its name, and no temp file is left
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)

@@ -27,6 +27,7 @@ from types import TracebackType
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike
+from imagenet_build.infra.jsonfile import parse_json
 
 LOCK_NAME = ".imagenet-build.lock"  # in each folder a command writes
 
@@ -77,7 +78,7 @@ def writing_now(folder: PathLike) -> str:
 
 def _parse(raw: bytes) -> dict:
     try:
-        holder = json.loads(raw.decode("utf-8"))
+        holder = parse_json(raw, LOCK_NAME)
     except ValueError:
         return {}
     return holder if isinstance(holder, dict) else {}

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
+from imagenet_build.build.outputs import PICTURE, check_output_file
 from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 
@@ -296,6 +297,8 @@ def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str,
     """Every check, in order, through one reader: epoch, ranks and labels; batches and normalisation; loss;
     overfit; then, with --show, the picture of what training was fed. A reader that reads nothing at all is
     an error, not a report."""
+    if settings.show is not None:  # the command line refuses it before any work; a caller from Python, here
+        check_output_file(settings.show, "--show", may_write=[PICTURE])
     report = Report()
     split, batch_size, steps, ranks = settings.split, settings.batch_size, settings.steps, settings.num_shards
     seen = reader.read_epoch()

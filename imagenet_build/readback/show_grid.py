@@ -21,12 +21,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NamedTuple, Tuple
 
+from imagenet_build.format.naming import TRAINER_PICTURE_KEY
 from imagenet_build.infra.atomic import write_atomic
 from imagenet_build.infra.errors import PathLike
+from imagenet_build.infra.jsonfile import parse_json
 
 STEPS = 4  # training steps shown, one row each
 TILES = 8  # images shown of each batch (a batch of 256 would be a picture 57,000 pixels wide)
-PNG_KEY = "imagenet-build"  # the PNG text chunk holding the layout
+PNG_KEY = TRAINER_PICTURE_KEY  # the PNG text chunk holding the layout
 _PAD, _FONT_SIZE = 8, 12
 _INK, _PAPER, _GREY = (0, 0, 0), (255, 255, 255), (110, 110, 110)
 
@@ -199,4 +201,4 @@ def read_layout(path: PathLike) -> dict:
     from PIL import Image
 
     with Image.open(path) as picture:
-        return json.loads(picture.text[PNG_KEY])  # type: ignore[attr-defined]  # PNG images have .text
+        return parse_json(picture.text[PNG_KEY], str(path))  # type: ignore[attr-defined]  # PNG images have .text

@@ -60,6 +60,9 @@ def class_chart(counts_by_split: Mapping[str, Mapping[int, int]], names: Mapping
         for n, (label, records) in enumerate(most + fewest):
             axes.annotate(names.get(label, str(label))[:24], (values.index(records) + 1, records), fontsize=7,
                           xytext=(6, 10 * (n % STANDOUT) - 10), textcoords="offset points")
+        empty = sum(1 for n in counts.values() if not n)
+        if empty:
+            named.append(f"{split}: {empty:,} of {len(counts):,} classes hold no record")
         for which, found in (("fewest", fewest), ("most", most)):
             if found:
                 named.append(f"{split}, {which}: " + ", ".join(f"{names.get(lb, lb)} ({n:,})" for lb, n in found))

@@ -6,14 +6,15 @@ A file that is missing is no finding; one that cannot be read is a note on the p
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Dict, List, NamedTuple, Optional, TypedDict
 
 from imagenet_build.build.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, TRAINER_CHECK_JSON, VERIFY_JSON
 from imagenet_build.infra import storage
+from imagenet_build.infra.jsonfile import JsonError, read_json
 
 
 class SplitRow(NamedTuple):
@@ -33,13 +34,14 @@ class Found(NamedTuple):
     notes: list[str]
 
 
-def split_rows(manifest: Manifest) -> list[SplitRow]:
-    """Each split's figures: records, shards, bytes, classes, inputs stored re-encoded and left out."""
+def split_rows(manifest: Manifest, records: Mapping[str, int]) -> list[SplitRow]:
+    """Each split's figures: records (`records`: by the shards' indexes), shards, bytes, classes, inputs stored
+    re-encoded and left out."""
     rows = []
     for split, figures in manifest["splits"].items():
         shards = [s for s in manifest["shards"] if s["split"] == split]
         rows.append(SplitRow(
-            split, figures["records"], figures["shards"], figures.get("bytes", 0),
+            split, records.get(split, 0), figures["shards"], figures.get("bytes", 0),
             len(figures.get("label_counts", {})),
             sum(1 for s in shards for r in s["reencoded"] if r.get("reencoded")),
             sum(len(s["skipped"]) for s in shards) + len(figures.get("left_out", [])),
@@ -48,9 +50,15 @@ def split_rows(manifest: Manifest) -> list[SplitRow]:
 
 
 def label_counts(manifest: Manifest) -> dict[str, dict[int, int]]:
-    """{split: {label: records}} from the manifest (complete builds record them)."""
-    return {split: {int(k): v for k, v in figures.get("label_counts", {}).items()}
-            for split, figures in manifest["splits"].items() if figures.get("label_counts")}
+    """{split: {label: records}} from the manifest (complete builds record them), every class of the build
+    there: one the manifest does not list holds no record (it lists none of 0)."""
+    classes = range(1, manifest["num_classes"] + 1)
+    counts = {}
+    for split, figures in manifest["splits"].items():
+        listed = {int(k): v for k, v in figures.get("label_counts", {}).items()}
+        if listed:
+            counts[split] = {**{label: 0 for label in classes}, **listed}
+    return counts
 
 
 def inputs_listed(manifest: Manifest, kind: str, limit: int = 20) -> tuple[int, list[tuple[str, str]]]:
@@ -68,15 +76,74 @@ def inputs_listed(manifest: Manifest, kind: str, limit: int = 20) -> tuple[int, 
     return len(found), found[:limit]
 
 
-def _read_json(path: str) -> Found:
+class _Ok(TypedDict):
+    ok: bool
+
+
+class Finding(TypedDict, total=False):
+    """One of verify's problems or warnings, as the page reads it."""
+
+    check: str
+    file: Optional[str]
+    record: Optional[int]
+    offset: Optional[int]
+    message: str
+
+
+class VerifySummary(TypedDict, total=False):
+    checks: List[str]
+    mode: str
+    shards: int
+    records: int
+    problem_counts: Dict[str, int]
+    warning_counts: Dict[str, int]
+    notes: List[str]
+    manifest_sha256: Optional[str]
+
+
+class VerifyDocument(_Ok, total=False):
+    """What the page reads of verify.json (verify --json's document, or its error document)."""
+
+    problems: List[Finding]
+    warnings: List[Finding]
+    summary: VerifySummary
+    error: str
+
+
+class TrainerLine(TypedDict, total=False):
+    name: str
+    ok: bool
+    detail: str
+
+
+class TrainerDocument(_Ok, total=False):
+    """What the page reads of trainer-check.json (trainer-check --json's document, or its error document)."""
+
+    checks: List[TrainerLine]
+    framework: str
+    device: str
+    model: str
+    split: str
+    steps: int
+    batch_size: int
+    show: str
+    error: str
+
+
+DOCUMENT_LIMIT = 16 << 20  # bytes of verify.json or trainer-check.json: a few kB each
+PICTURE_LIMIT = 64 << 20  # bytes of trainer-check's picture: a few MB
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _read_json(path: str, shape: Any) -> Found:
     try:
-        document = json.loads(storage.read_bytes(path).decode("utf-8"))
+        document = read_json(path, shape, limit=DOCUMENT_LIMIT)
     except FileNotFoundError:
         return Found(None, [])
-    except (ValueError, OSError) as e:
-        return Found(None, [f"{path}: cannot be read ({e}); left out"])
-    if not isinstance(document, dict) or "ok" not in document:
-        return Found(None, [f"{path}: not the JSON document of an imagenet-build verb; left out"])
+    except JsonError as e:
+        return Found(None, [f"{e}; left out"])
+    except OSError as e:
+        return Found(None, [f"{path}: cannot be read ({e.strerror or e}); left out"])
     return Found(document, [])
 
 
@@ -84,7 +151,7 @@ def verify_found(folder: str) -> Found:
     """verify.json (verify --json's output), with a note when it judged another manifest than the folder's
     (its manifest_sha256; a verify.json without one: older than the manifest)."""
     path = storage.join(folder, VERIFY_JSON)
-    found = _read_json(path)
+    found = _read_json(path, VerifyDocument)
     if found.document is None:
         return found
     if "summary" not in found.document and "error" in found.document:
@@ -103,18 +170,43 @@ def verify_found(folder: str) -> Found:
 
 
 def trainer_found(folder: str) -> tuple[Found, bytes | None]:
-    """trainer-check.json and the picture its "show" names (relative to the folder unless absolute)."""
+    """trainer-check.json and the picture its "show" names: the build's own picture only (a file of this
+    folder, however "show" names it), bounded, and a PNG; anything else a note."""
     path = storage.join(folder, TRAINER_CHECK_JSON)
-    found = _read_json(path)
+    found = _read_json(path, TrainerDocument)
     show = (found.document or {}).get("show")
     if not show:
         return found, None
-    picture = show if storage.is_url(show) or os.path.isabs(show) else storage.join(folder, show)
+    picture = storage.join(folder, storage.basename(show))
     try:
-        return found, storage.read_bytes(picture)
+        data = _own_picture(folder, show, picture)
+    except ValueError as e:
+        return Found(found.document, found.notes + [f"{show}: the picture {path} names {e}; left out"]), None
     except OSError as e:
         return Found(found.document, found.notes + [f"{picture}: the picture {path} names cannot be read "
-                                                    f"({e.strerror or e})"]), None
+                                                    f"({e.strerror or e}); left out"]), None
+    return found, data
+
+
+def _own_picture(folder: str, show: str, picture: str) -> bytes:
+    """The bytes of the picture `show` names, if it is `picture`, a PNG file of the build's folder; ValueError
+    (why not) otherwise."""
+    if not storage.is_url(folder):
+        named = show if os.path.isabs(show) else os.path.join(folder, show)
+        if os.path.realpath(named) != os.path.realpath(picture) or os.path.dirname(
+                os.path.realpath(picture)) != os.path.realpath(folder):
+            raise ValueError(f"is not a file of the build's folder {folder}")
+        if not stat.S_ISREG(os.stat(picture).st_mode):
+            raise ValueError("is not a regular file")
+    if storage.size(picture) > PICTURE_LIMIT:
+        raise ValueError(f"is larger than {PICTURE_LIMIT:,} bytes")
+    with storage.open_read(picture) as f:
+        data = f.read(PICTURE_LIMIT + 1)
+    if len(data) > PICTURE_LIMIT:
+        raise ValueError(f"is larger than {PICTURE_LIMIT:,} bytes")
+    if not data.startswith(PNG_SIGNATURE):
+        raise ValueError("is not a PNG file")
+    return data
 
 
 def options_shown(manifest: Manifest) -> Mapping[str, Any]:

@@ -57,7 +57,7 @@ class BuildView(NamedTuple):
     trainer_picture: bytes | None
     charts: list[Chart]
     sheets: list[tuple[str, list[Tile]]]  # (class heading, its tiles)
-    problems: list[str]  # what this page could not read
+    problems: list[str]  # what this page found wrong: the folder's, the indexes', records it could not read
     notes: list[str]
 
 
@@ -168,7 +168,7 @@ def _sheets(view: BuildView) -> str:
 
 
 def build_section(view: BuildView) -> str:
-    problems = ("<h3>What this page could not read</h3><ul>"
+    problems = ("<h3>Problems this page found</h3><ul>"
                 + "".join(f"<li class=bad>{escape(p)}</li>" for p in view.problems) + "</ul>") if view.problems else ""
     notes = "".join(f"<p class=note>{escape(n)}</p>" for n in view.notes)
     return (f"<section><h2>{escape(view.title)}</h2>{notes}{problems}{_figures(view)}{_verify(view)}"

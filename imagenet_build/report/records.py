@@ -62,6 +62,7 @@ class Shards:
         self.places: list[tuple[str, str, list[tuple[int, int]]]] = []  # (path, name, index entries)
         self.problems: list[tuple[str, str]] = []  # (file, what is wrong)
         self.starts: list[int] = []
+        self.split_records = {split: 0 for split in splits}  # by the indexes (shards whose index is refused: none)
         total = 0
         for split in splits:
             for path in split_shards(folder, split):
@@ -72,8 +73,13 @@ class Shards:
                     continue
                 self.places.append((path, storage.basename(path), entries))
                 self.starts.append(total)
+                self.split_records[split] += len(entries)
                 total += len(entries)
         self.total = total
+
+    def records(self) -> dict[str, int]:
+        """{shard name: its records, by its index} of each shard whose index covers it."""
+        return {name: len(entries) for _, name, entries in self.places}
 
     def place(self, k: int) -> Place:
         """The k-th record of the build."""
@@ -213,31 +219,30 @@ def read_fields(f: IO[bytes], place: Place, with_image: bool = False) -> Fields:
     )
 
 
-def _label_in(head: bytes) -> int:
+def _label_in(head: bytes) -> int | None:
     """The label, from a record's first bytes: its map entries walked up to image/class/label, whose Feature
-    holds one packed int64. RecordError where the bytes are not that (the whole Example is parsed then)."""
+    holds one packed int64; None where the bytes are not that (the whole Example is parsed then, and says why
+    where it is no Example). RecordError for a length that runs past the bytes."""
     if head[:1] != b"\x0a":
-        raise RecordError("not a tf.train.Example")
+        return None
     _, pos = _varint(head, 1)
     while pos < len(head) and head[pos] == 0x0A:
         length, body = _varint(head, pos + 1)
         end = body + length
         if head[body:body + 1] != b"\x0a" or end > len(head):
-            break
+            return None
         key_length, key_at = _varint(head, body + 1)
         if head[key_at:key_at + key_length] == _LABEL:
             value = head[key_at + key_length:end]
             at = 0
             for tag in (0x12, 0x1A, 0x0A):  # Feature.value, Feature.int64_list, Int64List.value (packed)
                 if value[at:at + 1] != bytes([tag]):
-                    raise RecordError("image/class/label is not one packed int64")
+                    return None
                 _, at = _varint(value, at + 1)
             label, at = _varint(value, at)
-            if at == len(value):
-                return label
-            break
+            return label if at == len(value) else None
         pos = end
-    raise RecordError("image/class/label is not in the record's first bytes")
+    return None
 
 
 def read_label(f: IO[bytes], place: Place) -> int | None:
@@ -247,9 +252,10 @@ def read_label(f: IO[bytes], place: Place) -> int | None:
         raise RecordError(f"an index entry of {place.size} bytes")
     f.seek(place.offset + HEADER_SIZE)
     try:
-        return _label_in(f.read(min(LABEL_HEAD, place.size - OVERHEAD)))
-    except RecordError:
-        return read_fields(f, place).label
+        label = _label_in(f.read(min(LABEL_HEAD, place.size - OVERHEAD)))
+    except RecordError:  # a length running past the bytes read: the record is parsed whole
+        label = None
+    return read_fields(f, place).label if label is None else label
 
 
 def _text(value: object) -> str:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from imagenet_build.build.manifest import Manifest, read_manifest
+from imagenet_build.build.outputs import check_output_file
 from imagenet_build.catalog.classes import (
     DEFAULT_LABELS_FILE,
     DEFAULT_METADATA_FILE,
@@ -16,7 +18,7 @@ from imagenet_build.catalog.classes import (
     read_metadata_file,
 )
 from imagenet_build.encode.resize import RESIZED_FOLDER
-from imagenet_build.format.naming import REPORT_HTML, index_dir_of
+from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, index_dir_of
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require_all
@@ -25,6 +27,7 @@ from imagenet_build.report import charts, figures, page
 from imagenet_build.report.records import Fields, Place, RecordError, Shards
 from imagenet_build.report.sample import Sampled, chosen_labels, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
+from imagenet_build.verify.run import folder_problems
 
 
 class ReportResult(NamedTuple):
@@ -70,6 +73,19 @@ def expected_labels(synsets: list[str]) -> dict[int, int]:
         return {}
     ranked = {s: k for k, s in enumerate(sorted(synsets, key=ilsvrc.__getitem__), start=1)}
     return {label: ranked[s] for label, s in enumerate(synsets, start=1) if ranked[s] != label}
+
+
+def order_problem(folder: str, synsets: list[str], expected: dict[int, int]) -> list[str]:
+    """A build whose ILSVRC classes are labelled in another order than ImageNet's (a labels file in another
+    order): one problem of the build, naming the first class out of place. Every model trained on ImageNet's
+    labels, and every evaluation against them, would read its labels wrong."""
+    if not expected:
+        return []
+    label = min(expected)
+    return [f"{storage.join(folder, MANIFEST_NAME)}: the classes are not in ImageNet's order: label {label} is "
+            f"{synsets[label - 1]}, which ImageNet's order labels {expected[label]} ({len(expected):,} of "
+            f"{len(synsets):,} classes out of place): a labels file in another order? Convert with the shipped "
+            "labels file, or one in its order"]
 
 
 def _tile(place: Place | None, read: Fields | RecordError | None, expected: dict[int, int]) -> page.Tile:
@@ -122,21 +138,35 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
     drawn = ([charts.class_chart(counts, names)] if counts else []) + charts.sample_charts(sampled.stats, shards.total)
     sheets = [(f"label {label}: {names.get(label, '')} ({len(rows)} shown)",
                [_tile(place, fields, expected) for place, fields in rows]) for label, rows in sampled.sheets.items()]
-    problems = [why for _, why in shards.problems]  # each names the index and its shard
-    problems += [f"{p.path}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
-    problems += [f"{t.place.path}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
-                 if t.thumb is None and t.place is not None]
-    if len(sampled.unreadable) > 50:
-        problems.append(f"... and {len(sampled.unreadable) - 50} more records")
     notes = [] if manifest["complete"] else ["manifest.json: the build is not complete"]
     return page.BuildView(
-        title=title, complete=manifest["complete"], rows=figures.split_rows(manifest),
+        title=title, complete=manifest["complete"], rows=figures.split_rows(manifest, shards.split_records),
         num_classes=manifest["num_classes"],
         reencoded=figures.inputs_listed(manifest, "reencoded"), skipped=figures.inputs_listed(manifest, "skipped"),
         boxes=(len(sampled.stats), sum(1 for f in sampled.stats if f.boxes), sum(len(f.boxes) for f in sampled.stats)),
         options=figures.options_shown(manifest), verify=verify,
         verify_tiles=verify_tiles, trainer=trainer, trainer_picture=picture,
-        charts=drawn, sheets=sheets, problems=problems, notes=notes)
+        charts=drawn, sheets=sheets, problems=_build_problems(folder, manifest, shards, sampled, sheets, expected),
+        notes=notes)
+
+
+def _build_problems(folder: str, manifest: Manifest, shards: Shards, sampled: Sampled,
+                    sheets: list[tuple[str, list[page.Tile]]], expected: dict[int, int]) -> list[str]:
+    """What the page finds wrong with a build: what verify's folder checks find (the shard set against its
+    names and the manifest, records counted by the indexes), indexes that do not cover their shards, classes out
+    of ImageNet's order, and records that could not be read or shown."""
+    try:
+        found = [_where(folder, p) for p in folder_problems(folder, manifest, shards.records())]
+    except BuildError as e:  # no shard at all
+        found = [str(e)]
+    found += [why for _, why in shards.problems]  # each names the index and its shard
+    found += order_problem(folder, manifest["synsets"], expected)
+    found += [f"{p.path}, record {p.number}, byte {p.offset}: {why}" for p, why in sampled.unreadable[:50]]
+    found += [f"{t.place.path}, record {t.place.number}: {t.problem}" for _, tiles in sheets for t in tiles
+              if t.thumb is None and t.place is not None]
+    if len(sampled.unreadable) > 50:
+        found.append(f"... and {len(sampled.unreadable) - 50} more records")
+    return found
 
 
 def _verify_now(folder: str, workers: int) -> figures.Found:
@@ -145,7 +175,7 @@ def _verify_now(folder: str, workers: int) -> figures.Found:
     return figures.Found(dict(verify(folder, workers=workers)), [])
 
 
-def _where(folder: str, problem: dict[str, Any]) -> str:
+def _where(folder: str, problem: Mapping[str, Any]) -> str:
     """One of verify's problems in a line: its file (in the build's folder), record and message."""
     where = storage.join(folder, str(problem["file"])) if problem.get("file") else folder
     record = f", record {problem['record']}" if isinstance(problem.get("record"), int) else ""
@@ -157,7 +187,9 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
     """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html)."""
     require_all(["matplotlib"], "imagenet-build report")
     folder = folder.rstrip("/") if storage.is_url(folder) else folder
+    target = storage.join(folder, REPORT_HTML) if output is None else output
     found = builds_in(folder)
+    check_output_file(target, "report" if output is None else "report -o", may_write=[REPORT_HTML])
     sections, problems = [], []
     read = {"records": 0, "heads": 0, "whole": 0}
     for path, manifest in found:
@@ -167,6 +199,5 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
-    target = output or storage.join(folder, REPORT_HTML)
     storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
-    return ReportResult(target, [path for path, _ in found], problems, read)
+    return ReportResult(target, [path for path, _ in found], list(dict.fromkeys(problems)), read)

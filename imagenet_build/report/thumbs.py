@@ -33,13 +33,15 @@ def fit(width: int, height: int, box: int = THUMB) -> tuple[int, int]:
 
 def thumbnail(image: bytes) -> Thumbnail:
     """The image's thumbnail; ValueError (why) for bytes Pillow cannot decode."""
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             with Image.open(io.BytesIO(image)) as opened:
                 pixels = opened.convert("RGB")
+    except UnidentifiedImageError:  # its words name the in-memory file object, which says nothing
+        raise ValueError("the image does not decode (not an image format Pillow knows)") from None
     except (OSError, ValueError, Image.DecompressionBombError) as e:
         raise ValueError(f"the image does not decode ({e})") from None
     size = fit(*pixels.size)

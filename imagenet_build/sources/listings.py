@@ -20,6 +20,7 @@ from typing import Any, List, Tuple
 from imagenet_build.format.naming import LISTINGS_NAME
 from imagenet_build.infra import storage
 from imagenet_build.infra.atomic import write_atomic
+from imagenet_build.infra.jsonfile import parse_json
 
 # (member names, data offsets, sizes, is a regular file, header CRCs, [(member, problem)] of members left out)
 # of one decompressed archive (a parquet file's rows: see hf_parquet)
@@ -73,7 +74,7 @@ def read_listing(work_dir: str, archive: str, stamp_now: str) -> tuple[Listing, 
     try:
         with open(listing_path(work_dir, archive), "rb") as f:
             head, body = zlib.decompress(f.read()).split(b"\n", 1)
-        meta = json.loads(head)
+        meta = parse_json(head, archive)
         if meta != _head(archive, stamp_now):
             return None
         return _parse_listing(body), hashlib.sha256(body).hexdigest()
@@ -101,7 +102,7 @@ def _parse_listing(body: bytes) -> Listing:
         columns.append(column)
         at += width
     offsets, sizes, files, crcs = columns
-    left_out = [(str(member), str(problem)) for member, problem in json.loads(body[at:])]
+    left_out = [(str(member), str(problem)) for member, problem in parse_json(body[at:], "listing")]
     return names, offsets, sizes, files, crcs, left_out
 
 

@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Callable, List, Tuple
 from imagenet_build.format.naming import LISTINGS_NAME, SPOOL_PREFIX
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, InputError, input_errors
+from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.sources import listings
 from imagenet_build.sources.base import Reader, will_need
 from imagenet_build.sources.copies import SPLITS, Copy
@@ -348,8 +349,8 @@ class SpoolReader(Reader):
         root = spec.source_root
         self._names = sorted(n for n in os.listdir(root) if n != PIECES) if os.path.isdir(root) else []
         try:
-            with open(os.path.join(root, PIECES)) as f:
-                self._pieces = json.load(f)
+            with open(os.path.join(root, PIECES), "rb") as f:
+                self._pieces = parse_json(f.read(), PIECES)
         except (OSError, ValueError):
             self._pieces = []
         self._fds: dict[int, int] = {}

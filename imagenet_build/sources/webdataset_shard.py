@@ -9,7 +9,6 @@ its header where it can be), its `.json` only where the key is not an ImageNet n
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from array import array
@@ -19,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Union
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, input_errors
+from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.model import file_name
 from imagenet_build.sources.base import VALIDATION_NAME, Reader, labelled_synset, no_label, will_need
 from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
@@ -189,7 +189,7 @@ def _read_json(members: Sample, data: Callable[[SampleMember], bytes]) -> Any:
     if "json" not in members:
         return None
     try:
-        return json.loads(data(members["json"]))
+        return parse_json(data(members["json"]), "json")
     except ValueError:
         return None
 

@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from imagenet_build.build.outputs import check_output_folder
 from imagenet_build.catalog.classes import (
     DEFAULT_VALIDATION_LABELS_FILE,
     read_validation_labels,
@@ -19,6 +20,7 @@ from imagenet_build.catalog.classes import (
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
+from imagenet_build.sources.ilsvrc import SYNSET
 
 METHODS = ("link", "copy", "move")
 
@@ -30,16 +32,33 @@ def prepare_validation(
     if method not in METHODS:
         raise UsageError(f"method must be one of {', '.join(METHODS)}")
     val_dir = Path(val_dir)
+    check_output_folder(val_dir, "prepare-val")
     if not val_dir.is_dir():
         raise InputError(val_dir, "folder not found")
     labels_file = labels_file or DEFAULT_VALIDATION_LABELS_FILE
     labels = read_validation_labels(labels_file)
+    _refuse_other_than_synsets(val_dir, labels, labels_file)
     if dry_run:
         _refuse_other_labels(val_dir, labels, labels_file)
         return _place(val_dir, labels, method, dry_run)
     with FolderLock(val_dir):
         _refuse_other_labels(val_dir, labels, labels_file)
         return _place(val_dir, labels, method, dry_run)
+
+
+def _refuse_other_than_synsets(val_dir: Path, labels: list[str], labels_file: PathLike) -> None:
+    """Each label names the folder its images go to: a synset (n01440764), nothing else (`../../etc` would
+    climb out of VAL_DIR, `BOGUS` make a folder no reader takes), and its folder VAL_DIR's own (not a link
+    leading elsewhere, not a file). Checked before anything is placed."""
+    for number, synset in enumerate(labels, start=1):
+        if not SYNSET.match(synset):
+            raise InputError(labels_file, f"line {number}: {synset!r} is not a synset (n followed by 8 digits): "
+                                          "prepare-val makes a folder of each label")
+    for synset in sorted(set(labels)):
+        folder = val_dir / synset
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            raise InputError(folder, f"is {'a link' if folder.is_symlink() else 'a file'}, not a folder of "
+                                     f"{val_dir}: prepare-val places images only into {val_dir}'s own synset folders")
 
 
 def _refuse_other_labels(val_dir: Path, labels: list[str], labels_file: PathLike) -> None:

@@ -25,6 +25,7 @@ import tarfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from imagenet_build.build.outputs import check_output_folder
 from imagenet_build.catalog.boxes import boxes_to_csv_lines
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
@@ -198,6 +199,7 @@ def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation
     written as that copy is laid out, with labels.txt, validation_labels.txt and
     bboxes.csv beside them.
     """
+    check_output_folder(out, "sample OUT")
     if layout != "ilsvrc":
         return _sample_in_layout(out, layout, classes=classes, per_class=per_class,
                                  validation_per_class=validation_per_class, min_size=min_size, max_size=max_size,

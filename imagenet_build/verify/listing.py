@@ -10,8 +10,14 @@ from __future__ import annotations
 import os
 import stat
 
-from imagenet_build.build.folder import folder_entries
-from imagenet_build.format.naming import index_placement, no_shards_message, parse_shard_name, shard_set_problems
+from imagenet_build.build.folder import MAY_HOLD, folder_entries
+from imagenet_build.format.naming import (
+    index_placement,
+    no_shards_message,
+    parse_shard_name,
+    shard_name,
+    shard_set_problems,
+)
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.verify.problems import Problems
@@ -41,8 +47,7 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
         elif parsed and entry.kind == "shard":
             shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, entry.path))
         elif entry.kind == "stranger":
-            problems.add("shard-set", entry.name, None, None,
-                         "stray file: not a shard, an index folder or the manifest")
+            problems.add("shard-set", entry.name, None, None, f"stray file: a build folder holds only {MAY_HOLD}")
     for split, items in shards.items():
         for name, message in shard_set_problems(split, [path for _, _, path in items]):
             problems.add("shard-set", name, None, None, message)

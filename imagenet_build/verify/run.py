@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from imagenet_build.build.manifest import Manifest, read_manifest
@@ -20,12 +21,12 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
 from imagenet_build.infra.lock import writing_now
 from imagenet_build.infra.workers import Workers, progress_bar
-from imagenet_build.verify.check import Mode, checks_run
+from imagenet_build.verify.check import Check, Mode, checks_run
 from imagenet_build.verify.folder import Folder, FolderCheck, Seen
 from imagenet_build.verify.listing import list_shards
-from imagenet_build.verify.problems import Problems
+from imagenet_build.verify.problems import Problem, Problems
 from imagenet_build.verify.report import VerifyResult, verify_result
-from imagenet_build.verify.shard import ShardFigures, ShardResult, ShardTask, check_shard
+from imagenet_build.verify.shard import ShardFigures, ShardResult, ShardTask, check_shard, framed_records
 
 
 def verify(
@@ -57,12 +58,37 @@ def verify(
     _run_tasks(tasks, workers, gathered)
     view = Folder(folder, index_dir, manifest, mode, by_split, gathered.results, gathered.seen,
                   gathered.split_counts, notes, gathered.tallies)
+    _run_folder_checks(view, checks, problems, warnings)
+    return verify_result(view, checks, problems, warnings, time.monotonic() - started)
+
+
+def _run_folder_checks(view: Folder, checks: list[type[Check]], problems: Problems, warnings: Problems) -> None:
     for check in checks:
         if issubclass(check, FolderCheck):
             found = warnings if check.warning else problems
             for finding in check().run_folder(view):
                 found.add(check.name, *finding)
-    return verify_result(view, checks, problems, warnings, time.monotonic() - started)
+
+
+def folder_problems(root: str, manifest: Manifest | None, index_records: Mapping[str, int]) -> list[Problem]:
+    """The problems verify --quick finds at the folder's level (the listing's, and the folder checks that read
+    no payload), without reading the shards whose records `index_records` counts ({shard name: records, by its
+    index}); any other shard's records are counted by its framing, as --quick counts them. What `report`
+    lists of a build, so that it finds what verify's folder checks find. BuildError for a folder with no shard."""
+    problems = Problems()
+    index_dir = index_dir_of(root, manifest)
+    by_split = list_shards(root, index_dir, problems)
+    mode = Mode(quick=True, deep=False, expect_imagenet=False, manifest=bool(manifest))
+    results = {}
+    for shards in by_split.values():
+        for _, path in shards:
+            name = storage.basename(path)
+            records = index_records.get(name)
+            results[name] = ShardFigures(name, framed_records(path) if records is None else records,
+                                         storage.size(path), None, None)
+    view = Folder(root, index_dir, manifest, mode, by_split, results, {}, {}, [])
+    _run_folder_checks(view, checks_run(mode), problems, Problems())
+    return problems.shown
 
 
 def _read_manifest(folder: str, problems: Problems, notes: list[str]) -> Manifest | None:

@@ -133,7 +133,8 @@ def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, layout):
 @pytest.mark.parametrize("content,fragment", [
     ("[[]]", "holds 1 entries, expected 50,000: one per ILSVRC2012 validation image"),
     ('{"1": [0]}', "holds a JSON dict, expected a list of 50,000 lists"),
-    ("[[0], [1", "not JSON"),
+    ("[[0], [1", "not valid JSON"),
+    ("[" * 100_000, "nested deeper than 64 levels"),
     (json.dumps([[]] * 7 + [7] + [[]] * 49992), "entry 8 (ILSVRC2012_val_00000008.JPEG) is 7, expected a list"),
     (json.dumps([[]] * 8 + [[1000]] + [[]] * 49991), "entry 9 (ILSVRC2012_val_00000009.JPEG): class index 1000 out "
                                                       "of range 0..999"),
@@ -142,8 +143,8 @@ def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, layout):
     (json.dumps([[True]] + [[]] * 49999), "true is not a class index"),
     (json.dumps([[2.0]] + [[]] * 49999), "2.0 is not a class index"),
     (json.dumps([[5, 5]] + [[]] * 49999), "entry 1 (ILSVRC2012_val_00000001.JPEG): class index 5 listed twice"),
-], ids=["short", "not-a-list", "not-json", "entry-not-a-list", "index-1000", "index-negative", "index-a-string",
-        "index-a-bool", "index-a-float", "index-twice"])
+], ids=["short", "not-a-list", "not-json", "nested", "entry-not-a-list", "index-1000", "index-negative",
+        "index-a-string", "index-a-bool", "index-a-float", "index-twice"])
 def test_a_wrong_real_json_is_one_line_naming_it(sample_dir, tmp_path, content, fragment):
     real = tmp_path / "real.json"
     real.write_text(content)

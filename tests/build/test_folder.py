@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli, sample_args
 from imagenet_build import write_arrays
-from imagenet_build.build.folder import folder_entries
+from imagenet_build.build.folder import MAY_HOLD, folder_entries
 
 # what a run keeps or uses in a build folder, made in a test: (name, a folder?)
 RUN_ENTRIES = {
@@ -128,6 +128,27 @@ def test_convert_and_verify_keep_what_the_report_picks_up(build, sample_dir):
     assert all((build / name).read_bytes() == b"{}" for name in REPORT_ENTRIES)
 
 
+def test_a_picture_trainer_check_wrote_under_another_name_is_the_builds_and_any_other_png_a_stranger(build,
+                                                                                                       sample_dir):
+    from PIL import Image
+    from PIL.PngImagePlugin import PngInfo
+
+    from imagenet_build.format.naming import TRAINER_PICTURE_KEY
+
+    layout = PngInfo()
+    layout.add_text(TRAINER_PICTURE_KEY, json.dumps({"rows": []}))  # what trainer-check --show writes (show_grid)
+    Image.new("RGB", (8, 8)).save(build / "batches.png", pnginfo=layout)
+    code, report = verify_report(build)
+    assert code == 0, report["problems"]
+    rerun = run_cli(*sample_args(sample_dir, build, "--workers", 1, "--json"))
+    assert rerun.exit_code == 0 and json.loads(rerun.stdout)["shards_kept"] == 4 + 2, rerun.output
+    Image.new("RGB", (8, 8)).save(build / "holiday.png")
+    code, report = verify_report(build)
+    assert code == 1 and [(p["file"], p["message"]) for p in report["problems"]] == [
+        ("holiday.png", f"stray file: a build folder holds only {MAY_HOLD}")]
+    assert "trainer-check.png" in MAY_HOLD and "manifest.json" in MAY_HOLD and "another name" in MAY_HOLD
+
+
 @pytest.mark.parametrize("kind", STRANGERS)
 def test_convert_and_verify_agree_on_a_stranger(kind, build, sample_dir):
     name, is_dir = STRANGERS[kind]
@@ -135,7 +156,7 @@ def test_convert_and_verify_agree_on_a_stranger(kind, build, sample_dir):
     code, report = verify_report(build)
     assert code == 1
     assert [p["message"] for p in report["problems"] if p["file"] == name] == [
-        "stray file: not a shard, an index folder or the manifest"]
+        f"stray file: a build folder holds only {MAY_HOLD}"]
     refused = run_cli(*sample_args(sample_dir, build, "--workers", 1))
     assert refused.exit_code == 1 and "holds files that are not from imagenet-build" in refused.stderr
     assert name in refused.stderr and (build / name).exists()

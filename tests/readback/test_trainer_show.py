@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from helpers import trainer_report
+from imagenet_build.build.folder import is_trainer_picture
 from imagenet_build.readback.show_grid import read_layout, unnormalise
 
 MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)  # not the defaults: the picture takes the reader's
@@ -112,6 +113,7 @@ def test_the_picture_shows_what_the_model_was_fed(converted, tmp_path, monkeypat
     code, report, failed = trainer_report(converted, *args, "--mean", *MEAN, "--std", *STD, "--show", path)
     assert code == 0 and not failed and report["show"] == str(path), report
     layout = read_layout(path)
+    assert is_trainer_picture(str(path))  # what verify and convert keep in a build folder under any name
     training, subset = models  # the training run's model, then the overfit check's
     assert [row["title"] for row in layout["rows"]] == [
         "training step 1: 8 of 16 images", "training step 2: 8 of 16 images", "training step 3: 8 of 16 images",

@@ -33,9 +33,9 @@ def tiles(html):
     return found
 
 
-def make_page(folder, *args):
+def make_page(folder, *args, code=0):
     result = run_cli("report", folder, *args)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == code, result.output
     return (folder / "report.html").read_text() if "-o" not in args else None
 
 
@@ -84,13 +84,21 @@ def test_captions_and_boxes_are_the_records(build):
     assert boxed  # the sample's boxes are drawn
 
 
-def test_a_labels_file_that_swaps_two_classes_shows_in_the_captions(sample_copy, tmp_path):
+def test_a_labels_file_that_swaps_two_classes_shows_in_the_captions_and_is_a_problem_of_the_build(sample_copy,
+                                                                                                    tmp_path):
     labels = (sample_copy / "labels.txt").read_text().splitlines()
     labels[0], labels[1] = labels[1], labels[0]
     (sample_copy / "labels.txt").write_text("\n".join(labels) + "\n")
     out = tmp_path / "swapped"
     assert run_cli(*sample_args(sample_copy, out, "--workers", 1)).exit_code == 0
-    captions = [caption for _, _, _, caption in tiles(make_page(out))]
+    result = run_cli("report", out, "--json")
+    assert result.exit_code == 1 and json.loads(result.stdout)["problems"] == [
+        f"{out / 'manifest.json'}: the classes are not in ImageNet's order: label 1 is n01443537, which ImageNet's "
+        "order labels 2 (2 of 4 classes out of place): a labels file in another order? Convert with the shipped "
+        "labels file, or one in its order"]
+    html = (out / "report.html").read_text()
+    assert "<h3>Problems this page found</h3>" in html and "not in ImageNet&#x27;s order: label 1" in html
+    captions = [caption for _, _, _, caption in tiles(html)]
     tench = [c for c in captions if "n01440764" in c]
     goldfish = [c for c in captions if "n01443537" in c]
     assert tench and all(c.startswith("label 2 &middot; n01440764") and "ILSVRC's label: 1" in c for c in tench)

@@ -123,7 +123,7 @@ def test_an_unreadable_verify_json_is_a_note(build):
     (build / "trainer-check.json").write_text(json.dumps({"ok": True, "checks": [], "show": "gone.png"}))
     assert run_cli("report", build).exit_code == 0
     html = (build / "report.html").read_text()
-    assert "verify.json: cannot be read" in html and "gone.png: the picture" in html
+    assert "verify.json: not valid JSON" in html and "gone.png: the picture" in html
 
 
 def test_a_missing_report_extra_is_one_line(build):

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import run_cli
 from helpers import (
+    FOLDER_DAMAGE,
     FRAMING_DAMAGE,
     OTHER,
     SHARD,
@@ -228,6 +229,15 @@ def test_orphan_index_and_stray_files(build):
     messages = {(p["check"], p["file"]): p["message"] for p in report["problems"]}
     assert "index file with no shard" in messages[("index", "dali_idx/train-00009-of-00004.idx")]
     assert "stray file" in messages[("shard-set", "notes.txt")]
+
+
+@pytest.mark.parametrize("damage", list(FOLDER_DAMAGE))
+def test_each_folder_damage_is_found_without_reading_a_record(build, damage):
+    """The damage tests/helpers.py keeps for verify and report alike: each a problem of the listing or of the
+    folder checks, with --quick too (report holds its problems to be found there: test_report_problems.py)."""
+    FOLDER_DAMAGE[damage](build)
+    code, report = verify_json(build, "--quick")
+    assert code == 1 and checks_failed(report) & {"shard-set", "manifest", "index"}, report["problems"]
 
 
 def test_missing_shard(build):
