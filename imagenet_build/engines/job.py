@@ -25,17 +25,37 @@ import uuid
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, NamedTuple
+from typing import Any, List, NamedTuple, TypedDict
 
 from imagenet_build.format.naming import JOB_FOLDER
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, one_line
+from imagenet_build.infra.jsonfile import JsonError, parse_json, read_json
 
 MAGIC = b"imagenet-build tasks 1\n"
 _LENGTH = struct.Struct(">Q")
 RESULTS = "results"
 RECEIPT_SUFFIX = ".json"
 READ_THREADS = 16  # receipts read at once from an object store (one GET each)
+
+
+class JobHeader(TypedDict):
+    """The tasks file's header: its job, and each task's [offset, length, key] after it."""
+
+    job: str
+    tasks: List[List[Any]]
+
+
+class Receipt(TypedDict):
+    """What a task reports, in its receipt: its job, its place in the job, its key, what it returned."""
+
+    job: str
+    task: int
+    key: str
+    result: Any
+
+
+RECEIPT_LIMIT = 64 << 20  # bytes: a resized shard's entry lists each image it re-encoded, some hundred KB
 
 
 class JobRef(NamedTuple):
@@ -114,9 +134,12 @@ def _plan(job: JobRef) -> _Plan:
                 if head[:len(MAGIC)] != MAGIC or len(head) != len(MAGIC) + _LENGTH.size:
                     raise BuildError(f"{job.tasks_path}: not a job of this imagenet-build")
                 (length,) = _LENGTH.unpack(head[len(MAGIC):])
-                header = json.loads(f.read(length))
-            if header.get("job") != job.id:
-                raise BuildError(f"{job.tasks_path}: holds job {header.get('job')}, not {job.id}")
+                try:
+                    header = parse_json(f.read(length), job.tasks_path, JobHeader)
+                except JsonError as e:
+                    raise BuildError(str(e)) from None
+            if header["job"] != job.id:
+                raise BuildError(f"{job.tasks_path}: holds job {header['job']}, not {job.id}")
             _PLANS.clear()  # one job at a time per process
             _PLANS[job.tasks_path] = _Plan(len(head) + length, header["tasks"])
         return _PLANS[job.tasks_path]
@@ -154,12 +177,10 @@ def run_task(job: JobRef, number: int) -> Any:
 def read_receipt(path: str, job_id: str | None = None) -> tuple[str, Any] | None:
     """(key, result) of a receipt, or None when it is unreadable or not of job `job_id` (when given)."""
     try:
-        receipt = json.loads(storage.read_bytes(path))
-    except (OSError, ValueError, RecursionError):
+        receipt = read_json(path, Receipt, RECEIPT_LIMIT)
+    except (OSError, JsonError):
         return None
-    if not isinstance(receipt, dict) or not isinstance(receipt.get("key"), str) or "result" not in receipt:
-        return None
-    if job_id is not None and receipt.get("job") != job_id:
+    if job_id is not None and receipt["job"] != job_id:
         return None
     return receipt["key"], receipt["result"]
 

@@ -15,7 +15,6 @@ from imagenet_build.format.naming import (
     index_placement,
     no_shards_message,
     parse_shard_name,
-    shard_name,
     shard_set_problems,
 )
 from imagenet_build.infra import storage

@@ -180,7 +180,7 @@ def test_a_forged_receipt_is_checked_like_a_manifest_entry(sample_dir, converted
     results = out / ".convert-job" / "results" / "0123456789abcdef"
     results.mkdir(parents=True)
     (results / f"{entry['name']}.json").write_text(json.dumps({
-        "job": "0123456789abcdef", "key": entry["name"],
+        "job": "0123456789abcdef", "task": 1, "key": entry["name"],
         "result": [[str(out), dict(entry, sha256="0" * 64), manifest["inputs"]["shards"][entry["name"]]]]}))
     manifest["shards"] = manifest["shards"][:1]
     manifest["complete"] = False
@@ -204,7 +204,7 @@ class StrayEngine(LocalEngine):
     def run(self, job, numbers, on_result, pool):
         super().run(job, numbers, on_result, pool)
         with open(os.path.join(job.results, "train-00099-of-00100.json"), "w") as f:
-            json.dump({"job": job.id, "key": "train-00099-of-00100", "result": []}, f)
+            json.dump({"job": job.id, "task": 99, "key": "train-00099-of-00100", "result": []}, f)
 
 
 def request_for(sample_dir, out, engine):
