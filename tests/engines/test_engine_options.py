@@ -63,7 +63,7 @@ def test_a_local_path_is_refused_only_where_workers_may_be_elsewhere(settings, p
 
 def test_the_local_engine_says_how_many_processes():
     assert LocalEngine(EngineSettings(workers=1)).describe() == "1 local worker process"
-    assert LocalEngine(EngineSettings(workers=3)).describe() == "3 local worker processes"
+    assert LocalEngine(EngineSettings(workers=2)).describe() == "2 local worker processes"
     assert LocalEngine(EngineSettings(workers=3)).workers_see_local_paths()
 
 
