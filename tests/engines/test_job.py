@@ -100,6 +100,9 @@ def test_a_stale_receipt_of_an_earlier_job_never_counts_for_this_one(tmp_path):
     assert collect(new, ["a"], {}).missing == ["a"]
     assert earlier_results(str(tmp_path), new.id) == [("a", [1, 2])]
     assert earlier_results(str(tmp_path)) == [("a", [1, 2])]
+    with open(os.path.join(new.results, "b.json"), "w") as f:  # this job's own: no earlier run's
+        json.dump({"job": new.id, "task": 0, "key": "b", "result": 5}, f)
+    assert earlier_results(str(tmp_path), new.id) == [("a", [1, 2])]
 
 
 @pytest.mark.parametrize("damage", [b"", b"{", b"[1]", b'{"key": 5, "result": 1}', b'{"key": "a"}', b"[" * 100000])
@@ -176,6 +179,11 @@ def test_receipts_are_read_from_an_object_store_in_parallel(bucket):
         run_task(job, n)
     got = collect(job, [f"s{n}" for n in range(5)], {})
     assert got.results == {f"s{n}": [n, 2 * n] for n in range(5)} and got.missing == [] == got.unexpected
+    import fsspec
+
+    fs, _ = fsspec.core.url_to_fs(job.results)
+    fs.pipe_file(receipt_path(job, "s1"), json.dumps({"job": "0" * 16, "task": 1, "key": "s1", "result": 0}).encode())
+    assert collect(job, [f"s{n}" for n in range(5)], {}).unexpected == ["s1"]  # another job's, on the store too
     assert sorted(earlier_results(f"{bucket}/out")) == [(f"s{n}", [n, 2 * n]) for n in range(5)]
 
 
