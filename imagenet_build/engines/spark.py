@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build.engines.base import Engine, OnResult, register
 from imagenet_build.engines.job import JobRef, run_task, task_error
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.infra.optional import require
+from imagenet_build.infra.optional import native_stderr_to, require
 
 if TYPE_CHECKING:
     from imagenet_build.infra.workers import Workers
@@ -102,7 +102,7 @@ class SparkEngine(Engine):
         failed = True
         try:
             with _spark_dirs(self.workers_see_local_paths()), _python_logs_off():
-                with _stderr_to(log.name):
+                with native_stderr_to(log.name):  # the JVM started now keeps it for its logs
                     try:
                         context = SparkContext(conf=self._conf())
                     except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
@@ -163,21 +163,6 @@ def _python_logs_off() -> Iterator[None]:
         yield
     finally:
         logging.disable(logging.NOTSET)
-
-
-@contextlib.contextmanager
-def _stderr_to(path: str) -> Iterator[None]:
-    """File descriptor 2 pointed at `path` while Spark's JVM starts: it inherits it, and its logs go there."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    target = os.open(path, os.O_WRONLY | os.O_APPEND)
-    try:
-        os.dup2(target, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(target)
 
 
 @contextlib.contextmanager

@@ -93,19 +93,20 @@ def require_all(modules: Sequence[str], purpose: str) -> None:
 
 
 @contextlib.contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """Silence file descriptor 2 itself: TensorFlow's C++ logging writes there on import,
-    before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it."""
+def native_stderr_to(path: str = os.devnull) -> Iterator[None]:
+    """File descriptor 2 itself pointed at `path` (appended to; nowhere by default) for a while: TensorFlow's C++
+    logging writes there on import, before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it,
+    and a process started meanwhile (Spark's JVM) keeps it for its own logs."""
     sys.stderr.flush()
     saved = os.dup(2)
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    target = os.open(path, os.O_WRONLY | os.O_APPEND)
     try:
-        os.dup2(devnull, 2)
+        os.dup2(target, 2)
         yield
     finally:
         os.dup2(saved, 2)
         os.close(saved)
-        os.close(devnull)
+        os.close(target)
 
 
 def require(module: str, purpose: str, quiet: bool = False) -> ModuleType:
@@ -115,7 +116,7 @@ def require(module: str, purpose: str, quiet: bool = False) -> ModuleType:
     """
     try:
         if quiet and module not in sys.modules:
-            with _native_stderr_silenced():
+            with native_stderr_to():
                 return importlib.import_module(module)
         return importlib.import_module(module)
     except ImportError as e:
