@@ -59,15 +59,14 @@ def job_sizes(inputs, shards):
     from apache_beam.options.pipeline_options import PipelineOptions
 
     from imagenet_build.engines.beam import beam_task
-    from imagenet_build.engines.job import JobRef
+    from imagenet_build.engines.job import JobRef, Task, write_job
 
     job = JobRef("gs://bucket/imagenet/.convert-job", "0123456789abcdef")
     pipeline = beam.Pipeline(options=PipelineOptions(["--runner", "FnApiRunner"]))
     _ = pipeline | beam.Create(list(range(FULL_SHARDS)), reshuffle=True) | beam.Map(beam_task, job)
     graph = len(pipeline.to_runner_api().SerializeToString())
     with tempfile.TemporaryDirectory() as out:  # a job written and kept: the run below is stopped before it starts
-        from imagenet_build.build.dispatch import write_tasks
-        from imagenet_build.build.writer import ShardTask
+        from imagenet_build.build.writer import ShardTask, run_shard_task
         from imagenet_build.catalog.classes import load_catalog
         from imagenet_build.format.destination import destination
         from imagenet_build.plan import SplitPlan
@@ -76,8 +75,9 @@ def job_sizes(inputs, shards):
         catalog = load_catalog(inputs / "labels.txt")
         plan = SplitPlan(scan_class_folders("train", inputs / "train", catalog, "fail"), catalog, {}, shards, 4)
         dest = destination(out, None)
-        dispatch = write_tasks(out, (ShardTask(plan.spec(k), (dest,), "fail") for k in range(shards)))
-        tasks_bytes = os.path.getsize(dispatch.job.tasks_path)
+        job = write_job(out, (Task(plan.names[k], run_shard_task, tuple(ShardTask(plan.spec(k), (dest,), "fail")))
+                              for k in range(shards)))
+        tasks_bytes = os.path.getsize(job.tasks_path)
         images = len(plan.input)
     return graph, tasks_bytes / images
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from imagenet_build.build.manifest import ShardResult, shard_entry_problem
 from imagenet_build.build.writer import ShardTask, run_shard_task
 from imagenet_build.engines import Engine
+from imagenet_build.engines.base import Tasks
 from imagenet_build.engines.job import (
     Collected,
     JobRef,
@@ -22,6 +23,7 @@ from imagenet_build.engines.job import (
     Task,
     collect,
     earlier_results,
+    new_job,
     task_error,
     write_job,
 )
@@ -43,61 +45,67 @@ class Planned(NamedTuple):
 OnShard = Callable[[Planned, list[list[Any]]], None]  # a task's results, as run_shard_task gives them
 
 
-class Dispatch(NamedTuple):
-    """One run's job: its tasks by key (a shard's name), in plan order."""
+class _Drawn:
+    """The tasks of a run as they are drawn (one at a time: the plan's images are never all in memory as ShardSpecs):
+    what each becomes for the engine, and what the driver keeps of it."""
 
-    job: JobRef
-    tasks: dict[str, Planned]
+    def __init__(self, tasks: Iterable[ShardTask]) -> None:
+        self._tasks = tasks
+        self.keys: list[str] = []  # by task number
+        self.planned: dict[str, Planned] = {}
 
-
-def write_tasks(output: str, tasks: Iterable[ShardTask]) -> Dispatch:
-    """The job's tasks, written once to the output's storage, each with its local paths absolute; drawn one at a
-    time, so that the plan's images are never all in memory as ShardSpecs."""
-    planned: dict[str, Planned] = {}
-
-    def to_write() -> Iterator[Task]:
-        for task in tasks:
-            planned[task.spec.name] = Planned(task.dests, len(task.spec.entries))
+    def __iter__(self) -> Iterator[Task]:
+        for task in self._tasks:
+            self.keys.append(task.spec.name)
+            self.planned[task.spec.name] = Planned(task.dests, len(task.spec.entries))
             yield Task(task.spec.name, run_shard_task, tuple(task.portable()))
 
-    job = write_job(output, to_write())
-    return Dispatch(job, planned)
 
-
-def run_job(engine: Engine, dispatch: Dispatch, pool: Workers, on_shard: OnShard) -> None:
+def run_job(engine: Engine, output: str, tasks: Iterable[ShardTask], pool: Workers, on_shard: OnShard) -> None:
     """Every task run by the engine; on_shard(task, results) once for each as it is known to have ended. Raises
-    BuildError naming the shards not written when the job failed, or when any task did not report."""
-    keys = list(dispatch.tasks)
+    BuildError naming the shards not written when the job failed, or when any task did not report.
+
+    Workers that read their task from the output's storage get the plan written there first; the local engine's
+    are handed each task as it is drawn."""
+    drawn = _Drawn(tasks)
+    todo: Tasks
+    if engine.reads_tasks_file:
+        job = write_job(output, drawn)
+        todo = ((n, None) for n in range(len(drawn.keys)))
+    else:
+        job = new_job(output)
+        todo = enumerate(drawn)
     seen: dict[str, Any] = {}
 
     def reported(key: str, raw: Any) -> None:
         if key not in seen:
             seen[key] = raw
-            on_shard(dispatch.tasks[key], raw)
+            on_shard(drawn.planned[key], raw)
 
     try:
         if engine.reports_as_tasks_end:
-            engine.run(dispatch.job, range(len(keys)), lambda n, raw: reported(keys[n], raw), pool)
+            engine.run(job, todo, lambda n, raw: reported(drawn.keys[n], raw), pool)
         else:
-            with ResultWatcher(dispatch.job, keys, reported):
-                engine.run(dispatch.job, range(len(keys)), lambda n, raw: None, pool)
+            with ResultWatcher(job, drawn.keys, reported):
+                engine.run(job, todo, lambda n, raw: None, pool)
     except Exception as e:
         pool.close()  # a local worker still writing a shard ends first: its shard and receipt then count
-        collected = _record(dispatch, seen, reported)
+        collected = _record(job, drawn, seen, reported)
         said = task_error(e) or (str(e) if isinstance(e, BuildError) else f"{engine.describe()} failed: {one_line(e)}")
-        raise BuildError(f"{said}; {_not_written(collected, keys)}") from e
+        raise BuildError(f"{said}; {_not_written(collected, drawn.keys)}") from e
     except BaseException:
         pool.close()
-        _record(dispatch, seen, reported)
+        _record(job, drawn, seen, reported)
         raise
-    collected = _record(dispatch, seen, reported)
+    collected = _record(job, drawn, seen, reported)
     if collected.missing or collected.unexpected:
-        raise BuildError(f"{engine.describe()} ran the job, but {_not_written(collected, keys)}")
+        raise BuildError(f"{engine.describe()} ran the job, but {_not_written(collected, drawn.keys)}")
 
 
-def _record(dispatch: Dispatch, seen: dict[str, Any], reported: Callable[[str, Any], None]) -> Collected:
-    """Every receipt of the job not handed on yet, handed on now (a job stopped early keeps what it finished)."""
-    collected = collect(dispatch.job, list(dispatch.tasks), seen)
+def _record(job: JobRef, drawn: _Drawn, seen: dict[str, Any], reported: Callable[[str, Any], None]) -> Collected:
+    """Every receipt of the job not handed on yet, handed on now (a job stopped early keeps what it finished). A
+    task not drawn when the job stopped has no receipt to look for: it is among the missing."""
+    collected = collect(job, drawn.keys, seen)
     for key, raw in collected.results.items():
         reported(key, raw)
     return collected

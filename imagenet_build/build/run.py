@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, cast
 
 from imagenet_build.build.builds import Build, destinations, make_builds, prepare
-from imagenet_build.build.dispatch import Planned, run_job, write_tasks
+from imagenet_build.build.dispatch import Planned, run_job
 from imagenet_build.build.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.build.inputs import Inputs, list_inputs
 from imagenet_build.build.manifest import Manifest, ShardEntry, ShardResult, write_manifest
@@ -100,8 +100,8 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
     try:
         if todo:
             progress.save(False)  # what earlier runs' receipts vouched for, recorded before their job is replaced
-            dispatch = write_tasks(request.dest.output, (_shard_task(request, builds, p, k) for p, k in todo))
-            run_job(request.engine, dispatch, pool, progress.finished)
+            run_job(request.engine, request.dest.output, (_shard_task(request, builds, p, k) for p, k in todo), pool,
+                    progress.finished)
         progress.save(True)
         remove_job_folder(request.dest.output)  # the manifests vouch for every shard its receipts named
     except BaseException as e:

@@ -9,20 +9,22 @@ ran them. An engine registers itself here (`@register`); `--runner`'s choices ar
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Tuple
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import UsageError
 
 if TYPE_CHECKING:
-    from imagenet_build.engines.job import JobRef
+    from imagenet_build.engines.job import JobRef, Task
     from imagenet_build.infra.workers import Workers
 
 DEFAULT_SPARK_MASTER = "local[*]"
 
 OnResult = Callable[[int, Any], None]  # (task number, its result): a task that ended, where the engine knows
+# (task number, the task itself, or None where the engine's workers read it from the job's tasks file), in order
+Tasks = Iterable[Tuple[int, Optional["Task"]]]
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,7 @@ class Engine(ABC):
     name: ClassVar[str]
     help: ClassVar[str]  # --runner's help for it
     reports_as_tasks_end: ClassVar[bool] = False  # run() calls on_result as each task ends (else: results are polled)
+    reads_tasks_file: ClassVar[bool] = True  # its workers read their task from the job's tasks file (else handed it)
 
     def __init__(self, settings: EngineSettings) -> None:
         self.settings = settings
@@ -58,9 +61,10 @@ class Engine(ABC):
         return self.name
 
     @abstractmethod
-    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
-        """Run `run_task(job, n)` for each n of `numbers`; returns when all ended, raises when the job failed or was
-        stopped (its workers ended by then). `pool` is the driver's worker processes (the local engine's)."""
+    def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
+        """Run `run_task(job, n, task)` for each (n, task) of `tasks`, drawn lazily; returns when all ended, raises when
+        the job failed or was stopped (its workers ended by then). `pool` is the driver's worker processes (the
+        local engine's)."""
 
     def refuse_unreachable(self, paths: Mapping[str, Sequence[str]]) -> None:
         """A local path (output or input) that workers on other machines could not reach: a usage error, unless the

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.base import Engine, OnResult, register
+from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, run_task
 from imagenet_build.infra.errors import BuildError, UsageError
 from imagenet_build.infra.optional import missing_message, require
@@ -93,7 +93,8 @@ class BeamEngine(Engine):
         except (ImportError, ValueError) as e:
             raise UsageError(f"--beam-options: --runner {self.runner}: {e}") from None
 
-    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
+    def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
+        numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
         beam = require("apache_beam", "--runner beam", quiet=True)
         from apache_beam.options.pipeline_options import PipelineOptions
         from apache_beam.runners.runner import PipelineState

@@ -101,10 +101,19 @@ def job_folder(output: str) -> str:
     return storage.join(output, JOB_FOLDER)
 
 
-def write_job(output: str, tasks: Iterable[Task]) -> JobRef:
-    """The plan written once, atomically, before any engine starts: a header (each task's key, offset and
-    length), then each task compressed on its own, so that a task reads its own bytes and nothing else."""
+def new_job(output: str) -> JobRef:
+    """A job of its own (its receipts apart from any earlier run's), its results folder made."""
     job = JobRef(job_folder(output), uuid.uuid4().hex[:16])
+    storage.make_folder(job.results)
+    return job
+
+
+def write_job(output: str, tasks: Iterable[Task]) -> JobRef:
+    """The plan written once, atomically, before the engine starts, for workers that read their task from the
+    output's storage: a header (each task's key, offset and length), then each task compressed on its own, so that
+    a task reads its own bytes and nothing else. (~6 µs of the driver's CPU an image, all before the first task:
+    an engine whose workers are this machine's processes is handed its tasks instead, as they are drawn.)"""
+    job = new_job(output)
     blobs, places, offset = [], [], 0
     for task in tasks:
         blob = zlib.compress(pickle.dumps(tuple(task), protocol=pickle.HIGHEST_PROTOCOL), 1)
@@ -112,7 +121,6 @@ def write_job(output: str, tasks: Iterable[Task]) -> JobRef:
         places.append([offset, len(blob), task.key])
         offset += len(blob)
     header = json.dumps({"job": job.id, "tasks": places}).encode()
-    storage.make_folder(job.results)
     storage.write_bytes(job.tasks_path, b"".join([MAGIC, _LENGTH.pack(len(header)), header, *blobs]))
     return job
 
@@ -161,11 +169,13 @@ def receipt_path(job: JobRef, key: str) -> str:
     return storage.join(job.results, key + RECEIPT_SUFFIX)
 
 
-def run_task(job: JobRef, number: int) -> Any:
-    """What every engine runs for one task: the task, then its receipt (after the task's own files: a receipt
-    never names a shard that is not there). A task's own error is raised as TaskFailed, one line."""
+def run_task(job: JobRef, number: int, task: Task | None = None) -> Any:
+    """What every engine runs for one task: the task (handed over, or read from the job's tasks file), then its
+    receipt (after the task's own files: a receipt never names a shard that is not there). A task's own error is
+    raised as TaskFailed, one line."""
     try:
-        task = load_task(job, number)  # a worker without credentials for the output's store fails here first
+        if task is None:
+            task = load_task(job, number)  # a worker without credentials for the output's store fails here first
         result = task.fn(*task.args)
         receipt = json.dumps({"job": job.id, "task": number, "key": task.key, "result": result}, sort_keys=True)
         storage.write_bytes(receipt_path(job, task.key), receipt.encode())

@@ -3,10 +3,9 @@ as each task ends."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from imagenet_build.engines.base import Engine, OnResult, register
+from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, run_task
 
 if TYPE_CHECKING:
@@ -18,9 +17,10 @@ class LocalEngine(Engine):
     name = "local"
     help = "worker processes here (--workers)"
     reports_as_tasks_end = True
+    reads_tasks_file = False  # its workers are handed each task as it is drawn, overlapping the driver's work
 
     def describe(self) -> str:
         return f"{self.settings.workers} local worker process{'es' if self.settings.workers > 1 else ''}"
 
-    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
-        pool.run(run_task, ((job, n) for n in numbers), lambda task, result: on_result(task[1], result))
+    def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
+        pool.run(run_task, ((job, n, task) for n, task in tasks), lambda task, result: on_result(task[1], result))

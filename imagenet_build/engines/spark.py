@@ -18,10 +18,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.base import Engine, OnResult, register
+from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, run_task, task_error
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import native_stderr_to, require
@@ -93,7 +93,8 @@ class SparkEngine(Engine):
             conf.set(key, value)
         return conf
 
-    def run(self, job: JobRef, numbers: Sequence[int], on_result: OnResult, pool: Workers) -> None:
+    def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
+        numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
         require("pyspark", "--runner spark")
         from pyspark import SparkContext
 

@@ -71,8 +71,9 @@ def test_the_local_engine_runs_each_number_and_hands_each_result_on(tmp_path):
     job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(5)])
     got = {}
     with Workers(2) as pool:
-        LocalEngine(EngineSettings(workers=2)).run(job, [4, 1, 3], lambda n, result: got.update({n: result}), pool)
-    assert got == {4: [16], 1: [1], 3: [9]} and reported(job) == {"k4", "k1", "k3"}
+        tasks = [(4, None), (1, None), (3, Task("k3", square, (5,)))]  # read from the tasks file, or handed over
+        LocalEngine(EngineSettings(workers=2)).run(job, tasks, lambda n, result: got.update({n: result}), pool)
+    assert got == {4: [16], 1: [1], 3: [25]} and reported(job) == {"k4", "k1", "k3"}
 
 
 # ------------------------------------------------------------------ Beam
@@ -124,7 +125,7 @@ def test_beam_runs_every_task_of_a_job_here_and_keeps_its_logs_quiet(tmp_path):
     job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(4)])
     logger = logging.getLogger("apache_beam")
     before = logger.level
-    beam("").run(job, range(4), lambda n, result: pytest.fail("Beam hands nothing back"), None)
+    beam("").run(job, ((n, None) for n in range(4)), lambda n, result: pytest.fail("Beam hands nothing back"), None)
     assert reported(job) == {"k0", "k1", "k2", "k3"} and logger.level == before
 
 
@@ -133,7 +134,7 @@ def test_a_failed_beam_task_fails_its_job_with_its_own_line(tmp_path):
 
     job = write_job(str(tmp_path), [Task("bad", os.path.getsize, (str(tmp_path / "missing.JPEG"),))])
     with pytest.raises(Exception) as raised:
-        beam("").run(job, [0], lambda n, result: None, None)
+        beam("").run(job, [(0, None)], lambda n, result: None, None)
     assert "missing.JPEG" in task_error(raised.value)
 
 
@@ -247,12 +248,13 @@ def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path):
     from pyspark import SparkContext
 
     job = write_job(str(tmp_path), [Task(f"k{n}", abs, (-n,)) for n in range(3)])  # executors import no test module
-    spark("local[1]").run(job, range(3), lambda n, result: pytest.fail("Spark hands nothing back"), None)
+    spark("local[1]").run(job, ((n, None) for n in range(3)), lambda n, result: pytest.fail("Spark hands nothing back"),
+                          None)
     assert reported(job) == {"k0", "k1", "k2"}
     assert SparkContext._gateway is None and SparkContext._active_spark_context is None
     bad = write_job(str(tmp_path / "bad"), [Task("bad", os.path.getsize, (str(tmp_path / "missing.JPEG"),))])
     with pytest.raises(BuildError) as raised:
-        spark("local[1]").run(bad, [0], lambda n, result: None, None)
+        spark("local[1]").run(bad, [(0, None)], lambda n, result: None, None)
     line = str(raised.value)
     assert "missing.JPEG" in line and "(Spark's log: " in line
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
@@ -266,7 +268,7 @@ def test_a_spark_that_does_not_start_is_one_line_naming_its_log(tmp_path):
         pytest.skip("no Java for Spark (scripts/test.sh installs Debian's openjdk-17-jre-headless where it may)")
     job = write_job(str(tmp_path), [Task("k0", abs, (-1,))])
     with pytest.raises(BuildError) as raised:
-        spark("no-such-master://x").run(job, [0], lambda n, result: None, None)
+        spark("no-such-master://x").run(job, [(0, None)], lambda n, result: None, None)
     line = str(raised.value)
     assert line.startswith("Spark did not start: ") and "(Spark's log: " in line and "\n" not in line
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")

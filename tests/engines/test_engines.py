@@ -194,15 +194,15 @@ def test_a_forged_receipt_is_checked_like_a_manifest_entry(sample_dir, converted
 class LosingEngine(LocalEngine):
     """An engine that says it ran the job but never ran its last task (a lost result)."""
 
-    def run(self, job, numbers, on_result, pool):
-        super().run(job, list(numbers)[:-1], on_result, pool)
+    def run(self, job, tasks, on_result, pool):
+        super().run(job, list(tasks)[:-1], on_result, pool)
 
 
 class StrayEngine(LocalEngine):
     """An engine whose job leaves a result no task of the plan has."""
 
-    def run(self, job, numbers, on_result, pool):
-        super().run(job, numbers, on_result, pool)
+    def run(self, job, tasks, on_result, pool):
+        super().run(job, tasks, on_result, pool)
         with open(os.path.join(job.results, "train-00099-of-00100.json"), "w") as f:
             json.dump({"job": job.id, "task": 99, "key": "train-00099-of-00100", "result": []}, f)
 
