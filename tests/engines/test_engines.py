@@ -5,17 +5,15 @@ Each engine runs here for real: worker processes, Apache Beam's FnApiRunner with
 Apache Spark local cluster (separate executor JVMs, killed in a test as a cluster loses a machine).
 """
 
-import dataclasses
 import json
 import os
 import signal
 
 import pytest
 
-from conftest import Run, run_process, sample_args, tree_digest, wait_until_gone
+from conftest import Run, request_for, run_process, sample_args, tree_digest, wait_until_gone
 from imagenet_build.build.run import convert
 from imagenet_build.engines import ENGINE_NAMES
-from imagenet_build.engines.base import EngineSettings
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import find_java
 from imagenet_build.infra.errors import BuildError
@@ -205,15 +203,6 @@ class StrayEngine(LocalEngine):
         super().run(job, tasks, on_result, pool)
         with open(os.path.join(job.results, "train-00099-of-00100.json"), "w") as f:
             json.dump({"job": job.id, "task": 99, "key": "train-00099-of-00100", "result": []}, f)
-
-
-def request_for(sample_dir, out, engine):
-    options = ConvertOptions(
-        output_dir=str(out), train_dir=str(sample_dir / "train"), validation_dir=str(sample_dir / "validation"),
-        labels_file=str(sample_dir / "labels.txt"), validation_labels_file=str(sample_dir / "validation_labels.txt"),
-        bounding_box_file=str(sample_dir / "bboxes.csv"), train_shards=4, validation_shards=2, layout_threads=2,
-        workers=1)
-    return dataclasses.replace(convert_request(options), engine=engine(EngineSettings(1)))
 
 
 @pytest.mark.parametrize("engine,message", [
