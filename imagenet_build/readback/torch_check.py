@@ -287,6 +287,6 @@ class _TorchReader:
         fixed: list[float] = []
         failure = _train(build_model(s.model, classes, s.device),
                          lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, s.device, fixed,
-                         until=lambda so_far: so_far[-1] < 0.25 * so_far[0],
+                         until=lambda so_far: so_far[-1] <= 0.25 * so_far[0],
                          see=self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)

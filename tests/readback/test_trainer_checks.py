@@ -140,11 +140,32 @@ def test_loss_is_finite_through_every_step(losses, failure, ok, detail):
 
 
 @pytest.mark.parametrize("fixed,ok", [([2.0, 1.2, 0.9], True), ([2.0, 1.5, 1.1], False), ([], False),
-                                      ([2.0, math.nan], False)])
+                                      ([2.0, math.nan], False), ([2.0, 1.0], False), ([0.0, 0.0], False)])
 def test_overfit_needs_the_loss_to_halve(fixed, ok):
     report = Report()
-    check_overfit(report, fixed, "", 16)
+    check_overfit(report, fixed, "", 16, classes=4)
     assert report.ok is ok
+    detail = results(report)["overfit"]["detail"]
+    assert detail == "no training steps ran" if not fixed else detail.endswith("(did not halve: labels do not "
+                                                                               "match the images?)") != ok
+
+
+@pytest.mark.parametrize("fixed,ok", [([0.0, 0.0], True), ([0.0004, 0.0], True), ([0.0, 0.01], False),
+                                      ([-0.01, 0.0], False), ([2.0, 0.5], False), ([0.0, math.nan], False),
+                                      ([], False)])
+def test_overfit_of_one_class_asks_a_loss_of_0_and_says_why(fixed, ok):
+    """One class: cross-entropy is 0 for any image, so the loss cannot halve; it must stay 0 (a model with more
+    outputs than classes would not give 0), and the report says why no more is asked."""
+    report = Report()
+    check_overfit(report, fixed, "", 16, classes=1)
+    assert report.ok is ok, report.checks
+    detail = results(report)["overfit"]["detail"]
+    if ok:
+        assert detail.startswith("loss on 16 fixed images 0.000 -> 0.000: 1 class, whose cross-entropy is 0")
+    elif fixed:
+        assert detail.endswith("(1 class: the loss should be 0; more model outputs than classes?)"), detail
+    else:
+        assert detail == "no training steps ran"
 
 
 def test_slow_training_rates_are_reported_not_rounded_to_zero():
