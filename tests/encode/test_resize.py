@@ -411,6 +411,22 @@ def test_the_one_pass_line_counts_its_builds(sample_dir, resized, tmp_path):
     assert "one pass: 0 shards read once for 2 builds in " in result.stdout, result.stdout
 
 
+def test_a_plain_convert_into_a_resized_runs_folder_names_its_builds(sample_dir, resized, tmp_path):
+    """A convert without --resize into the top folder of a --resize run called its size folders "files that are
+    not from imagenet-build": it names them as that run's builds, and nothing is written."""
+    out = tmp_path / "out"
+    shutil.copytree(resized, out)
+    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (f"error: {out}: holds the builds of a --resize run (shorter-400/, shorter-48/, "
+                             "shorter-96/); a build without --resize needs a folder of its own: choose an empty or "
+                             "new --output-dir (or give those builds' --resize to resume them)\n")
+    assert tree_digest(out) == tree_digest(resized)
+    (out / "notes.txt").write_text("mine")  # a stranger beside them: the folder is refused as any other
+    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
+    assert result.exit_code == 1 and "holds files that are not from imagenet-build (notes.txt, " in result.stderr
+
+
 def jpeg_bytes(size):
     out = io.BytesIO()
     Image.new("RGB", size, (90, 30, 150)).save(out, "JPEG")
