@@ -144,7 +144,8 @@ def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> 
 @click.option("--num-shards", default=1, show_default=True, type=click.IntRange(min=1),
               help="Simulated ranks: each reads its share; together they must read every record once.")
 @click.option("--workers", type=click.IntRange(min=0),
-              help="--framework torch: DataLoader worker processes per rank [default: 2 on the CPU, 8 on a GPU].")
+              help="--framework torch: DataLoader worker processes per rank, at most one per core and per batch "
+                   "of an epoch [default: 2 on the CPU, 8 on a GPU].")
 @click.option("--mean", callback=_floats3, metavar="R G B",
               help="Per-channel mean to subtract [default: DLE's 123.68 116.28 103.53].")
 @click.option("--std", callback=_floats3, metavar="R G B",

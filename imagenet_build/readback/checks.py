@@ -80,6 +80,7 @@ class TrainerResult(_TrainerResult, total=False):
     torch: str  # torch's version
     workers: int  # DataLoader workers
     show: str  # --show: the picture of the batches fed to the model (absolute path)
+    notes: List[str]  # what the run changed of what it was asked (PyTorch: --workers cut to the cores)
 
 
 class Report:
@@ -267,6 +268,7 @@ def format_report(result: TrainerResult) -> list[str]:
                      f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
     if "show" in result:
         lines.append(f"  the batches as fed to the model: {result['show']}")
+    lines.extend(f"note: {note}" for note in result.get("notes", []))
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
         c["name"] for c in result["checks"] if not c["ok"]))
     return lines

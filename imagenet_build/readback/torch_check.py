@@ -12,16 +12,17 @@ from the `torch` extra.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
-from typing import Any, Callable, Generator, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
-from imagenet_build.infra.workers import end_with_this_process, progress_bar
+from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
 from imagenet_build.readback.show_grid import BatchCapture
+from imagenet_build.readback.torch_loader import batches, cycle, worker_count
 
 
 def resolve_device(device: str) -> str:
@@ -71,24 +72,6 @@ def build_model(name: str, classes: int, device: str) -> Any:
     return model.to(device, memory_format=torch.channels_last if device == "cuda" else torch.contiguous_format)
 
 
-def _loader(dataset: Any, batch_size: int, workers: int) -> Any:
-    from imagenet_build.readback.torch_dataset import collate
-
-    torch = require("torch", "trainer-check --framework torch")
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate,
-                                       prefetch_factor=4 if workers else None,
-                                       worker_init_fn=end_with_this_process() if workers else None)
-
-
-def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None, None]:
-    """Batches epoch after epoch (set_epoch before each, as a training loop does)."""
-    epoch = 0
-    while True:
-        dataset.set_epoch(epoch)
-        yield from _loader(dataset, batch_size, workers)
-        epoch += 1
-
-
 def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_size: int = 64) -> list[Seen]:
     """[(rank, shard, offset, filename, label as stored)] for one epoch of every simulated rank."""
     from imagenet_build.readback.torch_dataset import RecordDataset
@@ -97,7 +80,7 @@ def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_siz
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         dataset = RecordDataset(folder, split, rank=rank, world_size=num_shards, decode=False, shuffle=True)
-        for batch in _loader(dataset, batch_size, workers):
+        for batch in batches(dataset, batch_size, workers):
             for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
                                                   batch["label"].tolist()):
                 seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
@@ -196,7 +179,7 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     gpu = device == "cuda"
     settings = Settings(folder, split, device, model or ("resnet50" if gpu else "small"),
                         batch_size or (256 if gpu else 16), steps or (300 if gpu else 30), num_shards, show)
-    workers = min(8, os.cpu_count() or 1) if workers is None and gpu else (2 if workers is None else workers)
+    workers, note = worker_count(workers, gpu, len(records), settings.batch_size)
     share(len(records), num_shards - 1, num_shards)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
@@ -205,6 +188,8 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     result["framework"], result["reader"] = "torch", "PyTorch reader (imagenet_build.torch)"
     result["device_name"] = torch.cuda.get_device_name() if gpu else "cpu"
     result["torch"], result["workers"] = torch.__version__, workers
+    if note:
+        result["notes"] = [note]
     return result
 
 
@@ -230,26 +215,25 @@ class _TorchReader:
         s = self.settings
         self.dataset = RecordDataset(s.folder, s.split, decode=False, shuffle=True)
         self.augment = BatchTransform(s.device, training=True, mean=self.mean, std=self.std, channels_last=self.gpu)
-        stream = _cycle(self.dataset, s.batch_size, self.workers)
-        self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
-        _sync(s.device)
-        kept, timed_images = [], 0
-        t0 = time.perf_counter()
-        for k in range(count):
-            images = self.augment(next(stream)["image"])
-            if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
-                kept.append(images)
-            timed_images += len(images)
-        _sync(s.device)
-        pipeline_rate = timed_images / (time.perf_counter() - t0)
-        stream.close()
+        with contextlib.closing(cycle(self.dataset, s.batch_size, self.workers)) as stream:  # ends its workers
+            self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
+            _sync(s.device)
+            kept, timed_images = [], 0
+            t0 = time.perf_counter()
+            for k in range(count):
+                images = self.augment(next(stream)["image"])
+                if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
+                    kept.append(images)
+                timed_images += len(images)
+            _sync(s.device)
+            pipeline_rate = timed_images / (time.perf_counter() - t0)
         return [images.permute(0, 2, 3, 1).float().cpu().numpy() for images in kept], pipeline_rate  # NHWC
 
     def train(self, classes: int) -> tuple[list[float], str, float]:
         """Training from the reader, end to end."""
         s = self.settings
         net = build_model(s.model, classes, s.device)
-        stream = _cycle(self.dataset, s.batch_size, self.workers)
+        stream = cycle(self.dataset, s.batch_size, self.workers)
         after_first_step: list[float] = []
 
         def training_batches() -> Iterator[tuple]:
@@ -261,14 +245,14 @@ class _TorchReader:
 
         losses: list[float] = []
         t0 = time.perf_counter()
-        failure = _train(net, training_batches, classes, s.device, losses,
-                         see=self.capture.step if self.capture is not None else None)
+        with contextlib.closing(stream):  # its DataLoader workers end here, whatever ends training
+            failure = _train(net, training_batches, classes, s.device, losses,
+                             see=self.capture.step if self.capture is not None else None)
         _sync(s.device)
         if len(losses) > 1:  # the first step (start-up, cuDNN's choices) is not timed
             train_rate = (len(losses) - 1) * s.batch_size / (time.perf_counter() - after_first_step[0])
         else:
             train_rate = len(losses) * s.batch_size / (time.perf_counter() - t0)
-        stream.close()  # its DataLoader workers end here
         del net
         return losses, failure, train_rate
 
@@ -280,7 +264,7 @@ class _TorchReader:
 
         s = self.settings
         subset = RecordDataset(s.folder, s.split, decode=False, shuffle=False)
-        first = next(iter(_loader(subset, s.batch_size, 0)))
+        first = next(batches(subset, s.batch_size, 0))
         images = BatchTransform(s.device, training=False, mean=self.mean, std=self.std,
                                 channels_last=self.gpu)(first["image"])
         labels = first["label"]

@@ -316,7 +316,8 @@ def test_a_class_with_no_records_in_a_split_is_a_warning_naming_it():
             ("train", None, None, "3 of 7 classes have no train records: label 3 (n3), label 5 (n5), label 7 (n7)")]
     f = counted_folder({1: 1})
     assert messages(EmptyClasses, f) == [
-        "6 of 7 classes have no train records: label 2 (n2), label 3 (n3), label 4 (n4), label 5 (n5), label 6 (n6) ..."]
+        "6 of 7 classes have no train records: label 2 (n2), label 3 (n3), label 4 (n4), label 5 (n5), "
+        "label 6 (n6) ..."]
 
 
 def test_a_copy_holding_some_classes_is_held_to_those_and_no_manifest_to_none():
