@@ -94,9 +94,9 @@ def format_report(result: VerifyResult) -> list[str]:
             lines.append(f"    ... and {count - len(shown)} more")
     by_warning = _by_check(result.get("warnings", []))
     for name, count in s.get("warning_counts", {}).items():
-        check = REGISTRY.get(name)
-        lines.append(f"warning: {name}: {count} {check.counted if check else 'record(s)'}: "
-                     f"{check.covers if check else ''}")
+        warned = REGISTRY.get(name)
+        lines.append(f"warning: {name}: {count} {warned.counted if warned else 'record(s)'}: "
+                     f"{warned.covers if warned else ''}")
         shown = by_warning.get(name, [])
         lines.extend(f"    {_where(w)}: {w['message']}" for w in shown)
         if count > len(shown):

@@ -649,14 +649,17 @@ def test_object_store_folders_are_read(converted, bucket):
         RecordDataset(url, "train")
 
 
-def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path):
-    """write_arrays writes any split name (test, ...): trainer-check --split reads each of them."""
+@pytest.mark.parametrize("lossless", [False, True], ids=["JPEG", "PNG"])
+def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path, lossless):
+    """write_arrays writes any split name (test, ...), as JPEG or PNG: trainer-check --split reads each of them
+    (PNG records stopped it: "does not decode as JPEG")."""
     from imagenet_build import write_arrays
 
     images = np.random.default_rng(0).integers(0, 255, (12, 32, 32, 3), dtype=np.uint8)
-    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2)
+    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2, lossless=lossless)
     code, report, failed = check(tmp_path, "--split", "test", "--steps", 2, "--batch-size", 4, "--workers", 0)
     assert report["records"] == 12 and report["split"] == "test" and not {"epoch", "ranks", "labels"} & failed
+    assert not {"batches", "normalisation"} & failed, report["checks"]
 
 
 def test_a_batch_that_does_not_decode_names_the_image_given_for_it_and_the_decoders_words():
