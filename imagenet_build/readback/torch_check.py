@@ -80,11 +80,12 @@ def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_siz
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         dataset = RecordDataset(folder, split, rank=rank, world_size=num_shards, decode=False, shuffle=True)
-        for batch in batches(dataset, batch_size, workers):
-            for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
-                                                  batch["label"].tolist()):
-                seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
-            bar.update(len(batch["filename"]))
+        with contextlib.closing(batches(dataset, batch_size, workers)) as epoch:  # its workers end, whatever comes
+            for batch in epoch:
+                for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
+                                                      batch["label"].tolist()):
+                    seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
+                bar.update(len(batch["filename"]))
     bar.close()
     return seen
 

@@ -91,7 +91,9 @@ class EmptyClasses(FolderCheck):
         if not num_classes:
             return  # no manifest: no class count to hold the labels to
         held = (manifest.get("inputs", {}).get("source") or {}).get("labels")
-        wanted = held if isinstance(held, list) and held else range(FIRST_LABEL, num_classes + FIRST_LABEL)
+        if not (isinstance(held, list) and held and all(isinstance(label, int) for label in held)):
+            held = None
+        wanted = held or range(FIRST_LABEL, num_classes + FIRST_LABEL)
         synsets = manifest.get("synsets") or []
         for split in sorted(folder.by_split):
             counts = _split_label_counts(folder, manifest, split)
@@ -111,7 +113,15 @@ def _split_label_counts(folder: Folder, manifest: Manifest, split: str) -> Mappi
     if not folder.mode.quick:
         return folder.split_counts.get(split, Counter())
     recorded = manifest.get("splits", {}).get(split, {}).get("label_counts")
-    return {int(k): v for k, v in recorded.items()} if recorded is not None else None
+    if recorded is None:
+        return None
+    counts = {}
+    for label, records in recorded.items():
+        try:
+            counts[int(label)] = records
+        except ValueError:  # not a label: the labels check names the counts that differ
+            continue
+    return counts
 
 
 class RealTally(NamedTuple):

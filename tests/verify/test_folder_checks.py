@@ -332,3 +332,13 @@ def test_a_copy_holding_some_classes_is_held_to_those_and_no_manifest_to_none():
     f = counted_folder({1: 1}, mode=FULL._replace(quick=True))
     del f.manifest["splits"]["train"]["label_counts"]  # an incomplete build's: not known
     assert findings(EmptyClasses, f) == []
+
+
+def test_a_manifest_edited_by_hand_gives_no_traceback():
+    """Labels a copy holds that are not whole numbers mean the manifest's classes; a count under a name that is
+    no label (which int() refuses, "²") is left to the labels check."""
+    f = counted_folder({k: 1 for k in range(1, 8)}, source={"labels": [[2], "x"]})
+    assert findings(EmptyClasses, f) == []
+    f = counted_folder({k: 1 for k in range(1, 7)}, mode=FULL._replace(quick=True))
+    f.manifest["splits"]["train"]["label_counts"]["\u00b2"] = 1
+    assert messages(EmptyClasses, f) == ["1 of 7 classes have no train records: label 7 (n7)"]
