@@ -128,6 +128,7 @@ def _damaged():
                                       "PNG: chunk ABCD at byte 33: a critical chunk no decoder knows", False),
         "a palette image without PLTE": (raw_png(RGB[..., 0] >> 4, 8, 3),
                                          "PNG: chunk IDAT at byte 33 before the PLTE chunk", False),
+        "a second IHDR": (header + GOOD[8:33] + GOOD[33:], "PNG: chunk IHDR at byte 33: a second one", False),
         "bit depth 3": (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 30, 21, 3, 0, 0, 0, 0))
                         + GOOD[33:], "PNG: IHDR: colour type 0 of bit depth 3", False),
         "no image data": (header + GOOD[iend[1]:], "PNG: no IDAT chunk", False),

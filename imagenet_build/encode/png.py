@@ -115,7 +115,7 @@ def walk(data: bytes, max_pixels: int | None = None) -> PngHeader:
     found = _chunks(data)
     header = _header(next(found), max_pixels)
     image_data: list[memoryview] = []
-    seen: list[bytes] = []
+    seen = [b"IHDR"]
     for chunk in found:
         kind = chunk.kind
         if kind == b"IDAT":

@@ -28,7 +28,7 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
     (nvJPEG on "cuda"), the PNGs (write_arrays(..., lossless=True)) by Pillow, then moved to `device`.
 
     Grayscale images come out with three channels, 16-bit PNGs as their high bytes (as TensorFlow's
-    and DALI's decoders give them); the CMYK and PNG inputs of convert were re-encoded as RGB JPEG
+    decoder gives them; DALI's rounds, a level apart at most); the CMYK and PNG inputs of convert were re-encoded as RGB JPEG
     when the shards were written. A PNG the rule refuses (encode/images.py: cut short, a CRC that
     fails, image data that ends early, which Pillow would pad with black) is refused here too.
     """
@@ -39,7 +39,7 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
     pngs = {k for k, one in enumerate(data) if is_png(one[:8].numpy().tobytes())}
     decoded: list = [None] * len(data)
     for k in pngs:
-        decoded[k] = decode_png(data[k].numpy().tobytes(), places[k]).to(device)
+        decoded[k] = _decode_png(data[k].numpy().tobytes(), places[k]).to(device)
     jpegs = [k for k in range(len(data)) if k not in pngs]
     if jpegs:
         for k, image in zip(jpegs, _decode_jpegs(io, [data[k] for k in jpegs], device, [places[k] for k in jpegs])):
@@ -60,11 +60,11 @@ def _decode_jpegs(io: Any, data: list, device: str, where: list[str]) -> list:
         raise BuildError(f"{where[0]}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
 
 
-# Pillow's modes of a 16-bit greyscale PNG: (bytes a pixel, the high byte's place): TensorFlow and DALI keep it
+# Pillow's modes of a 16-bit greyscale PNG: (bytes a pixel, the high byte's place), the byte TensorFlow keeps
 _SIXTEEN_BIT = {"I;16": (2, 1), "I;16B": (2, 0), "I": (4, 1)}
 
 
-def decode_png(data: bytes, where: str) -> Any:
+def _decode_png(data: bytes, where: str) -> Any:
     """One PNG to an RGB CHW uint8 tensor on the CPU, once the rule has passed it (Pillow pads an image whose
     data ends early; torchvision's decoder crashes the process on some broken PNGs)."""
     from PIL import Image
