@@ -279,7 +279,7 @@ def test_overfit_needs_the_loss_to_halve(fixed, ok, detail):
 
 @pytest.mark.parametrize("fixed,ok", [([0.0, 0.0], True), ([0.0004, 0.0], True), ([0.0, 0.01], False),
                                       ([-0.01, 0.0], False), ([2.0, 0.5], False), ([0.0, math.nan], False),
-                                      ([0.0, 0.001], False), ([], False)])
+                                      ([0.0, 0.001], False), ([0.0, 0.01, 0.02], False), ([], False)])
 def test_overfit_of_one_class_asks_a_loss_of_0_and_says_why(fixed, ok):
     """One class: cross-entropy is 0 for any image, so the loss cannot halve; it must stay 0 (a model with more
     outputs than classes would not give 0), and the report says why no more is asked."""
@@ -404,6 +404,7 @@ def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
                                                       "loss", "overfit"]
     assert result["ok"], result["checks"]
     assert reader.asked == ["epoch", ("sample", 5), ("train", 2), ("overfit", 2)]  # classes: the labels seen
+    assert results_of(result)["overfit"]["detail"] == "loss on 4 fixed images 2.000 -> 0.500"
     assert (result["records"], result["loss"], result["overfit_loss"]) == (5, {"first": 2.0, "last": 1.5},
                                                                            {"first": 2.0, "last": 0.5})
     stopped = run_checks(FakeReader(epoch(shards), fails="training stopped at step 2"), settings, MANIFEST, shards,
@@ -426,6 +427,7 @@ def test_run_checks_hands_each_check_the_run_and_the_reader_what_it_was_asked(sh
     checks = results_of(result)
     assert checks["epoch"]["detail"] == ("epoch has 4 records, manifest.json says 5; the fake reader delivered 4 "
                                          "records, the shards hold 5 (an index drops or repeats some)")
+    assert checks["ranks"]["detail"] == "2 rank(s), disjoint"
     assert checks["labels"]["detail"] == "class histogram differs from manifest.json"
     assert checks["overfit"] == {"name": "overfit", "ok": False, "detail": "training failed after 1 steps: boom"}
     assert {k: result[k] for k in ("split", "device", "model", "batch_size", "steps", "ranks", "records")} == {
