@@ -28,9 +28,10 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
     (nvJPEG on "cuda"), the PNGs (write_arrays(..., lossless=True)) by Pillow, then moved to `device`.
 
     Grayscale images come out with three channels, 16-bit PNGs as their high bytes (as TensorFlow's
-    decoder gives them; DALI's rounds, a level apart at most); the CMYK and PNG inputs of convert were re-encoded as RGB JPEG
-    when the shards were written. A PNG the rule refuses (encode/images.py: cut short, a CRC that
-    fails, image data that ends early, which Pillow would pad with black) is refused here too.
+    decoder gives them; DALI's rounds, a level apart at most); the CMYK and PNG inputs of convert were
+    re-encoded as RGB JPEG when the shards were written. A PNG the rule refuses (encode/images.py: cut
+    short, a CRC that fails, image data that ends early, which Pillow would pad with black) is refused
+    here too.
     """
     io = require("torchvision.io", "decoding images in imagenet_build.torch")
     data = [e if isinstance(e, torch.Tensor) else torch.frombuffer(bytearray(e), dtype=torch.uint8) for e in encoded]
