@@ -15,6 +15,8 @@ import zlib
 import numpy as np
 from PIL import Image
 
+from jpeg_cases import DECODERS as JPEG_DECODERS
+
 RNG = np.random.default_rng(7)
 RGB = RNG.integers(0, 256, (21, 30, 3), dtype=np.uint8)  # odd sizes: Adam7's passes are uneven
 ALPHA = RNG.integers(0, 256, (21, 30), dtype=np.uint8)
@@ -153,7 +155,7 @@ DAMAGED["IDAT chunks apart"] = (
 
 # TensorFlow's and DALI's decoders (what tf.data and trainer-check's DALI path decode with), each in a process of
 # its own: the PNG files named on the command line, one line each, "ok HEIGHT WIDTH SHA256" (of the RGB pixels,
-# rows of R G B bytes) or "error MESSAGE".
+# rows of R G B bytes) or "error MESSAGE". TensorFlow's reads them as tf.data does (decode_image).
 DECODERS = {
     "tensorflow": r"""
 import hashlib, os, sys
@@ -166,25 +168,7 @@ for path in sys.argv[1:]:
     except Exception as e:
         print("error", str(e).split("}} ")[-1].splitlines()[0][:200])
 """,
-    "dali-cpu": r"""
-import hashlib, sys
-import numpy as np
-from nvidia.dali import fn, pipeline_def, types
-for path in sys.argv[1:]:  # a pipeline each: DALI fails a whole batch for one image it cannot read
-    @pipeline_def(batch_size=1, num_threads=1, device_id=None, exec_dynamic=True)
-    def pipe():
-        encoded = fn.external_source(source=lambda: [np.fromfile(path, np.uint8)], batch=True)  # noqa: B023
-        return fn.decoders.image(encoded, device="cpu", output_type=types.RGB)
-    try:
-        p = pipe()
-        p.build()
-        (out,) = p.run()
-        image = np.array(out.at(0))
-        print("ok", image.shape[0], image.shape[1], hashlib.sha256(image.tobytes()).hexdigest())
-    except Exception as e:
-        print("error", " ".join(str(e).split()).split("encountered: ")[-1].split(" Current pipeline")[0][:200])
-    del p
-""",
+    "dali-cpu": JPEG_DECODERS["dali-cpu"],  # fn.decoders.image reads any format: the JPEG cases' script
 }
 
 

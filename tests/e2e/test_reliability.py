@@ -921,18 +921,23 @@ def test_verify_of_a_folder_a_convert_is_writing_names_the_convert(converted, tm
     assert run_process("verify", out).returncode == 0  # the lock files the holders left are nobody's
 
 
+# A program whose SIGTERM comes while Python runs a __del__ (Finalised()), under the CLI's stop handling
+SWALLOWED_STOP = (
+    "import os, signal, time\n"
+    "from imagenet_build.cli import stop\n"
+    "class Finalised:\n"
+    "    def __del__(self):\n"
+    "        os.kill(os.getpid(), signal.SIGTERM)\n"
+    "        sum(range(100000))  # the handler runs here, inside __del__\n"
+    "restore = stop.stop_on_signals()\n"
+)
+
+
 def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_command():
     """A signal that arrives while Python runs a __del__ (or an at-fork hook: trainer-check forks its
     DataLoader workers several times) raises there, where Python prints the exception and drops it:
     a Ctrl-C at that moment let trainer-check run on to its end and exit 0."""
-    code = (
-        "import os, signal, time\n"
-        "from imagenet_build.cli import stop\n"
-        "class Finalised:\n"
-        "    def __del__(self):\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "        sum(range(100000))  # the handler runs here, inside __del__\n"
-        "restore = stop.stop_on_signals()\n"
+    code = SWALLOWED_STOP + (
         "try:\n"
         "    Finalised()\n"
         "    time.sleep(10)\n"
@@ -950,14 +955,7 @@ def test_a_swallowed_stop_raised_again_after_the_stop_got_under_way_is_dropped()
     """The swallowed stop is raised again a moment later (above); when the stop got under way meanwhile (an error
     the same signal set off: a DataLoader worker it ended), that raise came after the command had put Python's
     handlers back, as a KeyboardInterrupt traceback at exit ("Exception ignored in: <module 'threading'>")."""
-    code = (
-        "import os, signal, time\n"
-        "from imagenet_build.cli import stop\n"
-        "class Finalised:\n"
-        "    def __del__(self):\n"
-        "        os.kill(os.getpid(), signal.SIGTERM)\n"
-        "        sum(range(100000))  # the handler runs here, inside __del__\n"
-        "restore = stop.stop_on_signals()\n"
+    code = SWALLOWED_STOP + (
         "Finalised()\n"
         "stop.stopping()  # the command ends on another error the signal set off\n"
         "restore()\n"
