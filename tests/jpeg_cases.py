@@ -311,7 +311,7 @@ CASES = _cases()
 
 # Every decoder a build serves, run in a process of its own (TensorFlow, torch and DALI loaded together can
 # crash each other): reads the JPEG files named on the command line, prints one line per file,
-# "ok HEIGHT WIDTH" or "error MESSAGE".
+# "ok HEIGHT WIDTH" (DALI's: and the sha256 of the RGB pixels, for png_cases) or "error MESSAGE".
 DECODERS = {
     "pillow": r"""
 import sys
@@ -349,7 +349,7 @@ for path in sys.argv[1:]:
         print("error", str(e).splitlines()[0].split(".cpp:", 1)[-1].split(", ", 1)[-1][:200])
 """,
     "dali-cpu": r"""
-import sys
+import hashlib, sys
 import numpy as np
 from nvidia.dali import fn, pipeline_def, types
 for path in sys.argv[1:]:  # a pipeline each: DALI fails a whole batch for one image it cannot read
@@ -361,7 +361,8 @@ for path in sys.argv[1:]:  # a pipeline each: DALI fails a whole batch for one i
         p = pipe()
         p.build()
         (out,) = p.run()
-        print("ok", out.at(0).shape[0], out.at(0).shape[1])
+        image = np.array(out.at(0))
+        print("ok", image.shape[0], image.shape[1], hashlib.sha256(image.tobytes()).hexdigest())
     except Exception as e:
         print("error", " ".join(str(e).split()).split("encountered: ")[-1].split(" Current pipeline")[0][:200])
     del p
@@ -382,7 +383,7 @@ def decode_all(paths, decoder):
     for line in lines:
         kind, rest = line.split(" ", 1)
         if kind == "ok":
-            height, width = map(int, rest.split())
+            height, width = map(int, rest.split()[:2])
             out.append((True, height, width, ""))
         else:
             out.append((False, 0, 0, rest))

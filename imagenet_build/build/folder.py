@@ -162,6 +162,11 @@ def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
 def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool) -> None:
     """Refuse a folder (or prefix) holding anything but our own files; with --overwrite clear ours."""
     ours, strangers, index_strangers = _sort_output(dest)
+    sizes = _resized_builds(dest.output, strangers)
+    if strangers and sizes == strangers:
+        raise BuildError(f"{dest.output}: holds the builds of a --resize run ({', '.join(f'{n}/' for n in sizes)}); "
+                         "a build without --resize needs a folder of its own: choose an empty or new "
+                         "--output-dir (or give those builds' --resize to resume them)")
     for folder, found, option in ((dest.output, strangers, "--output-dir"),
                                   (dest.index, index_strangers, "--index-dir")):
         if found:
@@ -186,6 +191,13 @@ def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool
         for path in ours:
             if is_temp_name(storage.basename(path)):
                 storage.remove(path)  # left by an interrupted run
+
+
+def _resized_builds(folder: str, strangers: list[str]) -> list[str]:
+    """The strangers of an output folder that are resized builds' folders (shorter-256/, ...): the top folder of a
+    --resize run, not a stranger's files."""
+    listing = storage.listdir(folder) if strangers else {}
+    return [name for name in strangers if listing.get(name) and RESIZED_FOLDER.match(name)]
 
 
 def remove_unrecorded(dest: Destination, recorded: set[str]) -> None:

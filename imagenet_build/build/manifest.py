@@ -98,11 +98,20 @@ def figures_of(entries: Iterable[ShardEntry]) -> Dict[str, int]:
 
 
 def totals(shards: Sequence[ShardEntry]) -> Dict[str, int]:
-    """A build's totals: records, bytes, images left out and images stored re-encoded."""
+    """A build's totals: records, bytes, images left out and images stored re-encoded; in a resized build also
+    the images decoded, resized and encoded (the others are stored as the full-size build stores them)."""
     figures = figures_of(shards)
-    return {"records": figures["records"], "bytes": figures["bytes"],
-            "skipped": sum(len(e["skipped"]) for e in shards),
-            "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"])}
+    found = {"records": figures["records"], "bytes": figures["bytes"],
+             "skipped": sum(len(e["skipped"]) for e in shards),
+             "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"])}
+    if any("resized" in e for e in shards):
+        found["resized"] = resized_count(shards)
+    return found
+
+
+def resized_count(shards: Iterable[ShardEntry]) -> int:
+    """The images of a resized build's shards that were decoded, resized and encoded."""
+    return sum(e.get("resized", 0) for e in shards)
 
 
 def label_counts(counts: Mapping[int, int]) -> Dict[str, int]:

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Optional, TypedDict
 
 from imagenet_build.build.builds import Build
 from imagenet_build.build.inputs import Inputs
+from imagenet_build.build.manifest import resized_count
 from imagenet_build.catalog.boxes import BOX_BYTES
 from imagenet_build.format.naming import MANIFEST_NAME
 from imagenet_build.infra import storage
@@ -42,6 +43,7 @@ class Summary(TypedDict, total=False):
     splits: Dict[str, SplitSummary]
     skipped: List[Dict[str, Any]]  # {file, reason, split[, label]}
     reencoded: List[Dict[str, Any]]  # {file, reencoded, note, split}
+    resized: int  # a resized build: its images decoded, resized and encoded (the rest stored as at full size)
     notes: List[str]
     resize: Dict[str, Any]  # a --resize run: its targets and options
     builds: Dict[str, "Summary"]  # a --resize run: each build's summary under its folder's name
@@ -83,6 +85,8 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summa
         reencoded=[dict(r, split=e["split"]) for e in shards for r in e["reencoded"]],
         notes=[],
     )
+    if build.resize is not None:
+        summary["resized"] = resized_count(shards)
     for p in plans:
         s = p.input
         summary["splits"][p.split] = SplitSummary(

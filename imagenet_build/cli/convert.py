@@ -160,6 +160,10 @@ def _print_build(summary: Summary, indent: str = "") -> None:
         f"{summary['bytes'] / 1e6:.1f} MB in {summary['seconds']:.1f} s"
         + (f" ({summary['images_per_second']:.0f} images/s)" if summary["images_per_second"] else "")
     )
+    if "resized" in summary:
+        kept = summary["records"] - summary["resized"]
+        echo(f"resized: {summary['resized']} of {summary['records']} images"
+             + (f"; {kept} within the size, stored as the full-size build stores them" if kept else ""))
     reencoded = [r for r in summary["reencoded"] if r["reencoded"]]
     if reencoded:
         echo(f"re-encoded as RGB JPEG: {len(reencoded)} ({', '.join(sorted({r['reencoded'] for r in reencoded}))})")

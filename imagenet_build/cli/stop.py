@@ -14,6 +14,7 @@ from typing import Any, Callable
 from imagenet_build.infra.errors import Interrupted
 
 _PUT_BACK: dict[int, Any] = {}  # the handlers a command replaced, put back when it ends
+_RAISING_AGAIN: list[threading.Timer] = []  # a swallowed stop's raise, due in a moment (_swallowed)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -35,7 +36,24 @@ def _swallowed(unraisable: Any, other: Callable[[Any], None]) -> None:
     elif not Interrupted.stopping:  # _interrupt again, as Ctrl-C would; sent to the main thread, a signal
         main = threading.main_thread().ident  # also wakes it from a blocking call, as the first one did
         assert main is not None
-        threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+        again = threading.Timer(0.05, _raise_again, (main,))
+        again.daemon = True  # never waited for at exit
+        _RAISING_AGAIN.append(again)
+        again.start()
+
+
+def _raise_again(main: int) -> None:
+    """The swallowed stop, raised again in the main thread, unless the stop got under way meanwhile (another
+    error the signal set off, a worker it ended): then it would come after the command has put Python's
+    handlers back, as a KeyboardInterrupt traceback at exit."""
+    if not Interrupted.stopping:
+        signal.pthread_kill(main, signal.SIGINT)
+
+
+def _cancel_raising_again() -> None:
+    for again in _RAISING_AGAIN:
+        again.cancel()
+    _RAISING_AGAIN.clear()
 
 
 def _replace_handler(number: int, handler: Any) -> None:
@@ -48,6 +66,7 @@ def stopping() -> None:
     handler would raise for a DataLoader worker the same signal ended, in the DataLoader's __del__ at
     exit (after the command has printed its line): it is not put back."""
     Interrupted.stopping = True
+    _cancel_raising_again()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
 
@@ -64,6 +83,7 @@ def stop_on_signals() -> Callable[[], None]:
     sys.unraisablehook = functools.partial(_swallowed, other=unraisable_hook)
 
     def restore() -> None:
+        _cancel_raising_again()
         Interrupted.requested = Interrupted.stopping = False
         sys.unraisablehook = unraisable_hook
         for number, handler in _PUT_BACK.items():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import io
 from typing import Literal, NamedTuple
 
+from imagenet_build.encode import png
 from imagenet_build.encode.jpeg_encode import encode_jpeg, to_rgb
 from imagenet_build.encode.jpeg_header import (
     EXTRANEOUS,
@@ -188,6 +189,35 @@ def decide(data: bytes) -> Decision:
     if found.odd:
         return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable)
     return Decision(STORE, "", -1, header, scanned, data)
+
+
+class PngVerdict(NamedTuple):
+    """What the decoders a build serves make of a PNG's bytes: its header, and why one of them cannot read it
+    as it is ("" when all read it)."""
+
+    header: png.PngHeader | None  # None where there is a problem
+    problem: str
+    libpng_reads: bool  # TensorFlow's and DALI's decoders read past the problem; Pillow does not
+
+
+def judge_png(data: bytes) -> PngVerdict:
+    """The one rule for a PNG's bytes (data starting with PNG's signature), for verify and the readers: every
+    decoder a build serves reads it when its chunks are whole, in order and with their CRCs, and its image
+    data inflates to its rows (png.walk), within Pillow's decompression-bomb limit (the PyTorch reader
+    decodes PNGs with Pillow)."""
+    try:
+        return PngVerdict(png.walk(data, bomb_pixels()), "", False)
+    except png.PngError as e:
+        return PngVerdict(None, f"PNG: {e}", e.libpng_reads)
+
+
+def png_consequence(verdict: PngVerdict) -> str:
+    """Which decoders cannot read a PNG the rule refuses (verify's words)."""
+    if verdict.libpng_reads:
+        return ("Pillow, which the PyTorch reader decodes PNGs with, refuses it; TensorFlow's and DALI's decoders "
+                "read it")
+    return ("TensorFlow's and DALI's decoders stop on it (torchvision's crashes on some), and the PyTorch reader "
+            "refuses it")
 
 
 def readable(data: bytes) -> bytes:

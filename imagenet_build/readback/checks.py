@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 # The ImageNet normalisation of NVIDIA's Deep Learning Examples (0-255 units): every reader's default
 DLE_MEAN = (123.68, 116.28, 103.53)
 DLE_STD = (58.395, 57.120, 57.385)
+ONE_CLASS_LOSS = 1e-3  # a 1-class build's loss: 0 up to bf16's rounding of a logit minus itself
 # (rank, source file, byte offset, image/filename, the label as stored: 1-based)
 Seen = Tuple[int, Any, Any, str, int]
 
@@ -81,6 +82,7 @@ class TrainerResult(_TrainerResult, total=False):
     dali: str  # DALI's version (dali-torch)
     workers: int  # DataLoader workers (torch), DALI's CPU threads (dali-tf, dali-torch)
     show: str  # --show: the picture of the batches fed to the model (absolute path)
+    notes: List[str]  # what the run changed of what it was asked (PyTorch: --workers cut to the cores)
 
 
 class Report:
@@ -193,10 +195,25 @@ def check_loss(report: Report, losses: Sequence[float], failure: str) -> None:
     report.add("loss", finite, detail)
 
 
-def check_overfit(report: Report, fixed: Sequence[float], failure: str, count: int) -> None:
-    """overfit: the loss on `count` fixed images, trained on repeatedly, at least halves."""
+def check_overfit(report: Report, fixed: Sequence[float], failure: str, count: int, classes: int) -> None:
+    """overfit: the loss on `count` fixed images, trained on repeatedly, at least halves.
+
+    With one class there is nothing to learn: cross-entropy over a single class is log(1) = 0 for any
+    image, before and after training, so halving cannot be asked. What can go wrong there, a label other
+    than that class, the labels check has already failed; the check asks that the loss stay 0 (a model
+    with more outputs than the build's classes would not give 0) and says why it asks no more.
+    """
     failure = failure or ("" if fixed else "no training steps ran")
-    falls = not failure and all(math.isfinite(v) for v in fixed) and fixed[-1] < 0.5 * fixed[0]
+    finite = not failure and all(math.isfinite(v) for v in fixed)
+    if classes == 1:
+        zero = finite and max(abs(v) for v in fixed) < ONE_CLASS_LOSS
+        report.add("overfit", zero, failure or (
+            f"loss on {count} fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f}"
+            + (": 1 class, whose cross-entropy is 0 whatever the images (nothing to learn; every label is that "
+               "class by the labels check)" if zero else " (1 class: the loss should be 0; more model outputs "
+                                                        "than classes?)")))
+        return
+    falls = finite and fixed[-1] < 0.5 * fixed[0]
     report.add("overfit", falls, failure or (
         f"loss on {count} fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f}"
         + ("" if falls else " (did not halve: labels do not match the images?)")))
@@ -255,6 +272,7 @@ def format_report(result: TrainerResult) -> list[str]:
                      f"(DALI: mean {result['channel_mean']} std {result['channel_std']})")
     if "show" in result:
         lines.append(f"  the batches as fed to the model: {result['show']}")
+    lines.extend(f"note: {note}" for note in result.get("notes", []))
     lines.append("OK: the data trains" if result["ok"] else "FAILED: " + ", ".join(
         c["name"] for c in result["checks"] if not c["ok"]))
     return lines
@@ -311,7 +329,7 @@ def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str,
     losses, failure, train_rate = reader.train(classes)
     check_loss(report, losses, failure)
     fixed, failure, count = reader.overfit(classes)
-    check_overfit(report, fixed, failure, count)
+    check_overfit(report, fixed, failure, count, classes)
     result = result_of(report, split=split, device=settings.device, model=settings.model, batch_size=batch_size,
                        steps=steps, ranks=ranks, records=len(seen), pipeline_rate=pipeline_rate,
                        train_rate=train_rate, losses=losses, fixed=fixed, channel_mean=channel_mean,

@@ -13,17 +13,18 @@ from the `torch` extra.
 
 from __future__ import annotations
 
-import os
+import contextlib
 import time
-from typing import Any, Generator, Sequence
+from typing import Any, Sequence
 
 from imagenet_build.encode.example import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
-from imagenet_build.infra.workers import end_with_this_process, progress_bar
+from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
 from imagenet_build.readback.readers import Option, Reader, register, with_defaults
 from imagenet_build.readback.show_grid import BatchCapture
+from imagenet_build.readback.torch_loader import batches, cycle, worker_count
 from imagenet_build.readback.torch_training import build_model, sync, to_host, train, train_timed
 
 
@@ -39,24 +40,6 @@ def resolve_device(device: str) -> str:
     return "cuda" if available else "cpu"
 
 
-def _loader(dataset: Any, batch_size: int, workers: int) -> Any:
-    from imagenet_build.readback.torch_dataset import collate
-
-    torch = require("torch", "trainer-check --framework torch")
-    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate,
-                                       prefetch_factor=4 if workers else None,
-                                       worker_init_fn=end_with_this_process() if workers else None)
-
-
-def _cycle(dataset: Any, batch_size: int, workers: int) -> Generator[dict, None, None]:
-    """Batches epoch after epoch (set_epoch before each, as a training loop does)."""
-    epoch = 0
-    while True:
-        dataset.set_epoch(epoch)
-        yield from _loader(dataset, batch_size, workers)
-        epoch += 1
-
-
 def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_size: int = 64) -> list[Seen]:
     """[(rank, shard, offset, filename, label as stored)] for one epoch of every simulated rank."""
     from imagenet_build.readback.torch_dataset import RecordDataset
@@ -65,11 +48,12 @@ def read_epoch(folder: str, split: str, num_shards: int, workers: int, batch_siz
     bar = progress_bar(None, 0, "epoch", "rec")
     for rank in range(num_shards):
         dataset = RecordDataset(folder, split, rank=rank, world_size=num_shards, decode=False, shuffle=True)
-        for batch in _loader(dataset, batch_size, workers):
-            for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
-                                                  batch["label"].tolist()):
-                seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
-            bar.update(len(batch["filename"]))
+        with contextlib.closing(batches(dataset, batch_size, workers)) as epoch:  # its workers end, whatever comes
+            for batch in epoch:
+                for shard, offset, name, label in zip(batch["shard"], batch["offset"].tolist(), batch["filename"],
+                                                      batch["label"].tolist()):
+                    seen.append((rank, shard, offset, name, label + FIRST_LABEL))  # the check wants the stored label
+                bar.update(len(batch["filename"]))
     bar.close()
     return seen
 
@@ -104,7 +88,7 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     chosen = with_defaults(READER, gpu, {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers})
     settings = Settings(folder, split, device, chosen["model"], chosen["batch_size"], chosen["steps"], num_shards,
                         show)
-    workers = chosen["workers"] if workers is not None else min(chosen["workers"], os.cpu_count() or 1)
+    workers, note = worker_count(workers, chosen["workers"], len(records), settings.batch_size)
     share(len(records), num_shards - 1, num_shards)
     torch.manual_seed(0)
     torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
@@ -113,6 +97,8 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     result["framework"], result["reader"] = READER.name, READER.title
     result["device_name"] = torch.cuda.get_device_name() if gpu else "cpu"
     result["torch"], result["workers"] = torch.__version__, workers
+    if note:
+        result["notes"] = [note]
     return result
 
 
@@ -138,30 +124,28 @@ class _TorchReader:
         s = self.settings
         self.dataset = RecordDataset(s.folder, s.split, decode=False, shuffle=True)
         self.augment = BatchTransform(s.device, training=True, mean=self.mean, std=self.std, channels_last=self.gpu)
-        stream = _cycle(self.dataset, s.batch_size, self.workers)
-        self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
-        sync(s.device)
-        kept, timed_images = [], 0
-        t0 = time.perf_counter()
-        for k in range(count):
-            images = self.augment(next(stream)["image"])
-            if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
-                kept.append(images)
-            timed_images += len(images)
-        sync(s.device)
-        pipeline_rate = timed_images / (time.perf_counter() - t0)
-        stream.close()
+        with contextlib.closing(cycle(self.dataset, s.batch_size, self.workers)) as stream:  # ends its workers
+            self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
+            sync(s.device)
+            kept, timed_images = [], 0
+            t0 = time.perf_counter()
+            for k in range(count):
+                images = self.augment(next(stream)["image"])
+                if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
+                    kept.append(images)
+                timed_images += len(images)
+            sync(s.device)
+            pipeline_rate = timed_images / (time.perf_counter() - t0)
         return [images.permute(0, 2, 3, 1).float().cpu().numpy() for images in kept], pipeline_rate  # NHWC
 
     def train(self, classes: int) -> tuple[list[float], str, float]:
         """Training from the reader, end to end."""
         s = self.settings
         net = build_model(s.model, classes, s.device)
-        stream = _cycle(self.dataset, s.batch_size, self.workers)
-        batches = ((self.augment(batch["image"]), batch["label"]) for batch in stream)
-        result = train_timed(net, batches, s.steps, s.batch_size, classes, s.device,
-                             see=self.capture.step if self.capture is not None else None)
-        stream.close()  # its DataLoader workers end here
+        with contextlib.closing(cycle(self.dataset, s.batch_size, self.workers)) as stream:  # ends its workers
+            feed = ((self.augment(batch["image"]), batch["label"]) for batch in stream)
+            result = train_timed(net, feed, s.steps, s.batch_size, classes, s.device,
+                                 see=self.capture.step if self.capture is not None else None)
         del net
         return result
 
@@ -173,14 +157,14 @@ class _TorchReader:
 
         s = self.settings
         subset = RecordDataset(s.folder, s.split, decode=False, shuffle=False)
-        first = next(iter(_loader(subset, s.batch_size, 0)))
+        first = next(batches(subset, s.batch_size, 0))
         images = BatchTransform(s.device, training=False, mean=self.mean, std=self.std,
                                 channels_last=self.gpu)(first["image"])
         labels = first["label"]
         fixed: list[float] = []
         failure = train(build_model(s.model, classes, s.device),
                          lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, s.device, fixed,
-                         until=lambda so_far: so_far[-1] < 0.25 * so_far[0],
+                         until=lambda so_far: so_far[-1] <= 0.25 * so_far[0],
                          see=self.capture.subset if self.capture is not None else None)
         return fixed, failure, len(labels)
 
@@ -188,5 +172,6 @@ class _TorchReader:
 READER = register(Reader(
     name="torch", title="PyTorch reader (imagenet_build.torch)", needs=("torch", "torchvision"),
     options=(Option("steps", 30, 300), Option("batch_size", 16, 256), Option("model", "small", "resnet50"),
-             Option("workers", 2, 8, "DataLoader worker processes per rank (on a GPU at most one per core)")),
+             Option("workers", 2, 8, "DataLoader worker processes per rank, at most one per usable core and per batch "
+                    "of an epoch")),
     trainer_check=trainer_check))

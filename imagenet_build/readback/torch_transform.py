@@ -1,14 +1,18 @@
 """Decoding and augmenting batches for the PyTorch reader, on the CPU or the GPU with the same code.
 
-`decode_images` turns stored JPEGs into RGB CHW uint8 tensors (nvJPEG on "cuda"); `BatchTransform`
-decodes a batch and augments it: slim's random crop area and aspect ranges, resize, mirror, normalise.
+`decode_images` turns stored images into RGB CHW uint8 tensors (JPEGs by torchvision, nvJPEG on "cuda";
+PNGs by Pillow); `BatchTransform` decodes a batch and augments it: slim's random crop area and aspect
+ranges, resize, mirror, normalise.
 """
 
 from __future__ import annotations
 
+import io as stdio
 import math
 from typing import Any, Sequence
 
+from imagenet_build.encode.images import judge_png
+from imagenet_build.encode.png import is_png
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
@@ -20,13 +24,32 @@ ASPECT = (0.75, 1.33)  # and width / height
 
 
 def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Sequence[str] | None = None) -> list:
-    """JPEGs (bytes or uint8 tensors) to RGB CHW uint8 tensors on `device`, batched (nvJPEG on "cuda").
+    """Stored images (bytes or uint8 tensors) to RGB CHW uint8 tensors on `device`: the JPEGs batched
+    (nvJPEG on "cuda"), the PNGs (write_arrays(..., lossless=True)) by Pillow, then moved to `device`.
 
-    Grayscale JPEGs come out with three channels (the stored CMYK and PNG images
-    were re-encoded as RGB JPEG when the shards were written).
+    Grayscale images come out with three channels, 16-bit PNGs as their high bytes (as TensorFlow's
+    decoder gives them; DALI's rounds, a level apart at most); the CMYK and PNG inputs of convert were
+    re-encoded as RGB JPEG when the shards were written. A PNG the rule refuses (encode/images.py: cut
+    short, a CRC that fails, image data that ends early, which Pillow would pad with black) is refused
+    here too.
     """
     io = require("torchvision.io", "decoding images in imagenet_build.torch")
     data = [e if isinstance(e, torch.Tensor) else torch.frombuffer(bytearray(e), dtype=torch.uint8) for e in encoded]
+    places = list(where) if where else ["an image"] if len(data) == 1 else [f"image {k} of the batch"
+                                                                           for k in range(len(data))]
+    pngs = {k for k, one in enumerate(data) if is_png(one[:8].numpy().tobytes())}
+    decoded: list = [None] * len(data)
+    for k in pngs:
+        decoded[k] = _decode_png(data[k].numpy().tobytes(), places[k]).to(device)
+    jpegs = [k for k in range(len(data)) if k not in pngs]
+    if jpegs:
+        for k, image in zip(jpegs, _decode_jpegs(io, [data[k] for k in jpegs], device, [places[k] for k in jpegs])):
+            decoded[k] = image
+    return decoded
+
+
+def _decode_jpegs(io: Any, data: list, device: str, where: list[str]) -> list:
+    """JPEGs in one call (nvJPEG on "cuda"); one that does not decode named by its `where`."""
     try:
         if torch.device(device).type != "cuda":
             return io.decode_jpeg(data, mode=io.ImageReadMode.RGB, device=device)
@@ -34,9 +57,35 @@ def decode_images(encoded: Sequence[bytes | Any], device: str = "cpu", where: Se
     except RuntimeError as e:
         if len(data) > 1:  # find which one, for the message
             for k, one in enumerate(data):
-                decode_images([one], device, where=[where[k]] if where else [f"image {k} of the batch"])
-        what = where[0] if where else "an image"
-        raise BuildError(f"{what}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
+                _decode_jpegs(io, [one], device, [where[k]])
+        raise BuildError(f"{where[0]}: does not decode as JPEG ({str(e).splitlines()[0][:200]})") from None
+
+
+# Pillow's modes of a 16-bit greyscale PNG: (bytes a pixel, the high byte's place), the byte TensorFlow keeps
+_SIXTEEN_BIT = {"I;16": (2, 1), "I;16B": (2, 0), "I": (4, 1)}
+
+
+def _decode_png(data: bytes, where: str) -> Any:
+    """One PNG to an RGB CHW uint8 tensor on the CPU, once the rule has passed it (Pillow pads an image whose
+    data ends early; torchvision's decoder crashes the process on some broken PNGs)."""
+    from PIL import Image
+
+    verdict = judge_png(data)
+    if verdict.problem:
+        raise BuildError(f"{where}: does not decode as PNG ({verdict.problem}; imagenet-build verify names such "
+                         "records)")
+    try:
+        with Image.open(stdio.BytesIO(data)) as image:
+            image.load()
+            width, height = image.size
+            if image.mode in _SIXTEEN_BIT:
+                size, high = _SIXTEEN_BIT[image.mode]
+                grey = torch.frombuffer(bytearray(image.tobytes()), dtype=torch.uint8).view(height, width, size)
+                return grey[..., high].expand(3, height, width).contiguous()
+            pixels = image.convert("RGB").tobytes()
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as e:
+        raise BuildError(f"{where}: does not decode as PNG ({str(e).splitlines()[0][:200]})") from None
+    return torch.frombuffer(bytearray(pixels), dtype=torch.uint8).view(height, width, 3).permute(2, 0, 1).contiguous()
 
 
 _DECODE_STREAMS: dict[Any, Any] = {}  # one CUDA stream per device, on which the decoder's outputs are allocated
@@ -64,7 +113,7 @@ def _decode_on_own_stream(io: Any, data: list, device: Any) -> list:
 
 
 class BatchTransform:
-    """Decode a batch of stored JPEGs and augment it on `device`: float32 NCHW, normalised.
+    """Decode a batch of stored images (decode_images) and augment it on `device`: float32 NCHW, normalised.
 
     Training: slim's random crop (area 0.05-1 of the image, aspect 0.75-1.33,
     area drawn uniformly and aspect log-uniformly as DALI does, 100 attempts,

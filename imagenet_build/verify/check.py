@@ -35,6 +35,7 @@ class Check:
     covers: ClassVar[str]  # the report's words for what it checks
     rank: ClassVar[int]  # its row in the report: ascending
     warning: ClassVar[bool] = False
+    counted: ClassVar[str] = "record(s)"  # what a warning's count counts, in the report's words
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

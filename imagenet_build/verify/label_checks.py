@@ -5,6 +5,7 @@ and with --expect-imagenet ImageNet's totals."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple
 
 from imagenet_build.build.manifest import Manifest, carries_real_labels, label_counts
@@ -73,6 +74,54 @@ def _check_label_counts(manifest: Manifest, split_counts: dict[str, Counter[int]
                             | {k for k, v in expected.items() if counts.get(int(k)) != v}, key=int)
             yield Finding(split, None, None,
                           f"label counts differ from the manifest for labels {', '.join(differ[:10])}")
+
+
+class EmptyClasses(FolderCheck):
+    """A class of the build with no records in a split: a training run never sees it, an evaluation never scores
+    it. A build may be so on purpose (a split of a subset, a copy lacking a class), so it is a warning. The
+    classes are the manifest's; a copy that holds some of them by its nature (ImageNet-A's 200) is held to
+    those (its manifest's inputs.source.labels)."""
+
+    name, rank, warning, counted = "empty-classes", 210, True, "split(s)"
+    covers = "every class of the build has records in each split (one with none is never trained on or scored)"
+
+    def run_folder(self, folder: Folder) -> Iterator[Finding]:
+        manifest = folder.manifest or {}
+        num_classes = manifest.get("num_classes")
+        if not num_classes:
+            return  # no manifest: no class count to hold the labels to
+        held = (manifest.get("inputs", {}).get("source") or {}).get("labels")
+        if not (isinstance(held, list) and held and all(isinstance(label, int) for label in held)):
+            held = None
+        wanted = held or range(FIRST_LABEL, num_classes + FIRST_LABEL)
+        synsets = manifest.get("synsets") or []
+        for split in sorted(folder.by_split):
+            counts = _split_label_counts(folder, manifest, split)
+            if counts is None:
+                continue
+            missing = [label for label in wanted if not counts.get(label)]
+            if missing:
+                named = ", ".join(f"label {label}" + (f" ({synsets[label - 1]})" if 0 < label <= len(synsets) else "")
+                                  for label in missing[:5])
+                yield Finding(split, None, None, f"{len(missing)} of {len(wanted)} classes have no {split} records: "
+                                                 f"{named}{' ...' if len(missing) > 5 else ''}")
+
+
+def _split_label_counts(folder: Folder, manifest: Manifest, split: str) -> Mapping[int, int] | None:
+    """A split's records per label: counted in its records, or with --quick (which reads no labels) the
+    manifest's; None when neither is known."""
+    if not folder.mode.quick:
+        return folder.split_counts.get(split, Counter())
+    recorded = manifest.get("splits", {}).get(split, {}).get("label_counts")
+    if recorded is None:
+        return None
+    counts = {}
+    for label, records in recorded.items():
+        try:
+            counts[int(label)] = records
+        except ValueError:  # not a label: the labels check names the counts that differ
+            continue
+    return counts
 
 
 class RealTally(NamedTuple):

@@ -3,7 +3,7 @@
 The shard's task reads each record once and makes a Record of it: its place, whether its payload's
 CRC holds and, where it does, its fields parsed once against slim's schema (encode/example.py's
 SCHEMA, the one statement of the 15 keys, their types and which hold one value). Record checks read
-what they need from it; what several need (the JPEG's decision) is worked out once.
+what they need from it; what several need (the JPEG's decision, the PNG's verdict) is worked out once.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import functools
 from typing import Any, Iterable
 
 from imagenet_build.encode.example import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
-from imagenet_build.encode.images import Decision, decide
+from imagenet_build.encode.images import Decision, PngVerdict, decide, judge_png
 from imagenet_build.encode.jpeg_header import is_jpeg
+from imagenet_build.encode.png import is_png
 from imagenet_build.verify.check import Check, Mode
 
 
@@ -60,6 +61,12 @@ class Record:
         worked out once, for every check that asks."""
         encoded = self.one["image/encoded"]
         return decide(encoded) if is_jpeg(encoded) else None
+
+    @functools.cached_property
+    def png(self) -> PngVerdict | None:
+        """The rule for a stored PNG (encode/images.py), or None where image/encoded is no PNG; worked out once."""
+        encoded = self.one["image/encoded"]
+        return judge_png(encoded) if is_png(encoded) else None
 
 
 def schema_problems(kinds: dict[str, str | None], lists: dict[str, list[Any]]) -> list[str]:

@@ -6,12 +6,10 @@ import io
 from typing import Iterable
 
 from imagenet_build.encode.example import BOX_COORDS, BOX_LABEL, CONSTANTS, FORMATS
-from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence
+from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, png_consequence
 from imagenet_build.encode.jpeg_header import exif_orientation
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.record import Record, RecordCheck
-
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 class Crc(RecordCheck):
@@ -50,18 +48,22 @@ def _value_problems(record: Record) -> list[str]:
 
 
 def _encoded_problems(record: Record) -> list[str]:
-    """The image is of its format; a JPEG's header agrees with the record, and convert would store it."""
-    encoded, image_format = record.one["image/encoded"], record.one["image/format"]
+    """The image is of its format; its header agrees with the record's size, and convert would store a JPEG."""
+    image_format = record.one["image/format"]
+    height, width = record.one["image/height"], record.one["image/width"]
     decision = record.decision
     if decision is None:
-        if image_format == b"PNG" and encoded[:8] == PNG_MAGIC:
-            return []
-        return [f"image/encoded is not a {image_format.decode(errors='replace')} image"]
+        verdict = record.png
+        if image_format != b"PNG" or verdict is None:
+            return [f"image/encoded is not a {image_format.decode(errors='replace')} image"]
+        size = (verdict.header.height, verdict.header.width) if verdict.header else (height, width)
+        if size != (height, width):  # a PNG the readers cannot read is the readers check's
+            return [f"PNG header says {size[1]}x{size[0]}, record says {width}x{height}"]
+        return []
     header = decision.header
     if header is None:
         return [f"image/encoded is a {decision.reason}"]
     found = []
-    height, width = record.one["image/height"], record.one["image/width"]
     if (header.height, header.width) != (height, width):
         found.append(f"JPEG header says {header.width}x{header.height}, record says {width}x{height}")
     if decision.action == REFUSE:
@@ -86,13 +88,20 @@ def _box_problems(record: Record) -> list[str]:
 
 
 class Readers(RecordCheck):
-    """A stored JPEG convert would re-encode: one a decoder we serve cannot read as it is."""
+    """A stored image a decoder we serve cannot read as it is: a JPEG convert would re-encode, a PNG the rule
+    refuses (encode/images.py, for both)."""
 
     name, rank = "readers", 70
-    covers = "every JPEG one convert stores untouched: TensorFlow's, DALI's and torchvision's decoders read it"
+    covers = ("every image one every reader reads: a JPEG convert stores untouched (TensorFlow's, DALI's and "
+              "torchvision's decoders), a PNG whole")
 
     def run_record(self, record: Record) -> Iterable[str]:
-        decision = record.decision if record.readable else None
+        if not record.readable:
+            return ()
+        verdict = record.png
+        if verdict is not None and verdict.problem:
+            return (f"{verdict.problem}: {png_consequence(verdict)}",)
+        decision = record.decision
         if decision is None or decision.action != REENCODE:
             return ()
         at = f"byte {decision.at} of image/encoded"

@@ -94,10 +94,11 @@ def format_report(result: VerifyResult) -> list[str]:
             lines.append(f"    ... and {count - len(shown)} more")
     by_warning = _by_check(result.get("warnings", []))
     for name, count in s.get("warning_counts", {}).items():
-        covers = REGISTRY[name].covers if name in REGISTRY else ""
-        lines.append(f"warning: {name}: {count} record(s): {covers}")
+        warned = REGISTRY.get(name)
+        lines.append(f"warning: {name}: {count} {warned.counted if warned else 'record(s)'}: "
+                     f"{warned.covers if warned else ''}")
         shown = by_warning.get(name, [])
-        lines.extend(f"    {w['file']}, record {w['record']}, byte {w['offset']}: {w['message']}" for w in shown)
+        lines.extend(f"    {_where(w)}: {w['message']}" for w in shown)
         if count > len(shown):
             lines.append(f"    ... and {count - len(shown)} more")
     lines.extend(f"note: {note}" for note in s["notes"])

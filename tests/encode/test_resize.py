@@ -411,6 +411,44 @@ def test_the_one_pass_line_counts_its_builds(sample_dir, resized, tmp_path):
     assert "one pass: 0 shards read once for 2 builds in " in result.stdout, result.stdout
 
 
+def test_the_summary_and_the_manifest_count_the_resized_images(sample_dir, converted, tmp_path):
+    """The summary said only "re-encoded as RGB JPEG: 3" (the CMYK and PNG inputs) where every image was resized:
+    each build's summary and manifest count the images decoded, resized and encoded, a rerun that keeps every
+    shard too; the others are those within the size, stored as the full-size build stores them."""
+    shorter = [min(e["image/height"][0], e["image/width"][0]) for _, e in records(converted)]
+    wanted = {"shorter-48": sum(side > 48 for side in shorter), "shorter-96": sum(side > 96 for side in shorter)}
+    assert wanted["shorter-48"] == len(shorter) == 64 and 0 < wanted["shorter-96"] < 64
+    args = sample_args(sample_dir, tmp_path / "out", "--resize", "shorter:48,96", "--workers", 1)
+    result = run_cli(*args, "--json")
+    builds = json.loads(result.stdout)["builds"]
+    assert {folder: build["resized"] for folder, build in builds.items()} == wanted
+    for folder, count in wanted.items():
+        manifest = json.loads((tmp_path / "out" / folder / "manifest.json").read_text())
+        assert manifest["totals"]["resized"] == count
+    again = run_cli(*args)
+    assert again.exit_code == 0 and "shards written: 0" in again.stdout, again.output
+    assert "  resized: 64 of 64 images\n" in again.stdout
+    assert (f"  resized: {wanted['shorter-96']} of 64 images; {64 - wanted['shorter-96']} within the size, stored "
+            "as the full-size build stores them\n") in again.stdout
+    assert "resized" not in json.loads((converted / "manifest.json").read_text())["totals"]
+
+
+def test_a_plain_convert_into_a_resized_runs_folder_names_its_builds(sample_dir, resized, tmp_path):
+    """A convert without --resize into the top folder of a --resize run called its size folders "files that are
+    not from imagenet-build": it names them as that run's builds, and nothing is written."""
+    out = tmp_path / "out"
+    shutil.copytree(resized, out)
+    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (f"error: {out}: holds the builds of a --resize run (shorter-400/, shorter-48/, "
+                             "shorter-96/); a build without --resize needs a folder of its own: choose an empty or "
+                             "new --output-dir (or give those builds' --resize to resume them)\n")
+    assert tree_digest(out) == tree_digest(resized)
+    (out / "notes.txt").write_text("mine")  # a stranger beside them: the folder is refused as any other
+    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
+    assert result.exit_code == 1 and "holds files that are not from imagenet-build (notes.txt, " in result.stderr
+
+
 def jpeg_bytes(size):
     out = io.BytesIO()
     Image.new("RGB", size, (90, 30, 150)).save(out, "JPEG")

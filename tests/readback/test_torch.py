@@ -7,6 +7,7 @@ trainer check passing on the sample and failing on planted faults.
 
 import gc
 import io
+import json
 import os
 import random
 import re
@@ -18,7 +19,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli
+from conftest import run_cli, run_process
 from helpers import (
     SHARD,
     edit_record,
@@ -554,6 +555,53 @@ def test_torch_trainer_check_passes_on_the_sample(converted):
     assert report["overfit_loss"]["last"] < 0.5 * report["overfit_loss"]["first"]
 
 
+@pytest.mark.parametrize("asked,gpu,cores,records,batch,used,note", [
+    (None, False, 16, 1000, 16, 2, ""),  # the reader's defaults (the registry's): 2 on the CPU, 8 on a GPU
+    (None, True, 16, 1000, 256, 4, ""),  # ... cut silently to the batches of an epoch (1000 in 256s: 4)
+    (None, True, 4, 100000, 256, 4, ""),
+    (8, False, 16, 1000, 16, 8, ""),
+    (0, False, 16, 1000, 16, 0, ""),
+    (1000, False, 2, 48, 16, 2, "--workers 1000: 2 used, one per usable core (more would only contend)"),
+    (6, False, 16, 48, 16, 3, "--workers 6: 3 used, one per batch of an epoch (48 records in batches of 16; more "
+                              "would sit idle)"),
+    (3, False, 2, 48, 48, 1, "--workers 3: 1 used, one per batch of an epoch (48 records in batches of 48; more "
+                             "would sit idle)"),
+])
+def test_dataloader_workers_are_bounded_by_the_cores_and_the_batches(monkeypatch, asked, gpu, cores, records,
+                                                                    batch, used, note):
+    """--workers 1000 started ~530 processes (10 GB, minutes to stop), and more workers than cores made PyTorch
+    warn on every loader: the count is cut to the usable cores and to an epoch's batches, a note says so."""
+    from imagenet_build.readback import torch_loader
+
+    monkeypatch.setattr(torch_loader.os, "sched_getaffinity", lambda pid: set(range(cores)))
+    assert torch_loader.usable_cores() == cores
+    from imagenet_build.readback.readers import with_defaults
+    from imagenet_build.readback.torch_check import READER
+
+    default = with_defaults(READER, gpu, {"workers": None})["workers"]
+    assert torch_loader.worker_count(asked, default, records, batch) == (used, note)
+
+
+def test_trainer_check_with_more_workers_than_cores_notes_the_cut_and_torch_says_nothing(converted):
+    """trainer-check --workers 1000 as a whole process: the report's workers are the usable cores (or the
+    batches), a note says why, and PyTorch's 4-line warning about more workers than cores is gone."""
+    from imagenet_build.readback.torch_loader import usable_cores
+
+    result = run_process("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 2,
+                         "--batch-size", 16, "--workers", 1000, "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    used = min(usable_cores(), 3)  # 48 records in batches of 16
+    assert report["workers"] == used and report["notes"] == [
+        f"--workers 1000: {used} used, " + ("one per usable core (more would only contend)" if used < 3 else
+                                            "one per batch of an epoch (48 records in batches of 16; more would "
+                                            "sit idle)")]
+    assert "Warning" not in result.stderr and "worker processes in total" not in result.stderr, result.stderr
+    text = run_process("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 2,
+                       "--batch-size", 16, "--workers", 1000)
+    assert text.stdout.splitlines()[-2:] == [f"note: {report['notes'][0]}", "OK: the data trains"], text.stdout
+
+
 def test_torch_trainer_check_refuses_a_short_index(build):
     lines = index_lines(build)
     set_index(build, lines[:-2])
@@ -607,14 +655,17 @@ def test_object_store_folders_are_read(converted, bucket):
         RecordDataset(url, "train")
 
 
-def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path):
-    """write_arrays writes any split name (test, ...): trainer-check --split reads each of them."""
+@pytest.mark.parametrize("lossless", [False, True], ids=["JPEG", "PNG"])
+def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path, lossless):
+    """write_arrays writes any split name (test, ...), as JPEG or PNG: trainer-check --split reads each of them
+    (PNG records stopped it: "does not decode as JPEG")."""
     from imagenet_build import write_arrays
 
     images = np.random.default_rng(0).integers(0, 255, (12, 32, 32, 3), dtype=np.uint8)
-    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2)
+    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2, lossless=lossless)
     code, report, failed = check(tmp_path, "--split", "test", "--steps", 2, "--batch-size", 4, "--workers", 0)
     assert report["records"] == 12 and report["split"] == "test" and not {"epoch", "ranks", "labels"} & failed
+    assert not {"batches", "normalisation"} & failed, report["checks"]
 
 
 def test_a_batch_that_does_not_decode_names_the_image_given_for_it_and_the_decoders_words():

@@ -7,13 +7,24 @@ fail, without a pipeline.
 """
 
 import math
+import time
 from collections import Counter
 
 import pytest
 
 from imagenet_build.format.tfrecord import frame
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.readback.checks import Report, check_batches, check_epoch, check_loss, check_overfit
+from imagenet_build.readback.checks import (
+    Report,
+    check_batches,
+    check_epoch,
+    check_loss,
+    check_overfit,
+    format_report,
+    per_second,
+    rate,
+    result_of,
+)
 
 
 @pytest.fixture
@@ -49,6 +60,71 @@ def test_a_whole_epoch_over_disjoint_ranks_passes(shards):
     check_epoch(report, epoch(shards, ranks=2), MANIFEST, "train", shards, 2, classes=2)
     assert report.ok, report.checks
     assert results(report)["epoch"]["detail"].startswith("5 records over 2 rank(s)")
+
+
+def details(report):
+    return {c["name"]: (c["ok"], c["detail"]) for c in report.checks}
+
+
+def test_the_epoch_ranks_and_labels_say_what_they_counted(shards):
+    report = Report()
+    check_epoch(report, epoch(shards, ranks=2), MANIFEST, "train", shards, 2, classes=2)
+    assert details(report) == {"epoch": (True, "5 records over 2 rank(s); manifest: 5"),
+                               "ranks": (True, "2 rank(s), disjoint"),
+                               "labels": (True, "labels - 1 in [0, 1], 2 classes")}
+    report = Report()
+    check_epoch(report, epoch(shards), None, "train", shards, 1, classes=3)  # no manifest: its figure left out
+    assert details(report)["epoch"] == (True, "5 records over 1 rank(s)")
+    assert details(report)["labels"] == (True, "labels - 1 in [0, 1], 3 classes")
+
+
+def test_each_epoch_problem_is_named_in_words_and_they_are_joined(shards):
+    """A short epoch read twice: the manifest's count, the shards', the record read twice (its shard and
+    byte), each in its own words, joined with '; '; the reader is named (DALI unless said)."""
+    seen = epoch(shards)[:3] + [epoch(shards)[2]]
+    report = Report()
+    check_epoch(report, seen, MANIFEST, "train", shards, 1, classes=2)
+    assert details(report)["epoch"] == (False, "epoch has 4 records, manifest.json says 5; DALI delivered 4 records, "
+                                               f"the shards hold 5 (an index drops or repeats some); 1 record(s) "
+                                               f"read more than once, e.g. {shards[0]} at byte 48")
+    report = Report()
+    check_epoch(report, epoch(shards) + [(1, *epoch(shards)[0][1:])], None, "train", shards, 2, classes=2,
+                reader="the PyTorch reader")
+    assert details(report)["epoch"][1].startswith("the PyTorch reader delivered 6 records, the shards hold 5")
+    assert details(report)["ranks"] == (False, "1 record(s) reach more than one rank")
+
+
+def test_two_records_are_one_image_only_when_their_sizes_agree_too(tmp_path):
+    """The same file name and label at two places is the same image (a shard under two names) when the records'
+    sizes agree, and two images when they differ (a class folder's img000.jpg under two labels is another case)."""
+    paths = []
+    for name, payloads in (("train-00000-of-00002", [b"short", b"a longer one"]),
+                           ("train-00001-of-00002", [b"short"])):
+        data = b""
+        for payload in payloads:
+            head, foot = frame(payload)
+            data += head + payload + foot
+        (tmp_path / name).write_bytes(data)
+        paths.append(str(tmp_path / name))
+    same = [(0, paths[0], 0, "a.jpg", 1), (0, paths[0], 21, "b.jpg", 1), (0, paths[1], 0, "a.jpg", 1)]
+    report = Report()
+    check_epoch(report, same, None, "train", paths, 1, classes=1)
+    assert details(report)["epoch"] == (False, "1 image(s) present more than once: the same file name, label and "
+                                               "size at two places (a shard under two names?), e.g. a.jpg")
+    other_size = [(0, paths[0], 0, "a.jpg", 1), (0, paths[0], 21, "a.jpg", 1), (0, paths[1], 0, "b.jpg", 1)]
+    report = Report()
+    check_epoch(report, other_size, None, "train", paths, 1, classes=1)
+    assert report.ok, report.checks
+
+
+def test_a_label_at_the_class_count_is_outside_and_the_problems_are_joined(shards):
+    """Labels - 1 must be below the class count: the label equal to it is outside, and with the histogram's
+    problem both are said, joined with '; '."""
+    report = Report()
+    check_epoch(report, epoch(shards, labels=(1, 3, 1, 2, 2)), MANIFEST, "train", shards, 1, classes=2)
+    assert details(report)["labels"] == (False, "1 label(s) outside [0, 2) after the shift (e.g. 2): records "
+                                                "0-based, or a wrong class count; class histogram differs from "
+                                                "manifest.json")
 
 
 def test_a_short_epoch_fails_against_the_shards_and_the_manifest(shards):
@@ -114,6 +190,51 @@ def test_normalised_batches_pass_raw_and_twice_normalised_fail():
         assert not results(report)["normalisation"]["ok"], why
 
 
+def channels(means, stds, images=4):
+    """Batches whose channels have exactly these means and (population) standard deviations: each channel
+    alternates mean - std and mean + std."""
+    np = pytest.importorskip("numpy")
+    signs = np.tile([-1.0, 1.0], images * 8 * 8 // 2).reshape(images, 8, 8, 1)
+    return [np.asarray(means) + signs * np.asarray(stds)]
+
+
+@pytest.mark.parametrize("means,stds,ok", [
+    ((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), True),
+    ((0.5, -0.5, 0.0), (1.0, 1.0, 1.0), True),
+    ((1.0, 0.0, 0.0), (1.0, 1.0, 1.0), False),  # a mean of 1 is not "about 0"
+    ((0.0, -1.5, 0.0), (1.0, 1.0, 1.0), False),
+    ((0.0, 0.0, 0.0), (0.25, 1.0, 1.0), False),  # the std's range is open at both ends
+    ((0.0, 0.0, 0.0), (1.0, 0.5, 1.0), True),
+    ((0.0, 0.0, 0.0), (1.0, 1.0, 4.0), False),
+    ((0.0, 0.0, 0.0), (1.0, 1.0, 3.5), True),
+])
+def test_normalisation_holds_each_channel_to_its_bounds_and_says_what_it_found(means, stds, ok):
+    report = Report()
+    mean, std = check_batches(report, channels(means, stds))
+    assert (mean, std) == (list(means), list(stds))
+    detail = (f"per-channel mean {', '.join(f'{m:.2f}' for m in means)}, std {', '.join(f'{s:.2f}' for s in stds)}"
+              + ("" if ok else " (expected mean ~0, std ~1: raw 0-255 pixels, or normalised twice?)"))
+    assert details(report)["normalisation"] == (ok, detail)
+
+
+def test_the_channel_figures_are_rounded_to_three_decimals():
+    mean, std = check_batches(Report(), channels((0.12345, -0.5, 0.0), (1.23456, 1.0, 1.0)))
+    assert mean == [0.123, -0.5, 0.0] and std == [1.235, 1.0, 1.0]
+
+
+def test_batches_name_how_many_repeat_one_image_and_a_batch_of_one_image_repeats_nothing():
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(1)
+    one = rng.normal(0, 1, (1, 8, 8, 3))
+    varied = [rng.normal(0, 1, (4, 8, 8, 3)), rng.normal(0, 1, (1, 8, 8, 3))]  # a batch of one image: not repeated
+    report = Report()
+    check_batches(report, varied)
+    assert details(report)["batches"] == (True, "2 batches, images differ within each")
+    report = Report()
+    check_batches(report, varied + [np.repeat(one, 2, axis=0), np.repeat(one, 4, axis=0)])
+    assert details(report)["batches"] == (False, "2 of 4 batch(es) hold one image repeated")
+
+
 def test_a_batch_of_one_image_repeated_fails():
     np = pytest.importorskip("numpy")
     one = np.random.default_rng(1).normal(0, 1, (1, 8, 8, 3))
@@ -139,12 +260,41 @@ def test_loss_is_finite_through_every_step(losses, failure, ok, detail):
     assert report.ok is ok and results(report)["loss"]["detail"] == detail
 
 
-@pytest.mark.parametrize("fixed,ok", [([2.0, 1.2, 0.9], True), ([2.0, 1.5, 1.1], False), ([], False),
-                                      ([2.0, math.nan], False)])
-def test_overfit_needs_the_loss_to_halve(fixed, ok):
+@pytest.mark.parametrize("fixed,ok,detail", [
+    ([2.0, 1.2, 0.9], True, "loss on 16 fixed images 2.000 -> 0.900"),
+    ([2.0, 1.5, 1.1], False, "loss on 16 fixed images 2.000 -> 1.100 (did not halve: labels do not match the images?)"),
+    ([], False, "no training steps ran"),
+    ([2.0, math.nan], False, "loss on 16 fixed images 2.000 -> nan (did not halve: labels do not match the images?)"),
+    ([2.0, 1.0], False, "loss on 16 fixed images 2.000 -> 1.000 (did not halve: labels do not match the images?)"),
+    ([0.0, 0.0], False, "loss on 16 fixed images 0.000 -> 0.000 (did not halve: labels do not match the images?)"),
+])
+def test_overfit_needs_the_loss_to_halve(fixed, ok, detail):
     report = Report()
-    check_overfit(report, fixed, "", 16)
-    assert report.ok is ok
+    check_overfit(report, fixed, "", 16, classes=4)
+    assert details(report)["overfit"] == (ok, detail)
+    report = Report()
+    check_overfit(report, fixed, "training failed after 3 steps: out of memory", 16, classes=4)
+    assert details(report)["overfit"] == (False, "training failed after 3 steps: out of memory")
+
+
+@pytest.mark.parametrize("fixed,ok", [([0.0, 0.0], True), ([0.0004, 0.0], True), ([0.0, 0.01], False),
+                                      ([-0.01, 0.0], False), ([2.0, 0.5], False), ([0.0, math.nan], False),
+                                      ([0.0, 0.001], False), ([0.0, 0.01, 0.02], False), ([], False)])
+def test_overfit_of_one_class_asks_a_loss_of_0_and_says_why(fixed, ok):
+    """One class: cross-entropy is 0 for any image, so the loss cannot halve; it must stay 0 (a model with more
+    outputs than classes would not give 0), and the report says why no more is asked."""
+    report = Report()
+    check_overfit(report, fixed, "", 16, classes=1)
+    assert report.ok is ok, report.checks
+    detail = results(report)["overfit"]["detail"]
+    if ok:
+        assert detail == ("loss on 16 fixed images 0.000 -> 0.000: 1 class, whose cross-entropy is 0 whatever the "
+                          "images (nothing to learn; every label is that class by the labels check)")
+    elif fixed:
+        assert detail == (f"loss on 16 fixed images {fixed[0]:.3f} -> {fixed[-1]:.3f} (1 class: the loss should be "
+                          "0; more model outputs than classes?)"), detail
+    else:
+        assert detail == "no training steps ran"
 
 
 def test_slow_training_rates_are_reported_not_rounded_to_zero():
@@ -158,14 +308,69 @@ def test_slow_training_rates_are_reported_not_rounded_to_zero():
     assert "read+decode+augment: 412 images/s; training: 0.0412 images/s" in "\n".join(format_report(result))
 
 
+@pytest.mark.parametrize("value,json_figure,text", [
+    (412.34, 412.3, "412"), (1234.5, 1234.5, "1234"), (99.96, 100.0, "100"), (10.04, 10.0, "10"),
+    (9.996, 10.0, "10"), (0.04123, 0.0412, "0.0412"), (123456.0, 123456.0, "123456"),
+])
+def test_rates_keep_three_significant_digits_below_100_and_whole_numbers_above(value, json_figure, text):
+    assert per_second(value) == json_figure and rate(value) == text
+
+
+RESULT = dict(split="validation", device="cpu", model="small", batch_size=16, steps=3, ranks=2, records=48,
+              pipeline_rate=250.0, train_rate=31.25, losses=[2.5, 2.0, 1.5], fixed=[2.0, 1.0, 0.25],
+              channel_mean=[0.01, -0.02, 0.03], channel_std=[1.0, 0.99, 1.01])
+
+
+def test_the_result_holds_every_figure_of_the_run():
+    report = Report()
+    report.add("epoch", True, "48 records")
+    result = result_of(report, **RESULT, started=time.monotonic() - 12.34)
+    assert result == {"ok": True, "checks": [{"name": "epoch", "ok": True, "detail": "48 records"}],
+                      "split": "validation", "device": "cpu", "model": "small", "batch_size": 16, "steps": 3,
+                      "ranks": 2, "records": 48, "images_per_second": 250.0, "training_images_per_second": 31.2,
+                      "loss": {"first": 2.5, "last": 1.5}, "overfit_loss": {"first": 2.0, "last": 0.25},
+                      "channel_mean": [0.01, -0.02, 0.03], "channel_std": [1.0, 0.99, 1.01], "seconds": 12.3}
+    empty = result_of(report, **dict(RESULT, losses=[], fixed=[]), started=time.monotonic())
+    assert empty["loss"] == empty["overfit_loss"] == {"first": None, "last": None}
+
+
+def test_the_readable_report_has_a_line_for_each_check_the_rates_the_extras_and_the_verdict():
+    report = Report()
+    report.add("epoch", True, "48 records over 2 rank(s)")
+    report.add("labels", False, "class histogram differs from manifest.json")
+    report.add("loss", False, "no training steps ran")
+    result = result_of(report, **RESULT, started=time.monotonic())
+    assert format_report(result) == [
+        "trainer-check validation on cpu (small, batch 16, 3 steps, 2 rank(s)): 48 records",
+        "  ok   epoch          48 records over 2 rank(s)",
+        "  FAIL labels         class histogram differs from manifest.json",
+        "  FAIL loss           no training steps ran",
+        "  DALI read+decode+augment: 250 images/s; training: 31.2 images/s",
+        "FAILED: labels, loss"]
+    result = result_of(Report(), **RESULT, started=time.monotonic())
+    result.update(reader="PyTorch reader (imagenet_build.torch)", show="/b/trainer-check.png",
+                  notes=["--workers 9: 2 used"],
+                  tf_data={"images_per_second": 95.25, "channel_mean": [0.1, 0.2, 0.3], "channel_std": [1.1, 1, 0.9]})
+    assert format_report(result) == [
+        "trainer-check validation on cpu (small, batch 16, 3 steps, 2 rank(s)): 48 records",
+        "  PyTorch reader (imagenet_build.torch) read+decode+augment: 250 images/s; training: 31.2 images/s",
+        "  tf.data same augmentation: 95.2 images/s; channel mean [0.1, 0.2, 0.3] std [1.1, 1, 0.9] "
+        "(DALI: mean [0.01, -0.02, 0.03] std [1.0, 0.99, 1.01])",
+        "  the batches as fed to the model: /b/trainer-check.png",
+        "note: --workers 9: 2 used",
+        "OK: the data trains"]
+
+
 class FakeReader:
     """A reader's steps as trainer-check takes them, without a pipeline: the epoch of `shards`, normalised
-    batches, a loss that falls; `fails` makes training stop with that reason."""
+    batches, a loss that falls; `fails` makes training stop with that reason, `overfit_fails` the overfit's;
+    `fixed`: the overfit's losses."""
 
     name = "the fake reader"
 
-    def __init__(self, seen, fails=""):
+    def __init__(self, seen, fails="", overfit_fails="", fixed=(2.0, 0.5)):
         self.seen, self.fails, self.asked = seen, fails, []
+        self.overfit_fails, self.fixed = overfit_fails, list(fixed)
 
     def read_epoch(self):
         self.asked.append("epoch")
@@ -184,7 +389,7 @@ class FakeReader:
 
     def overfit(self, classes):
         self.asked.append(("overfit", classes))
-        return [2.0, 0.5], "", 4
+        return self.fixed, self.overfit_fails, 4
 
 
 def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
@@ -199,6 +404,7 @@ def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
                                                       "loss", "overfit"]
     assert result["ok"], result["checks"]
     assert reader.asked == ["epoch", ("sample", 5), ("train", 2), ("overfit", 2)]  # classes: the labels seen
+    assert results_of(result)["overfit"]["detail"] == "loss on 4 fixed images 2.000 -> 0.500"
     assert (result["records"], result["loss"], result["overfit_loss"]) == (5, {"first": 2.0, "last": 1.5},
                                                                            {"first": 2.0, "last": 0.5})
     stopped = run_checks(FakeReader(epoch(shards), fails="training stopped at step 2"), settings, MANIFEST, shards,
@@ -206,6 +412,35 @@ def test_every_reader_is_taken_through_the_same_checks_in_one_order(shards):
     assert not stopped["ok"] and results_of(stopped)["loss"]["detail"] == "training stopped at step 2"
     with pytest.raises(BuildError, match="^out: the fake reader read no train records at all$"):
         run_checks(FakeReader([]), settings, MANIFEST, shards, started=0.0)
+
+
+def test_run_checks_hands_each_check_the_run_and_the_reader_what_it_was_asked(shards):
+    """The epoch check gets the manifest, split, ranks and the reader's name; the classes are the manifest's
+    (else the highest label); the batches sampled are an epoch's, 4 to 20; the overfit check gets the reader's
+    failure, count and the classes; the result the run's settings and the batches' statistics."""
+    from imagenet_build.readback.checks import Settings, run_checks
+
+    settings = Settings("out", "train", "cpu", "small", batch_size=2, steps=3, num_shards=2)
+    reader = FakeReader(epoch(shards, ranks=2)[:4], overfit_fails="training failed after 1 steps: boom")
+    result = run_checks(reader, settings, dict(MANIFEST, num_classes=7), shards, started=0.0)
+    assert reader.asked == ["epoch", ("sample", 4), ("train", 7), ("overfit", 7)]
+    checks = results_of(result)
+    assert checks["epoch"]["detail"] == ("epoch has 4 records, manifest.json says 5; the fake reader delivered 4 "
+                                         "records, the shards hold 5 (an index drops or repeats some)")
+    assert checks["ranks"]["detail"] == "2 rank(s), disjoint"
+    assert checks["labels"]["detail"] == "class histogram differs from manifest.json"
+    assert checks["overfit"] == {"name": "overfit", "ok": False, "detail": "training failed after 1 steps: boom"}
+    assert {k: result[k] for k in ("split", "device", "model", "batch_size", "steps", "ranks", "records")} == {
+        "split": "train", "device": "cpu", "model": "small", "batch_size": 2, "steps": 3, "ranks": 2, "records": 4}
+    assert len(result["channel_mean"]) == len(result["channel_std"]) == 3
+    assert all(abs(m) < 0.2 for m in result["channel_mean"]) and all(0.8 < s < 1.2 for s in result["channel_std"])
+    many = [(0, file, offset, name, label) for _ in range(5) for _, file, offset, name, label in epoch(shards)]
+    reader = FakeReader(many)
+    run_checks(reader, settings._replace(batch_size=1), MANIFEST, shards, started=0.0)
+    assert reader.asked[1] == ("sample", 20)  # 25 batches an epoch: 20 looked at
+    epoch_of_one = [(0, file, offset, name, 1) for _, file, offset, name, _ in epoch(shards)]
+    one = run_checks(FakeReader(epoch_of_one, fixed=(0.0, 0.0)), settings, {"num_classes": 1}, shards, started=0.0)
+    assert results_of(one)["overfit"]["ok"], one["checks"]  # 1 class: handed to the overfit check
 
 
 def results_of(result):
@@ -237,7 +472,23 @@ def test_the_picture_is_drawn_whatever_the_checks_found(shards, tmp_path):
     for fails in ("", "training stopped at step 2"):
         picture = tmp_path / f"batches{len(fails)}.png"
         settings = Settings("out", "train", "cpu", "small", 1, 2, 1, show=str(picture))
-        result = run_checks(ShowingReader(epoch(shards), fails), settings, MANIFEST, shards, started=0.0)
+        result = run_checks(ShowingReader(epoch(shards), fails), settings, dict(MANIFEST, synsets=["n01", "n02"]),
+                            shards, started=0.0)
         assert result["ok"] == (not fails) and result["show"] == str(picture)
         assert f"  the batches as fed to the model: {picture}" in format_report(result)
-        assert [row["title"] for row in read_layout(picture)["rows"]] == ["training step 1: 2 images"]
+        layout = read_layout(picture)
+        assert [row["title"] for row in layout["rows"]] == ["training step 1: 2 images"]
+        assert [tile["caption"] for tile in layout["rows"][0]["tiles"]] == ["0 n01", "1 n02"]  # the manifest's
+
+
+def test_the_picture_is_headed_with_the_reader_split_and_device(shards, tmp_path):
+    from imagenet_build.readback.checks import Settings, run_checks
+
+    pictures = []
+    for name in ("DALI", "the PyTorch reader"):
+        reader = ShowingReader(epoch(shards))
+        reader.name = name
+        pictures.append(tmp_path / f"{len(pictures)}.png")
+        run_checks(reader, Settings("out", "train", "cpu", "small", 1, 2, 1, show=str(pictures[-1])), MANIFEST,
+                   shards, started=0.0)
+    assert pictures[0].read_bytes() != pictures[1].read_bytes()  # the same batches: only the heading differs

@@ -65,3 +65,20 @@ def test_a_shard_present_twice_fails_the_epoch(build, framework):
     code, report, failed = check(build, "--num-shards", 2)
     detail = next(c["detail"] for c in report["checks"] if c["name"] == "epoch")
     assert code == 1 and "epoch" in failed and "more than once" in detail
+
+
+@pytest.mark.slow
+def test_a_sound_one_class_build_passes(tmp_path, framework):
+    """A build of one class: its loss is 0 from the first step (cross-entropy over one class), so the overfit
+    check cannot ask it to halve; it failed every such build ("did not halve: labels do not match the images?").
+    It passes, saying why, and a second class of labels in it still fails the labels check."""
+    np = pytest.importorskip("numpy")
+    from imagenet_build import write_arrays
+
+    images = np.random.default_rng(0).integers(0, 255, (24, 32, 32, 3), dtype=np.uint8)
+    write_arrays(images, np.zeros(24, dtype=np.int64), tmp_path / "one", num_shards=2)
+    _, check = framework
+    code, report, failed = check(tmp_path / "one", "--batch-size", 8)
+    details = {c["name"]: c["detail"] for c in report["checks"]}
+    assert code == 0 and not failed, report
+    assert "1 class, whose cross-entropy is 0 whatever the images" in details["overfit"], details

@@ -51,12 +51,13 @@ def spy_on_torch_models(monkeypatch, folder):
     the model: they are read again, the reader's epoch 0 shuffled (training) and unshuffled (the subset)."""
     from imagenet_build.readback import torch_check
     from imagenet_build.readback.torch_dataset import RecordDataset
+    from imagenet_build.readback.torch_loader import loader
 
     models, build = [], torch_check.build_model
 
     def spied(name, classes, device):
         model, fed = build(name, classes, device), []
-        labels = next(iter(torch_check._loader(RecordDataset(folder, decode=False, shuffle=not models), 16, 0)))
+        labels = next(iter(loader(RecordDataset(folder, decode=False, shuffle=not models), 16, 0)))
         models.append(fed)
         model.register_forward_pre_hook(lambda _, inputs: fed.append(
             (inputs[0].detach().permute(0, 2, 3, 1).float().cpu().numpy(), labels["label"].numpy())))

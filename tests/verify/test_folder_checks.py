@@ -8,7 +8,7 @@ import pytest
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder
 from imagenet_build.verify.folder_checks import ManifestCheck, ShardSet
-from imagenet_build.verify.label_checks import Imagenet, Labels, expected_totals
+from imagenet_build.verify.label_checks import EmptyClasses, Imagenet, Labels, expected_totals
 from imagenet_build.verify.record import Record
 from imagenet_build.verify.shard import ShardFigures
 
@@ -56,8 +56,10 @@ def messages(check, f):
 
 
 def test_a_sound_folder_passes_every_folder_check():
-    f = folder(manifest=manifest(num_classes=2))
+    f = folder(manifest=manifest(num_classes=2), split_counts={"train": Counter({1: 1, 2: 1}),
+                                                              "validation": Counter({1: 1, 2: 1})})
     assert findings(ShardSet, f) == findings(ManifestCheck, f) == findings(Labels, f) == [] and f.notes == []
+    assert findings(EmptyClasses, f) == []
 
 
 def test_a_copy_of_a_shard_is_found_past_a_shard_without_a_digest():
@@ -291,3 +293,52 @@ def test_expected_totals_of_a_copy_and_a_subset():
         {**TOTALS, "train": 12811}, f"{NAME} --subset imagenet-1pct")
     assert expected_totals({"options": {"subset": "other"}}) == ({"train": 1281167, "validation": 50000},
                                                                   "ILSVRC2012")
+
+
+def counted_folder(counts, num_classes=7, mode=FULL, source=None):
+    """A folder whose train records hold `counts` ({label: records}), the manifest's label counts the same."""
+    m = manifest(num_classes=num_classes, synsets=[f"n{k}" for k in range(1, num_classes + 1)])
+    m["splits"]["train"]["label_counts"] = {str(k): v for k, v in counts.items()}
+    m["splits"]["validation"]["label_counts"] = {str(k): 1 for k in range(1, num_classes + 1)}
+    if source is not None:
+        m["inputs"] = {"source": source}
+    split_counts = {"train": Counter(counts), "validation": Counter(range(1, num_classes + 1))}
+    return folder(manifest=m, mode=mode, split_counts={} if mode.quick else split_counts)
+
+
+def test_a_class_with_no_records_in_a_split_is_a_warning_naming_it():
+    """verify passed a write_arrays build where a class had no records without a word."""
+    assert EmptyClasses.warning and EmptyClasses.counted == "split(s)"
+    assert findings(EmptyClasses, counted_folder({k: 3 for k in range(1, 8)})) == []
+    for mode in (FULL, FULL._replace(quick=True)):  # --quick reads no labels: the manifest's counts
+        f = counted_folder({1: 3, 2: 4, 4: 1, 6: 2}, mode=mode)
+        assert findings(EmptyClasses, f) == [
+            ("train", None, None, "3 of 7 classes have no train records: label 3 (n3), label 5 (n5), label 7 (n7)")]
+    f = counted_folder({1: 1})
+    assert messages(EmptyClasses, f) == [
+        "6 of 7 classes have no train records: label 2 (n2), label 3 (n3), label 4 (n4), label 5 (n5), "
+        "label 6 (n6) ..."]
+
+
+def test_a_copy_holding_some_classes_is_held_to_those_and_no_manifest_to_none():
+    """ImageNet-A's build holds 200 of its labels file's classes (inputs.source.labels): those are its classes."""
+    f = counted_folder({2: 5, 4: 5}, source={"layout": "ImageNet-A", "labels": [2, 4]})
+    assert findings(EmptyClasses, f) == []
+    f = counted_folder({2: 5}, source={"layout": "ImageNet-A", "labels": [2, 4]})
+    assert messages(EmptyClasses, f) == ["1 of 2 classes have no train records: label 4 (n4)"]
+    f = counted_folder({1: 1})
+    f.manifest = None
+    assert findings(EmptyClasses, f) == []
+    f = counted_folder({1: 1}, mode=FULL._replace(quick=True))
+    del f.manifest["splits"]["train"]["label_counts"]  # an incomplete build's: not known
+    assert findings(EmptyClasses, f) == []
+
+
+def test_a_manifest_edited_by_hand_gives_no_traceback():
+    """Labels a copy holds that are not whole numbers mean the manifest's classes; a count under a name that is
+    no label (which int() refuses, "²") is left to the labels check."""
+    f = counted_folder({k: 1 for k in range(1, 8)}, source={"labels": [[2], "x"]})
+    assert findings(EmptyClasses, f) == []
+    f = counted_folder({k: 1 for k in range(1, 7)}, mode=FULL._replace(quick=True))
+    f.manifest["splits"]["train"]["label_counts"]["\u00b2"] = 1
+    assert messages(EmptyClasses, f) == ["1 of 7 classes have no train records: label 7 (n7)"]

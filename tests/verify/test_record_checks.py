@@ -10,6 +10,7 @@ from imagenet_build.encode.example import encode_example, example_message_class
 from imagenet_build.verify.record import Record
 from imagenet_build.verify.record_checks import Crc, Decode, Example, ExifOrientation, Readers
 from jpeg_cases import CASES, SIZE, with_exif_orientation
+from png_cases import DAMAGED, SOUND
 
 FIELDS = dict(filename="a.jpg", label=3, synset="n00000003", text="three")
 
@@ -131,3 +132,26 @@ def test_an_exif_orientation_is_a_warning_saying_what_the_decoders_disagree_abou
                 f"disagree about {turned} (convert --resize ... --exif-transpose, or --resize-all, stores it upright "
                 "or without EXIF)")
     assert problems(ExifOrientation, rec) == ([expected] if turned else [])
+
+
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_stored_png_a_decoder_cannot_read_is_named_by_the_readers_check(case):
+    """verify called every PNG sound whatever its chunks held (its first 8 bytes were all it looked at): now a PNG
+    the rule refuses is a readers problem naming what is wrong, where, and who cannot read it; the example check
+    leaves it to that check."""
+    data, words, libpng_reads = DAMAGED[case]
+    rec = record(data, width=30, height=21, image_format=b"PNG")
+    (found,) = problems(Readers, rec)
+    who = ("Pillow, which the PyTorch reader decodes PNGs with, refuses it; TensorFlow's and DALI's decoders read it"
+           if libpng_reads else "TensorFlow's and DALI's decoders stop on it (torchvision's crashes on some), and "
+                                "the PyTorch reader refuses it")
+    assert found.startswith(words) and found.endswith(f": {who}"), found
+    assert problems(Example, rec) == []
+
+
+@pytest.mark.parametrize("case", list(SOUND))
+def test_every_sound_png_passes_and_its_header_is_held_to_the_records_size(case):
+    assert problems(Readers, record(SOUND[case], width=30, height=21, image_format=b"PNG")) == []
+    assert problems(Example, record(SOUND[case], width=30, height=21, image_format=b"PNG")) == []
+    assert problems(Example, record(SOUND[case], width=30, height=20, image_format=b"PNG")) == [
+        "PNG header says 30x21, record says 30x20"]

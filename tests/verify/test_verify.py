@@ -516,3 +516,27 @@ def test_a_shard_copied_over_another_is_found_without_a_manifest(build):
     code, report = verify_json(build)
     assert code == 1 and [(p["file"], p["message"]) for p in report["problems"]] == [
         (OTHER, f"the same bytes as {SHARD}: its records would be read twice an epoch")]
+
+
+def test_a_write_arrays_build_with_a_class_of_no_records_is_sound_with_a_warning(tmp_path):
+    """verify passed, without a word, a write_arrays build where a class had no records (never trained on);
+    the sound sample build gets no such warning."""
+    np = pytest.importorskip("numpy")
+    from imagenet_build import write_arrays
+
+    images = np.random.default_rng(0).integers(0, 255, (12, 8, 8, 3), dtype=np.uint8)
+    write_arrays(images, np.arange(12) % 3, tmp_path, class_names=["cat", "dog", "eel", "fox"])
+    for mode in ([], ["--quick"]):
+        result = run_cli("verify", tmp_path, "--workers", 1, "--json", *mode)
+        report = json.loads(result.stdout)
+        assert result.exit_code == 0 and report["ok"] and report["summary"]["warning_counts"] == {"empty-classes": 1}
+        assert [(w["check"], w["file"], w["record"], w["message"]) for w in report["warnings"]] == [
+            ("empty-classes", "train", None, "1 of 4 classes have no train records: label 4 (fox)")]
+    text = run_cli("verify", tmp_path, "--workers", 1).stdout
+    assert ("warning: empty-classes: 1 split(s): every class of the build has records in each split (one with none "
+            "is never trained on or scored)\n    train: 1 of 4 classes have no train records: label 4 (fox)\n") in text
+
+
+def test_a_sound_build_has_no_empty_class(converted):
+    report = json.loads(run_cli("verify", converted, "--workers", 1, "--json").stdout)
+    assert report["ok"] and "empty-classes" not in report["summary"]["warning_counts"]
