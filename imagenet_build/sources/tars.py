@@ -384,7 +384,7 @@ class ArchiveReader(Reader):
         self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
-        where = f"{self.spec.source_root}:{entry.relpath}"
+        where = f"{self.spec.source_root}:{self.spec.member_prefix}{entry.relpath}"  # as the archive names it
         return read_member(self._source, entry.offset, entry.size, entry.extra, where)[0], where
 
     @staticmethod

@@ -45,6 +45,9 @@ def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
                                 "notes.txt", "none of the copies of ImageNet")
     expect_error(["convert", "--from", tmp_path / "nowhere", "--output-dir", tmp_path / "o"], 1,
                                 "nowhere", "not found")
+    (tmp_path / "empty").mkdir()
+    expect_error(["convert", "--from", tmp_path / "empty", "--output-dir", tmp_path / "o"], 1,
+                 f"{tmp_path / 'empty'}: an empty folder: --from takes a copy of ImageNet")
     expect_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
                                  "--output-dir", tmp_path / "o"], 2, "--from", "not both")
     for archive, folder in (("ILSVRC2012_img_train.tar", "train"), ("ILSVRC2012_img_val.tar", "validation")):
@@ -212,6 +215,22 @@ def assert_evaluation_build(out, reference, sample, ilsvrc):
 def test_sample_help_lists_every_layout():
     result = run_cli("sample", "--help")
     assert f"[{'|'.join(sample_layouts())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
+
+
+# each copy `sample --layout` knows -> how convert --help's first paragraph names it
+CONVERT_HELP_NAMES = {"ilsvrc": "the ILSVRC2012 archives or the folders extracted from them", "kaggle": "Kaggle's zip",
+                      "hf": "Hugging Face's .tar.gz", "hf-parquet": "or parquet files", "blurred": "blurred release",
+                      "wds": "WebDataset shards", "imagenet-v2": "ImageNetV2", "imagenet-a": "ImageNet-A",
+                      "imagenet-r": "-R", "imagenet-sketch": "-Sketch"}
+
+
+def test_convert_help_says_first_what_from_reads():
+    assert sorted(CONVERT_HELP_NAMES) == sorted(sample_layouts())  # a new copy is named there, and here
+    result = run_cli("convert", "--help")
+    first = " ".join(result.output.split("\n\n")[1].split())
+    assert first.startswith("Convert any copy of ImageNet into shuffled, sharded TFRecords"), first
+    for name in CONVERT_HELP_NAMES.values():
+        assert name in first, (name, first)
 
 
 @pytest.mark.parametrize("layout", list(sample_layouts()))
