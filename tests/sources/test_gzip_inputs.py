@@ -17,9 +17,7 @@ import pytest
 
 from conftest import run_cli
 from imagenet_build.sources.copies import sample_layouts
-from imagenet_build.tools.sample import make_sample
 
-SMALL = dict(classes=2, per_class=3, validation_per_class=2)
 SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
 BOXES = "ILSVRC2012_bbox_train_v2.tar.gz"
 
@@ -58,22 +56,9 @@ DAMAGES = ("truncated", "truncated at a member's end", "tar cut inside a whole g
            "length lie")
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    made = {}
-
-    def get(layout):
-        if layout not in made:
-            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
-            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL)
-        return made[layout]
-
-    return get
-
-
-def test_every_gzip_file_a_sample_layout_writes_is_read_here_or_said_unread(written):
+def test_every_gzip_file_a_sample_layout_writes_is_read_here_or_said_unread(small_copy):
     for layout in sample_layouts():
-        root = written(layout)
+        root = small_copy(layout)
         for path in root.rglob("*.gz"):
             name = str(path.relative_to(root))
             assert any(name == g for lay, g, _ in GZIP_INPUTS.values() if lay == layout) or name in UNREAD, name
@@ -116,10 +101,10 @@ CASES = [(name, kind) for name in GZIP_INPUTS for kind in DAMAGES]
 
 
 @pytest.mark.parametrize("name,kind", CASES, ids=[f"{n}-{k}" for n, k in CASES])
-def test_a_damaged_gzip_input_is_one_error_line_naming_it(written, tmp_path, name, kind):
+def test_a_damaged_gzip_input_is_one_error_line_naming_it(small_copy, tmp_path, name, kind):
     layout, gz, command = GZIP_INPUTS[name]
     root = tmp_path / "copy"
-    shutil.copytree(written(layout), root)
+    shutil.copytree(small_copy(layout), root)
     path = root / gz
     path.write_bytes(damage(path.read_bytes(), kind))
     result = run_cli(*command(root, tmp_path / "out"))

@@ -20,9 +20,7 @@ import pytest
 
 from conftest import run_cli, shard_files
 from imagenet_build.sources.copies import sample_layouts
-from imagenet_build.tools.sample import make_sample
 
-SMALL = dict(classes=2, per_class=3, validation_per_class=2)
 SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
 KINDS = ("regular", "hard link", "symlink", "FIFO", "device", "directory")
 REFUSED = {"FIFO": "a FIFO", "device": "a character device"}
@@ -154,26 +152,11 @@ def tar_x_then_c(data, work):
 # ------------------------------------------------------------------ the test
 
 
-@pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    """layout -> the sample written in it, once for the module (the ILSVRC one with fall11_whole.tar beside)."""
-    made = {}
-
-    def get(layout):
-        if layout not in made:
-            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
-            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL)
-            if layout == "ilsvrc":
-                shutil.copy(made[layout] / "ILSVRC2012_img_train.tar", made[layout] / "fall11_whole.tar")
-        return made[layout]
-
-    return get
-
-
-def fresh(written, copy, at):
-    shutil.copytree(written(copy.layout), at)
-    if not copy.train_tar:
-        (at / "fall11_whole.tar").unlink(missing_ok=True)
+def fresh(small_copy, copy, at):
+    """A copy of the layout's small sample at `at` (ImageNet-21k's: the ILSVRC train archive as fall11_whole.tar)."""
+    shutil.copytree(small_copy(copy.layout), at)
+    if copy.train_tar:
+        shutil.copy(at / "ILSVRC2012_img_train.tar", at / copy.outer)
     return at
 
 
@@ -181,9 +164,9 @@ CASES = [(name, kind) for name in TAR_COPIES for kind in KINDS]
 
 
 @pytest.mark.parametrize("name,kind", CASES, ids=[f"{n}-{k}" for n, k in CASES])
-def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(written, tmp_path, name, kind):
+def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(small_copy, tmp_path, name, kind):
     copy = TAR_COPIES[name]
-    root = fresh(written, copy, tmp_path / "copy")
+    root = fresh(small_copy, copy, tmp_path / "copy")
     data, second = altered(copy.read(root), kind)
     copy.write(root, data)
     result = run_cli(*copy.convert_args(root, tmp_path / "out"))
@@ -194,7 +177,7 @@ def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(writ
         assert f":{second}: {REFUSED[kind]}" in lines[0], lines[0]
         return
     assert result.exit_code == 0, result.output
-    expected = fresh(written, copy, tmp_path / "expected")
+    expected = fresh(small_copy, copy, tmp_path / "expected")
     work = tmp_path / "tar"
     work.mkdir()
     copy.write(expected, tar_x_then_c(data, work))
@@ -203,7 +186,7 @@ def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(writ
     built, wanted = shard_files(tmp_path / "out"), shard_files(tmp_path / "expected-out")
     assert built and built == wanted
     if kind in ("hard link", "symlink"):  # the link's name carries its target's bytes: not the clean build
-        clean = fresh(written, copy, tmp_path / "clean")
+        clean = fresh(small_copy, copy, tmp_path / "clean")
         assert run_cli(*copy.convert_args(clean, tmp_path / "clean-out")).exit_code == 0
         assert shard_files(tmp_path / "clean-out") != built
 
