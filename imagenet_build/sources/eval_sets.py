@@ -36,7 +36,7 @@ from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
 from imagenet_build.sources.eval_listing import Item, folder_items, zip_items
 from imagenet_build.sources.folders import FolderReader
 from imagenet_build.sources.samples import tar_add, tar_gz, validation_images
-from imagenet_build.sources.spool import SpooledCopy, SpoolReader, stamp
+from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 from imagenet_build.sources.tars import ArchiveReader, outer_members
 from imagenet_build.sources.zips import DEFLATED, STORED, ZipReader, write_zip
 
@@ -185,7 +185,7 @@ class SpooledEvalCopy(EvalCopy, SpooledCopy):
     """An evaluation set as a .tar.gz (ImageNetV2's), decompressed once into the spool and read from it."""
 
     def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
-        SpooledCopy.__init__(self, the_set.name, "", {"validation": [path]})
+        self.spool = Spool({"validation": [path]})  # all SpooledCopy.__init__ sets but what EvalCopy's sets
         EvalCopy.__init__(self, the_set, path, variant)
 
     def listed(self, pool: Workers) -> tuple[SplitInput, list[Item]]:
@@ -200,11 +200,11 @@ def split_top(items: list[Item], path: str, the_set: EvalSet, variant: str, on_e
               ) -> tuple[str, list[Item]]:
     """(the archive's top folder, its files as paths below it): one of the set's top folders, of `variant`
     (check_top); a file outside it is foreign."""
-    tops = Counter(name.split("/", 1)[0] for name, _ in items if "/" in name)
+    tops = Counter(name.partition("/")[0] for name, _ in items if "/" in name)
     refuse_empty_pieces([(path, len(items) - the_extras(items))], "validation")
     if not tops:
         raise InputError(path, f"holds no <top folder>/<class>/<image> files: not {the_set.name}'s archive")
-    top = tops.most_common(1)[0][0]
+    top = max(tops, key=tops.__getitem__)  # the folder most files lie in (the first such)
     check_top(the_set, top, path, variant)
     outside = [name for name, _ in items if not name.startswith(f"{top}/")]
     refuse_foreign(outside, "outside its top folder " + top, f"{path}:", on_error, result)
