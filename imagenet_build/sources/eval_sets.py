@@ -102,22 +102,27 @@ def identify_set(the_set: EvalSet, path: str) -> list[Piece]:
     base = storage.basename(path)
     if base in the_set.archives:
         return [Piece(the_set.name, f"archive:{the_set.archives[base]}", path)]
-    if storage.is_url(path) or not os.path.isdir(path):
+    if not os.path.isdir(path):  # a URL too: a set's folder is read from local files
         return []
     if base in the_set.tops:
         return [Piece(the_set.name, f"folder:{the_set.tops[base]}", path)]
     names = listing(path)
     found = [Piece(the_set.name, f"archive:{variant}", storage.join(path, name))
              for name, variant in sorted(the_set.archives.items()) if names.get(name) is False]
-    archived = {piece.role.partition(":")[2] for piece in found}
+    archived = {variant for name, variant in the_set.archives.items() if names.get(name) is False}
     return found + [Piece(the_set.name, f"{'unread' if variant in archived else 'folder'}:{variant}",
                           storage.join(path, name))
                     for name, variant in sorted(the_set.tops.items()) if names.get(name)]
 
 
+def _variant(piece: Piece) -> str:
+    """The variant a piece's role (`<kind>:<variant>`) names."""
+    return piece.role[piece.role.index(":") + 1:]
+
+
 def assemble_set(the_set: EvalSet, pieces: list[Piece]) -> EvalCopy:
     """One variant's archive or folder (the archive where a folder holds both, the folder named as not read)."""
-    variants = sorted({piece.role.partition(":")[2] for piece in pieces})
+    variants = sorted({_variant(piece) for piece in pieces})
     if len(variants) > 1:
         raise UsageError(f"--from was given {len(variants)} variants of {the_set.name} ({', '.join(variants)}): "
                          "give the archive or folder of one; each converts to its own output folder")
@@ -280,8 +285,8 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     for label, synset in enumerate(catalog.synsets, start=1):
         folder_name = synset_folder.get(synset)
         if folder_name is not None:
-            for name, where_in in once_each(sorted(by_folder[folder_name], key=lambda i: i[0]), place, result,
-                                            on_error):
+            # by name; a name twice (refused, or its first kept) in the order the archive holds them
+            for name, where_in in once_each(sorted(by_folder[folder_name]), place, result, on_error):
                 result.add(name, label, where_in)
     if not result.relpaths:
         raise InputError(where, f"holds no images of {the_set.class_words} that {catalog.labels_file} names")

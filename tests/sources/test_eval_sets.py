@@ -7,6 +7,7 @@ import os
 import shutil
 import tarfile
 import zipfile
+from collections import Counter
 
 import pytest
 
@@ -214,10 +215,66 @@ def test_a_sets_sample_takes_as_many_classes_as_the_set_has_and_no_class_outside
         write_set_sample(IMAGENET_V2, ilsvrc_like(tmp_path / "odd", [every[0], "n99999999"]), tmp_path / "v2")
 
 
-def test_the_sketch_samples_zip_is_deflated_and_now_and_then_stored_as_zip_tools_write_it(sets):
+def test_a_samples_archive_is_written_as_the_sets_tools_write_it(sets):
+    """The zip deflated and now and then stored, sizes in its headers (no data descriptor); the tars GNU tar's."""
     with zipfile.ZipFile(sets("imagenet-sketch") / "ImageNet-Sketch.zip") as z:
-        methods = [i.compress_type for i in z.infolist()]
-    assert methods == [zipfile.ZIP_STORED if n % 2 else zipfile.ZIP_DEFLATED for n in range(len(methods))]
+        infos = z.infolist()
+    assert [i.compress_type for i in infos] == [zipfile.ZIP_STORED if n % 2 else zipfile.ZIP_DEFLATED
+                                                for n in range(len(infos))]
+    assert not any(i.flag_bits & 8 for i in infos)
+    for layout in ("imagenet-a", "imagenet-r"):
+        head = (sets(layout) / ARCHIVES[layout]).read_bytes()[:512]
+        assert head[257:265] == b"ustar  \x00", layout  # GNU tar's magic
+
+
+def test_a_top_folder_not_the_sets_is_refused_in_words_naming_the_sets_own(sets, tmp_path):
+    labels = sets("imagenet-a") / "labels.txt"
+    for change, message in (
+            (lambda ms: [("other/" + n.split("/", 1)[1], d) for n, d in ms], "{archive}:other/: a top folder none of "
+             "ImageNet-A's archives has (theirs: imagenet-a): not ImageNet-A's archive"),
+            (lambda ms: [(n.split("/", 1)[1], d) for n, d in ms if n.count("/") == 2],
+             "{archive}: holds its class folders ({first}/ ...) at its top, not in a top folder as ImageNet-A's "
+             "archives do (imagenet-a): archive them inside one, or extract them into one and give --from that "
+             "folder")):
+        archive = a_tar(tmp_path, sets, change)
+        first = Counter(n.split("/")[0] for n, _ in members_of(archive)).most_common(1)[0][0]  # the top it takes
+        line = expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / "o",
+                             *SHARDS], 1)
+        assert line == "error: " + message.format(archive=archive, first=first)
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    shutil.copy(sets("imagenet-v2") / ARCHIVES["imagenet-v2"], v2 / "imagenetv2-topimages.tar.gz")
+    line = expect_error(["convert", "--from", v2 / "imagenetv2-topimages.tar.gz", "--output-dir", tmp_path / "o2",
+                         *SHARDS], 1)
+    assert line == (f"error: {v2 / 'imagenetv2-topimages.tar.gz'}: holds imagenetv2-matched-frequency-format-val/, "
+                    "ImageNetV2's matched-frequency variant, but its name says top-images: a renamed archive? name "
+                    "it imagenetv2-matched-frequency.tar.gz")
+
+
+def test_a_labels_file_naming_none_of_the_sets_classes_builds_nothing(sets, tmp_path):
+    labels = tmp_path / "labels.txt"
+    labels.write_text("n01440764\n")  # tench: not one of ImageNet-A's 200
+    archive = sets("imagenet-a") / "imagenet-a.tar"
+    line = expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / "o",
+                         *SHARDS], 1)
+    assert line == f"error: {archive}:imagenet-a: holds no images of ImageNet-A's 200 classes that {labels} names"
+
+
+def test_a_spooled_sets_scan_decompresses_its_archive_when_nothing_did_before(sets, tmp_path):
+    """The build decompresses every archive first (prepare); a scan without that does it itself, on the pool."""
+    from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.infra.workers import Workers
+
+    copy = assemble_set(IMAGENET_V2, identify_set(IMAGENET_V2, str(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])))
+    copy.work_dir = str(tmp_path)
+    catalog = load_catalog(sets("imagenet-v2") / "labels.txt")
+    try:
+        with Workers(1) as pool:
+            result = copy.scan_validation(catalog, "fail", pool, list, "unused")
+    finally:
+        copy.close()
+    assert len(result) == len([n for n, _ in members_of(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])])
+    assert result.member_prefix == "imagenetv2-matched-frequency-format-val/" and result.path_names
 
 
 # ------------------------------------------------------------------ --from: what a path is, and the copy they make
