@@ -174,11 +174,9 @@ def _symlink_target(link: Link, links: list[Link], numbers: dict[str, int], wher
     symlinks = {other.number: other for other in links if not other.hard}
     current = link
     for _ in range(MAX_SYMLINKS):
-        if current.target.startswith("/"):
-            path = current.target
-        else:
-            path = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.normpath(current.name)),
-                                                     current.target))
+        # relative to the link's folder; an absolute target stays absolute (posixpath.join keeps it)
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.normpath(current.name)),
+                                                 current.target))
         if path.startswith("/") or path == ".." or path.startswith("../"):
             raise InputError(f"{where}:{link.name}", f"a symlink to {link.target}, outside the archive: "
                                                      "extracted, it would read whatever that path holds here, not "
