@@ -302,18 +302,18 @@ def refuse_partial(the_set: EvalSet, synset_folder: dict[Any, str], folders: set
     if not missing:
         return
     empty = [s for s in missing if the_set.folder_of(s) in folders]
-    what = ("an empty class folder" if len(empty) == len(missing) else
-            "no class folder, or an empty one," if empty else "no class folder")
+    mixed = 0 < len(empty) < len(missing)
+    what = "no class folder, or an empty one" if mixed else "an empty class folder" if empty else "no class folder"
     shown = ", ".join(the_set.folder_of(s) + (f" ({s})" if the_set.numbered else "") for s in missing[:3])
     if on_error == "fail":
-        raise InputError(where, f"{what} for {len(missing)} of {the_set.class_words} ({shown}"
+        raise InputError(where, f"{what}{',' if mixed else ''} for {len(missing)} of {the_set.class_words} ({shown}"
                                 f"{' ...' if len(missing) > 3 else ''}): a partial copy (an interrupted download or "
                                 "extraction?); download it again, pass a --labels-file without those classes, or "
                                 "--on-error skip to build without them")
     result.empty_classes.extend(missing)
     result.left_out.extend((f"{the_set.folder_of(s)}/", f"class folder {'empty' if s in empty else 'missing'}: "
                             "a partial copy") for s in missing)
-    result.notes.append(f"validation: {len(missing)} of {the_set.class_words} have {what.rstrip(',')}: "
+    result.notes.append(f"validation: {len(missing)} of {the_set.class_words} have {what}: "
                         + ", ".join(missing[:SHOWN]))
 
 

@@ -2,6 +2,7 @@
 its archive are images, foreign or shipped beside them, what its listing records, what its sample writer makes.
 The convert of each set as a whole: test_source_eval_sets.py."""
 
+import gzip
 import json
 import os
 import shutil
@@ -215,16 +216,19 @@ def test_a_sets_sample_takes_as_many_classes_as_the_set_has_and_no_class_outside
         write_set_sample(IMAGENET_V2, ilsvrc_like(tmp_path / "odd", [every[0], "n99999999"]), tmp_path / "v2")
 
 
-def test_a_samples_archive_is_written_as_the_sets_tools_write_it(sets):
-    """The zip deflated and now and then stored, sizes in its headers (no data descriptor); the tars GNU tar's."""
-    with zipfile.ZipFile(sets("imagenet-sketch") / "ImageNet-Sketch.zip") as z:
-        infos = z.infolist()
-    assert [i.compress_type for i in infos] == [zipfile.ZIP_STORED if n % 2 else zipfile.ZIP_DEFLATED
-                                                for n in range(len(infos))]
-    assert not any(i.flag_bits & 8 for i in infos)
-    for layout in ("imagenet-a", "imagenet-r"):
-        head = (sets(layout) / ARCHIVES[layout]).read_bytes()[:512]
-        assert head[257:265] == b"ustar  \x00", layout  # GNU tar's magic
+@pytest.mark.parametrize("layout", ["imagenet-sketch", "imagenet-a"])
+def test_a_samples_archive_is_written_as_the_sets_tools_write_it(tmp_path, layout):
+    """The zip deflated and now and then stored, sizes in its headers (no data descriptor); the tar GNU tar's.
+    (Written here, not taken from the module's samples: a mutant of the writer must be the one that writes it.)"""
+    make_sample(tmp_path, layout=layout, classes=2, per_class=3, validation_per_class=2)
+    if layout == "imagenet-sketch":
+        with zipfile.ZipFile(tmp_path / "ImageNet-Sketch.zip") as z:
+            infos = z.infolist()
+        assert [i.compress_type for i in infos] == [zipfile.ZIP_STORED if n % 2 else zipfile.ZIP_DEFLATED
+                                                    for n in range(len(infos))]
+        assert len(infos) > 2 and not any(i.flag_bits & 8 for i in infos)
+    else:
+        assert (tmp_path / "imagenet-a.tar").read_bytes()[257:265] == b"ustar  \x00"  # GNU tar's magic
 
 
 def test_a_top_folder_not_the_sets_is_refused_in_words_naming_the_sets_own(sets, tmp_path):
@@ -249,6 +253,25 @@ def test_a_top_folder_not_the_sets_is_refused_in_words_naming_the_sets_own(sets,
     assert line == (f"error: {v2 / 'imagenetv2-topimages.tar.gz'}: holds imagenetv2-matched-frequency-format-val/, "
                     "ImageNetV2's matched-frequency variant, but its name says top-images: a renamed archive? name "
                     "it imagenetv2-matched-frequency.tar.gz")
+
+
+def test_imagenet_v2s_top_folder_lines_name_all_its_top_folders(sets, tmp_path):
+    tops = ("imagenetv2-matched-frequency, imagenetv2-matched-frequency-format-val, "
+            "imagenetv2-threshold-0.7-format-val, imagenetv2-threshold0.7, imagenetv2-threshold0.7-format-val, "
+            "imagenetv2-top-images-format-val, imagenetv2-topimages")
+    members = members_of(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])
+    for case, renamed, message in (
+            ("other", [("other/" + n.split("/", 1)[1], d) for n, d in members],
+             f":other/: a top folder none of ImageNetV2's archives has (theirs: {tops}): not ImageNetV2's archive"),
+            ("loose", [(n.split("/", 1)[1], d) for n, d in members],
+             f": holds its class folders (0/ ...) at its top, not in a top folder as ImageNetV2's archives do "
+             f"({tops}): archive them inside one, or extract them into one and give --from that folder")):
+        (tmp_path / case).mkdir()
+        archive = tmp_path / case / ARCHIVES["imagenet-v2"]
+        archive.write_bytes(gzip.compress(tar_of(renamed), mtime=0))
+        line = expect_error(["convert", "--from", archive, "--labels-file", sets("imagenet-v2") / "labels.txt",
+                             "--output-dir", tmp_path / case / "o", *SHARDS], 1)
+        assert line == f"error: {archive}{message}"
 
 
 def test_a_labels_file_naming_none_of_the_sets_classes_builds_nothing(sets, tmp_path):
@@ -363,6 +386,8 @@ def test_a_partial_copy_names_the_classes_missing_or_empty_and_skip_lists_each(t
                                ("4/", "class folder missing: a partial copy")]
     assert result.notes == [f"validation: 4 of ImageNetV2's 1000 classes have no class folder, or an empty one: "
                             f"{', '.join(every[1:5])}"]
+    with pytest.raises(InputError, match=rf"\(1 \({every[1]}\), 2 \({every[2]}\), 3 \({every[3]}\)\): a partial"):
+        refuse_partial(IMAGENET_V2, {**present, every[4]: "4"}, set(), catalog, "fail", "w", result)  # three: no ...
     whole = SplitInput("validation", "w", "", None)
     refuse_partial(IMAGENET_V2, {s: str(i) for i, s in enumerate(every[:6])}, set(), catalog, "fail", "w", whole)
     assert (whole.left_out, whole.notes, whole.empty_classes) == ([], [], [])
