@@ -127,7 +127,7 @@ def _not_a_file(member: tarfile.TarInfo) -> str:
         return ("a sparse file (GNU tar --sparse): its bytes in the archive are not the file's; "
                 "archive it again without --sparse")
     kind = ("a FIFO (named pipe)" if member.isfifo() else "a character device" if member.ischr()
-            else "a block device" if member.isblk() else f"of tar type {member.type!r}")
+            else "a block device" if member.isblk() else f"a member of tar type {member.type.decode('latin-1')!r}")
     return (f"{kind}, not a file: extracted it is no image (reading a FIFO or device waits forever or never "
             "ends, as in a folder); remove it from the archive")
 
