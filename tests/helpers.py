@@ -237,3 +237,14 @@ def convert_with_real_labels(sample_dir, where, planted):
     assert result.exit_code == 0, result.output
     return out
 
+
+
+def archive_members(archive):
+    """[(name, bytes)] of the files of a zip, a .tar or a .tar.gz (folders left out), in archive order."""
+    import zipfile
+
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as z:
+            return [(i.filename, z.read(i)) for i in z.infolist() if not i.filename.endswith("/")]
+    with tarfile.open(archive) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]

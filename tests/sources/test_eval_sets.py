@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from conftest import SAMPLE, run_cli
-from helpers import expect_error, tar_of
+from helpers import archive_members, expect_error, tar_of
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.sources.eval_sets import (
     EvalCopy,
@@ -47,19 +47,11 @@ def sets(tmp_path_factory):
     return get
 
 
-def members_of(archive):
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as z:
-            return [(i.filename, z.read(i)) for i in z.infolist()]
-    with tarfile.open(archive) as tar:
-        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-
-
 def a_tar(tmp_path, sets, change):
     """ImageNet-A's sample archive rewritten with change([(name, bytes)]), in a folder of its own."""
     folder = tmp_path / f"a{len(list(tmp_path.iterdir()))}"
     folder.mkdir()
-    (folder / "imagenet-a.tar").write_bytes(tar_of(change(members_of(sets("imagenet-a") / "imagenet-a.tar"))))
+    (folder / "imagenet-a.tar").write_bytes(tar_of(change(archive_members(sets("imagenet-a") / "imagenet-a.tar"))))
     return folder / "imagenet-a.tar"
 
 
@@ -118,7 +110,7 @@ FOREIGN = {  # what is added to ImageNet-A's archive -> the reason it is foreign
 @pytest.mark.parametrize("stray", list(FOREIGN))
 def test_each_kind_of_foreign_file_is_refused_in_its_words_and_listed_with_skip(sets, tmp_path, stray):
     labels = sets("imagenet-a") / "labels.txt"
-    cls = members_of(sets("imagenet-a") / "imagenet-a.tar")[1][0].split("/")[1]
+    cls = archive_members(sets("imagenet-a") / "imagenet-a.tar")[1][0].split("/")[1]
     name = stray.format(cls=cls)
     archive = a_tar(tmp_path, sets, lambda members: members + [(name, b"\xff\xd8 not the set's")])
     expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / "o", *SHARDS],
@@ -146,12 +138,12 @@ def test_what_the_set_ships_beside_its_images_does_not_count_as_images(sets, tmp
 def test_images_of_classes_the_labels_file_lacks_are_left_out_with_a_note(sets, tmp_path):
     root = sets("imagenet-a")
     archive = root / "imagenet-a.tar"
-    first = members_of(archive)[1][0].split("/")[1]
+    first = archive_members(archive)[1][0].split("/")[1]
     labels = tmp_path / "labels.txt"
     labels.write_text("".join(line + "\n" for line in (root / "labels.txt").read_text().split() if line != first))
     result = run(archive, labels, tmp_path / "out")
     assert result.exit_code == 0, result.output
-    count = sum(1 for name, _ in members_of(archive) if f"/{first}/" in name)
+    count = sum(1 for name, _ in archive_members(archive) if f"/{first}/" in name)
     assert f"validation: {count} image(s) left out: their classes are not in {labels}" in \
         json.loads(result.stdout)["notes"]
 
@@ -159,7 +151,7 @@ def test_images_of_classes_the_labels_file_lacks_are_left_out_with_a_note(sets, 
 def test_an_image_twice_with_skip_keeps_the_first_and_lists_the_second_where_it_lies(sets, tmp_path):
     labels = sets("imagenet-a") / "labels.txt"
     archive = a_tar(tmp_path, sets, lambda members: members + [next(m for m in members if m[0].endswith(".jpg"))])
-    twice = next(n for n, _ in members_of(archive) if n.endswith(".jpg")).split("/", 1)[1]
+    twice = next(n for n, _ in archive_members(archive) if n.endswith(".jpg")).split("/", 1)[1]
     result = run(archive, labels, tmp_path / "out", "--on-error", "skip")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["skipped"] == [{
@@ -241,7 +233,7 @@ def test_a_top_folder_not_the_sets_is_refused_in_words_naming_the_sets_own(sets,
              "archives do (imagenet-a): archive them inside one, or extract them into one and give --from that "
              "folder")):
         archive = a_tar(tmp_path, sets, change)
-        first = Counter(n.split("/")[0] for n, _ in members_of(archive)).most_common(1)[0][0]  # the top it takes
+        first = Counter(n.split("/")[0] for n, _ in archive_members(archive)).most_common(1)[0][0]  # the top it takes
         line = expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / "o",
                              *SHARDS], 1)
         assert line == "error: " + message.format(archive=archive, first=first)
@@ -259,7 +251,7 @@ def test_imagenet_v2s_top_folder_lines_name_all_its_top_folders(sets, tmp_path):
     tops = ("imagenetv2-matched-frequency, imagenetv2-matched-frequency-format-val, "
             "imagenetv2-threshold-0.7-format-val, imagenetv2-threshold0.7, imagenetv2-threshold0.7-format-val, "
             "imagenetv2-top-images-format-val, imagenetv2-topimages")
-    members = members_of(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])
+    members = archive_members(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])
     for case, renamed, message in (
             ("other", [("other/" + n.split("/", 1)[1], d) for n, d in members],
              f":other/: a top folder none of ImageNetV2's archives has (theirs: {tops}): not ImageNetV2's archive"),
@@ -296,7 +288,7 @@ def test_a_spooled_sets_scan_decompresses_its_archive_when_nothing_did_before(se
             result = copy.scan_validation(catalog, "fail", pool, list, "unused")
     finally:
         copy.close()
-    assert len(result) == len([n for n, _ in members_of(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])])
+    assert len(result) == len([n for n, _ in archive_members(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])])
     assert result.member_prefix == "imagenetv2-matched-frequency-format-val/" and result.path_names
 
 

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from conftest import SAMPLE, run_cli, shard_files
-from helpers import expect_error
+from helpers import archive_members, expect_error
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_file
 from imagenet_build.encode.example import decode_example
 from imagenet_build.format.tfrecord import read_records
@@ -165,7 +165,7 @@ def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layou
         else:
             copy.mkdir()
             source = copy / ARCHIVES[layout]
-            members = _members(root / "copy" / ARCHIVES[layout]) + [(stray, b"hello")]
+            members = archive_members(root / "copy" / ARCHIVES[layout]) + [(stray, b"hello")]
             if source.suffix == ".zip":
                 write_zip(source, [(n, d, DEFLATED, False) for n, d in members])
             else:
@@ -184,14 +184,6 @@ def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layou
         shutil.rmtree(gone)
         expect_error(["convert", "--from", partial / top, "--labels-file", labels, "--output-dir", partial / "o",
                       *SHARDS], 1, str(partial / top), "no class folder for 1 of", gone.name, "a partial copy")
-
-
-def _members(archive):
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as z:
-            return [(i.filename, z.read(i)) for i in z.infolist()]
-    with tarfile.open(archive) as tar:
-        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
 
 
 def test_imagenet_v2_knows_its_three_variants_and_takes_one(written, tmp_path):
@@ -214,7 +206,7 @@ def test_a_png_and_a_cmyk_image_are_reencoded_without_slims_ilsvrc_notes(written
 
     from helpers import tar_of
 
-    members = _members(written("imagenet-a") / "copy" / "imagenet-a.tar")
+    members = archive_members(written("imagenet-a") / "copy" / "imagenet-a.tar")
     images = [i for i, (name, _) in enumerate(members) if name.endswith(".jpg")]
     png, cmyk = io.BytesIO(), io.BytesIO()
     Image.new("RGB", (40, 30), (200, 10, 10)).save(png, "PNG")
@@ -278,7 +270,7 @@ def test_an_archive_whose_top_folder_is_not_the_sets_or_with_none_is_refused_nam
     at all: each one line naming the archive, nothing built."""
     root = written(layout)
     labels = root / "copy" / "labels.txt"
-    members = _members(root / "copy" / ARCHIVES[layout])
+    members = archive_members(root / "copy" / ARCHIVES[layout])
     top = TOPS[layout]
     for case, renamed, fragments in (
             ("other", [("something-else/" + n.split("/", 1)[1], d) for n, d in members],
@@ -305,8 +297,8 @@ def test_tfds_2020s_imagenet_v2_folder_converts_as_its_archive_does(written, tmp
     convert(root / "copy" / ARCHIVES["imagenet-v2"], labels, expected)
     holder = tmp_path / "holder"
     shutil.copytree(root / "extracted" / TOPS["imagenet-v2"], holder / top)
-    _write_archive(tmp_path / ARCHIVES["imagenet-v2"],
-                   [(top + "/" + n.split("/", 1)[1], d) for n, d in _members(root / "copy" / ARCHIVES["imagenet-v2"])])
+    shipped = archive_members(root / "copy" / ARCHIVES["imagenet-v2"])
+    _write_archive(tmp_path / ARCHIVES["imagenet-v2"], [(top + "/" + n.split("/", 1)[1], d) for n, d in shipped])
     for n, source in enumerate((holder / top, holder, tmp_path / ARCHIVES["imagenet-v2"])):
         found = convert(source, labels, tmp_path / f"out{n}")
         assert found["found"].startswith("ImageNetV2 matched-frequency"), found["found"]
@@ -319,7 +311,7 @@ def test_an_empty_class_folder_is_said_to_be_empty_not_missing(written, tmp_path
     line saying so; with --on-error skip, left out as empty; a folder gone is still "no class folder"."""
     root = written("imagenet-a")
     labels = root / "copy" / "labels.txt"
-    members = _members(root / "copy" / "imagenet-a.tar")
+    members = archive_members(root / "copy" / "imagenet-a.tar")
     folders = sorted({n.split("/")[1] for n, _ in members if n.count("/") == 2})
     emptied = [(n, d) for n, d in members if n.split("/")[1:2] != [folders[1]]]
     if form == "archive":
@@ -349,7 +341,7 @@ def test_an_empty_class_folder_is_said_to_be_empty_not_missing(written, tmp_path
 def test_a_members_error_names_it_as_the_archive_does_top_folder_included(written, tmp_path, layout):
     """An image that is no image, read by a worker: the line names archive:top/class/name (A's and R's too)."""
     root = written(layout)
-    members = _members(root / "copy" / ARCHIVES[layout])
+    members = archive_members(root / "copy" / ARCHIVES[layout])
     broken = next(n for n, _ in members if n.lower().endswith((".jpg", ".jpeg")))
     source = tmp_path / ARCHIVES[layout]
     _write_archive(source, [(n, b"not an image at all" if n == broken else d) for n, d in members])
