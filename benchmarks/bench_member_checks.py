@@ -70,7 +70,7 @@ def write_copies(work, images):
 
 def passes(zip_fd, zipped, tar_fd, tarred, images):
     """{name: one pass over every member}, without and with the checks."""
-    from imagenet_build.sources.inflate import deflate_codec
+    from imagenet_build.infra.deflate import deflate_codec
     from imagenet_build.sources.tars import read_member, read_range
     from imagenet_build.sources.zips import HEAD_READ, member_bytes
 
@@ -108,7 +108,7 @@ def main():
     parser.add_argument("--images", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    from imagenet_build.sources.inflate import deflate_codec
+    from imagenet_build.infra.deflate import deflate_codec
 
     images = jpegs(args.images)
     total = sum(map(len, images))

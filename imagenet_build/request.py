@@ -120,6 +120,17 @@ def _check_real_labels(options: ConvertOptions, copy: Copy) -> None:
                          f"split ({copy.description}): give the validation images too")
 
 
+def _note_unused_validation_labels(options: ConvertOptions, copy: Copy) -> None:
+    """--validation-labels-file labels ILSVRC2012's validation images by number: an evaluation set is labelled by
+    its class folders, and a note says the file given was not used."""
+    from imagenet_build.sources.copies import layout_named
+
+    layout = layout_named(copy.layout)
+    if options.validation_labels_file and layout is not None and layout.evaluation:
+        copy.notes.append(f"--validation-labels-file {options.validation_labels_file} not used: {copy.description} "
+                          "is labelled by its class folders (the file labels ILSVRC2012's validation images)")
+
+
 def convert_request(options: ConvertOptions) -> ConvertRequest:
     """The options checked, in the order a user meets them, and the copy they name resolved."""
     from imagenet_build.catalog.classes import DEFAULT_VALIDATION_LABELS_FILE
@@ -134,6 +145,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     copy = _resolve_copy(options)
     _check_layout(options, copy)
     _check_real_labels(options, copy)
+    _note_unused_validation_labels(options, copy)
     return ConvertRequest(
         copy=copy,
         from_paths=tuple(map(str, options.from_paths)),

@@ -213,6 +213,22 @@ def request_for(sample_dir, out, engine):
 
 
 SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every layout is written from
+SMALL_SAMPLE = dict(classes=2, per_class=3, validation_per_class=2)  # the smallest: a test that damages each copy
+
+
+@pytest.fixture(scope="module")
+def small_copy(tmp_path_factory):
+    """layout -> the small sample written in it, once per layout for the module (ilsvrc: as `sample --tarballs`
+    writes it, the folders and the three archives beside them, which --from reads)."""
+    made = {}
+
+    def get(layout):
+        if layout not in made:
+            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
+            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL_SAMPLE)
+        return made[layout]
+
+    return get
 
 
 @pytest.fixture(scope="session")

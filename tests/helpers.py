@@ -303,3 +303,14 @@ FOLDER_DAMAGE = {
     "a shard listed under another split": _edit_manifest(lambda m: m["shards"][0].update(split="validation")),
     "an incomplete build": _edit_manifest(lambda m: m.update(complete=False)),
 }
+
+
+def archive_members(archive):
+    """[(name, bytes)] of the files of a zip, a .tar or a .tar.gz (folders left out), in archive order."""
+    import zipfile
+
+    if archive.suffix == ".zip":
+        with zipfile.ZipFile(archive) as z:
+            return [(i.filename, z.read(i)) for i in z.infolist() if not i.filename.endswith("/")]
+    with tarfile.open(archive) as tar:
+        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]

@@ -82,11 +82,16 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
 
 
 def _class_names(given: Sequence[Any]) -> list[str]:
-    """Each class's synset and text: one line of labels.txt each, so non-empty, one line, each once."""
+    """Each class's synset and text: one line of labels.txt each, so non-empty, one line, UTF-8, each once."""
     names = [str(n) for n in given]
     for name in names:
         if not name.strip() or "\n" in name or "\r" in name:
             raise BuildError(f"class name {name!r}: class names are non-empty, on one line")
+        try:  # the records' image/class/text and labels.txt are UTF-8: a lone surrogate is not text
+            name.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise BuildError(f"class name {name!r}: not encodable as UTF-8 ({e.reason} at {e.start}), as "
+                             "labels.txt and image/class/text are") from None
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise BuildError(f"class name {repeated[0]!r} given more than once: each class needs its own name")

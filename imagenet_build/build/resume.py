@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.manifest import SHARD_INPUTS, ShardResult
+from imagenet_build.build.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, ShardResult
 from imagenet_build.build.writer import codec_of, rebuilt_sha256, variant_of
 from imagenet_build.encode.resample import UNRECORDED_FILTER
 from imagenet_build.encode.resize import ResizeOptions
@@ -45,11 +45,19 @@ def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> mani
         previous = manifest_mod.read_manifest(output)
     except ValueError as e:
         raise BuildError(f"{e}; use --overwrite to start over") from None
-    if previous and previous.get("options") != options:
+    if previous and _compared(previous.get("options")) != _compared(options):
         changes = "; ".join(option_changes(previous.get("options") or {}, options))
         raise BuildError(f"{output}: holds a build made with other options ({changes}); "
                          "use --overwrite to replace it, or another --output-dir")
     return previous
+
+
+def _compared(options: Any) -> Any:
+    """Options as a rerun compares them: --real-labels by its content (`<file> sha256:<hex>`: its sha256), so the
+    same real.json under another name or path resumes the build."""
+    if not isinstance(options, dict) or not isinstance(options.get(REAL_LABELS_OPTION), str):
+        return options
+    return {**options, REAL_LABELS_OPTION: options[REAL_LABELS_OPTION].rpartition(" sha256:")[2]}
 
 
 # how a manifest's options.<key> (or options.resize.<key>) is given on the command line; a flag's value is

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 Box = tuple[float, ...]  # (xmin, ymin, xmax, ymax), normalised
 
 BOX_BYTES = 4 * 8  # one packed box: four float64
+TAR_BLOCK = 512  # a tar's block: its end-of-archive marker is two of zeros
 
 
 def unpack_boxes(packed: bytes) -> tuple[Box, ...]:
@@ -149,6 +150,7 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
     from pathlib import Path
 
     from imagenet_build.infra import storage
+    from imagenet_build.infra.deflate import maybe_gunzip
 
     if not storage.is_url(source):
         if Path(source).is_dir():
@@ -158,15 +160,39 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
         if not Path(source).is_file():
             raise InputError(source, "neither a folder nor a file")
     try:  # read as a stream: one pass, no seeks, from disk or from an object store alike
-        with storage.open_read(source) as raw, tarfile.open(fileobj=raw, mode="r|*") as tar:
-            for member in tar:
-                parts = member.name.split("/")
-                if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
-                    member_file = tar.extractfile(member)
-                    assert member_file is not None  # a regular file has a file object
-                    yield parts[-2], parts[-1][: -len(".xml")], member_file.read()
+        with storage.open_read(source) as raw:
+            stream = maybe_gunzip(raw, str(source))  # a gzip stream checked whole: CRC-32, length, its end
+            with tarfile.open(fileobj=stream, mode="r|*") as tar:  # type: ignore[call-overload]
+                for member in tar:
+                    parts = member.name.split("/")
+                    if not (member.isreg() or member.isdir()):
+                        raise InputError(f"{source}:{member.name}", "a link, FIFO or device, not a file: the "
+                                                                    "archive is read as one stream, where a link "
+                                                                    "cannot be followed; extract it and give the "
+                                                                    "folder")
+                    if member.isfile() and len(parts) >= 2 and parts[-1].endswith(".xml"):
+                        member_file = tar.extractfile(member)
+                        assert member_file is not None  # a regular file has a file object
+                        yield parts[-2], parts[-1][: -len(".xml")], member_file.read()
+                _check_tar_end(tar, source)
     except (tarfile.TarError, EOFError, OSError) as e:
         raise InputError(source, f"not a readable .tar.gz of XML files ({e})") from None
+
+
+def _check_tar_end(tar: Any, source: PathLike) -> None:
+    """The stream read to its end after the tar's end-of-archive block (a gzip stream's checks made there): a
+    tar whose headers stop early (tarfile's stream mode takes that for the end) is truncated."""
+    tail = b""
+    while len(tail) < TAR_BLOCK:
+        more = tar.fileobj.read(1 << 16)
+        if not more:
+            break
+        tail += more
+    while tar.fileobj.read(1 << 16):
+        pass
+    if len(tail) < TAR_BLOCK or tail.strip(b"\0"):
+        raise InputError(source, "truncated: the tar has no end-of-archive marker after its last member (an "
+                                 "interrupted download?)")
 
 
 def _is_folder(source: PathLike) -> bool:

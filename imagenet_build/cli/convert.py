@@ -110,7 +110,10 @@ if TYPE_CHECKING:
               "(default: ignore it, as TensorFlow's decoder and slim do).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def convert(as_json: bool, **options: Any) -> None:
-    """Convert ImageNet (folders or the ILSVRC2012 tarballs) into shuffled, sharded TFRecords in slim's format.
+    """Convert any copy of ImageNet into shuffled, sharded TFRecords in slim's format: with --from, the ILSVRC2012
+    archives or the folders extracted from them, Kaggle's zip, Hugging Face's .tar.gz or parquet files, the
+    face-blurred release, WebDataset shards, or ImageNetV2, ImageNet-A, -R or -Sketch; any class folders with
+    --classes-from-folders.
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
     and manifest.json (written last). Running the same command again resumes:

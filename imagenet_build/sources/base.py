@@ -115,15 +115,17 @@ def add_class(
     kind: str,
     any_image: bool = False,
     place: Callable[[Where], str] | None = None,
+    folder: str | None = None,
 ) -> None:
     """Add one class's images (names sorted, with an optional byte range); others are ignored.
 
     A class with no images at all would silently train without that class: an error under
     --on-error fail, left out and listed under skip. An image name twice: see once_each;
-    `place` names the file an image lies in (default: the class folder or archive).
+    `place` names the file an image lies in (default: the class folder or archive), `folder` the
+    class folder as messages name it (default: the split's root, then the synset).
     """
     found = False
-    folder = f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}"
+    folder = folder or f"{result.root}/{synset}{'.tar' if kind == 'class archive' else ''}"
     images = []
     for name, where in sorted(names, key=lambda item: item[0]):
         if is_image_name(name, any_image):

@@ -56,6 +56,7 @@ NAME = "face-blurred ILSVRC2012 (image-net.org)"
 ARCHIVES = {"train_blurred.tar.gz": "train", "val_blurred.tar.gz": "validation"}
 TRAIN_MEMBER = re.compile(r"(?:^|/)(n\d{8})/((n\d{8})_\d+)\.jpg$")
 VALIDATION_MEMBER = re.compile(r"(?:^|/)(n\d{8})/(ILSVRC2012_val_(\d{8}))\.jpg$")
+CLASS_FOLDER = re.compile(r"(?:^|/)(n\d{8})/?$")
 ILSVRC_TRAIN = 1281167
 # As counted by a user of the release (princetonvisualai/imagenet-face-obfuscation issue #4): 101 train
 # and 3 validation images of ILSVRC2012 are not in it.
@@ -87,9 +88,14 @@ def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers) -> 
     members, offsets, sizes, files, crcs, _ = listed
     result = SplitInput("train", folder, "flat-tar", reader=SpoolReader, stamp=stamp([archive]))
     by_synset: dict = {}
+    folder_of: dict[str, str] = {}  # synset -> its class folder, as the archive names it
     disagree = []
     for i, member in enumerate(members):
         if not files[i]:
+            folder_match = CLASS_FOLDER.search(member)
+            if folder_match:  # a class folder as such: present, with or without images (an empty one is said so)
+                by_synset.setdefault(folder_match.group(1), [])
+                folder_of[folder_match.group(1)] = member.rstrip("/")
             continue
         match = TRAIN_MEMBER.search(member)
         if not match:
@@ -99,13 +105,14 @@ def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers) -> 
         else:
             by_synset.setdefault(match.group(1), []).append((match.group(2) + ".JPEG",
                                                              (offsets[i], sizes[i], crcs[i])))
+            folder_of.setdefault(match.group(1), member.rsplit("/", 1)[0])
     refuse_empty_pieces([(archive, len(disagree) + sum(map(len, by_synset.values())))], "train")
     leave_out_disagreeing(result, disagree, "train images", on_error, lambda name: f"{archive}:{name}")
     match_classes(result, archive, sorted(by_synset), catalog, on_error, "class folder")
     for label, synset in enumerate(catalog.synsets, start=1):
         if synset in by_synset:
             add_class(result, synset, label, by_synset.pop(synset), on_error, "class folder",
-                      place=lies_in(archive))
+                      place=lies_in(archive), folder=f"{archive}:{folder_of[synset]}")
     require_images(result, archive, catalog)
     if catalog.num_classes == 1000 and len(result) < ILSVRC_TRAIN:
         result.notes.append(f"train: {ILSVRC_TRAIN - len(result):,} image(s) fewer than ILSVRC2012's "

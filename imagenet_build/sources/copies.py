@@ -152,6 +152,9 @@ def find_copy(paths: Sequence[Any]) -> Copy:
                 layouts[layout.name] = layout
                 break
         if not found:
+            if not storage.is_url(path) and os.path.isdir(path) and not os.listdir(path):
+                raise InputError(path, "an empty folder: --from takes a copy of ImageNet (its archives, or the "
+                                       "folders extracted from them); is the download or extraction unfinished?")
             known = ", ".join(layout.name for layout in LAYOUTS)
             raise InputError(path, f"is none of the copies of ImageNet that --from knows ({known})")
         pieces.extend(found)

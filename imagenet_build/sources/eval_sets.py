@@ -29,33 +29,20 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError, input_errors
-from imagenet_build.model import SplitInput, Where
-from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces, scan_folder
+from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError
+from imagenet_build.model import SplitInput
+from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces
 from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.eval_listing import Item, folder_items, zip_items
 from imagenet_build.sources.folders import FolderReader
 from imagenet_build.sources.samples import tar_add, tar_gz, validation_images
-from imagenet_build.sources.spool import SpooledCopy, SpoolReader, stamp
+from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 from imagenet_build.sources.tars import ArchiveReader, outer_members
-from imagenet_build.sources.zips import (
-    DEFLATED,
-    LOCAL_SIZE,
-    STORED,
-    Places,
-    ZipReader,
-    central_members,
-    check_member,
-    end_record,
-    pack_extra,
-    write_zip,
-)
+from imagenet_build.sources.zips import DEFLATED, STORED, ZipReader, write_zip
 
 if TYPE_CHECKING:
     from imagenet_build.catalog.classes import Catalog
     from imagenet_build.infra.workers import Workers
-
-Item = Tuple[str, Where]  # (a file's path below the top folder's parent, or below the top folder; where it lies)
-
 
 @functools.lru_cache(maxsize=1)
 def sorted_synsets() -> tuple[str, ...]:
@@ -107,33 +94,48 @@ class EvalSet:
 
 
 def identify_set(the_set: EvalSet, path: str) -> list[Piece]:
-    """The archive (by name), the extracted top folder (by name), or a folder holding either."""
+    """The archive (by name), the extracted top folder (by name), or a folder holding either.
+
+    A piece's role is `<kind>:<variant>`: `archive`, `folder`, or `unread` for a top folder found
+    beside an archive of its variant in the folder given (the archive is read, the folder named).
+    """
     base = storage.basename(path)
     if base in the_set.archives:
-        return [Piece(the_set.name, f"archive {the_set.archives[base]}".strip(), path)]
-    if storage.is_url(path) or not os.path.isdir(path):
+        return [Piece(the_set.name, f"archive:{the_set.archives[base]}", path)]
+    if not os.path.isdir(path):  # a URL too: a set's folder is read from local files
         return []
     if base in the_set.tops:
-        return [Piece(the_set.name, f"folder {the_set.tops[base]}".strip(), path)]
+        return [Piece(the_set.name, f"folder:{the_set.tops[base]}", path)]
     names = listing(path)
-    found = [Piece(the_set.name, f"archive {variant}".strip(), storage.join(path, name))
+    found = [Piece(the_set.name, f"archive:{variant}", storage.join(path, name))
              for name, variant in sorted(the_set.archives.items()) if names.get(name) is False]
-    return found + [Piece(the_set.name, f"folder {variant}".strip(), storage.join(path, name))
+    archived = {variant for name, variant in the_set.archives.items() if names.get(name) is False}
+    return found + [Piece(the_set.name, f"{'unread' if variant in archived else 'folder'}:{variant}",
+                          storage.join(path, name))
                     for name, variant in sorted(the_set.tops.items()) if names.get(name)]
+
+
+def _variant(piece: Piece) -> str:
+    """The variant a piece's role (`<kind>:<variant>`) names."""
+    return piece.role[piece.role.index(":") + 1:]
 
 
 def assemble_set(the_set: EvalSet, pieces: list[Piece]) -> EvalCopy:
     """One variant's archive or folder (the archive where a folder holds both, the folder named as not read)."""
-    variants = sorted({piece.role.partition(" ")[2] for piece in pieces})
+    variants = sorted({_variant(piece) for piece in pieces})
     if len(variants) > 1:
         raise UsageError(f"--from was given {len(variants)} variants of {the_set.name} ({', '.join(variants)}): "
                          "give the archive or folder of one; each converts to its own output folder")
-    archive = next((piece.path for piece in pieces if piece.role.startswith("archive")), None)
-    folder = next((piece.path for piece in pieces if piece.role.startswith("folder")), None)
-    path = archive or str(folder)
-    copy = (SpooledEvalCopy if path.endswith(".tar.gz") else EvalCopy)(the_set, path, variants[0])
+    archive = next((piece.path for piece in pieces if piece.role.startswith("archive:")), None)
+    folder = next((piece.path for piece in pieces if piece.role.startswith("folder:")), None)
     if archive and folder:
-        copy.notes.append(f"{folder} not read: the archive {archive} beside it is; give --from the folder itself "
+        raise UsageError(f"--from was given {the_set.name}'s validation split twice: {archive} and {folder}; give "
+                         "one of them")
+    unread = next((piece.path for piece in pieces if piece.role.startswith("unread:")), None)
+    path = archive or folder or str(unread)
+    copy = (SpooledEvalCopy if path.endswith(".tar.gz") else EvalCopy)(the_set, path, variants[0])
+    if archive and unread:
+        copy.notes.append(f"{unread} not read: the archive {archive} beside it is; give --from the folder itself "
                           "to convert it instead")
     return copy
 
@@ -160,7 +162,8 @@ class EvalCopy(Copy):
         """The split to fill, and the files of the archive or folder (paths as they lie in it)."""
         path = self.path
         if path.endswith(".tar"):
-            items: list[Item] = [(n, (o, s, crc)) for n, o, s, is_file, crc in outer_members(path) if is_file]
+            items: list[Item] = [(n, (o, s, crc)) if is_file else (n + "/", None)
+                                 for n, o, s, is_file, crc in outer_members(path)]
             return SplitInput("validation", path, "flat-tar", reader=ArchiveReader, stamp=storage.stamp(path)), items
         if path.endswith(".zip"):
             return SplitInput("validation", path, "zip", reader=ZipReader, stamp=storage.stamp(path)), zip_items(path)
@@ -172,8 +175,8 @@ class EvalCopy(Copy):
         result, items = self.listed(pool)
         if result.layout == "folders":
             return scan_set(self.the_set, result, items, catalog, on_error, self.path)
-        top, inside = split_top(items, self.path, self.the_set, on_error, result)
-        result.member_prefix = f"{top}/" if result.layout == "zip" else ""
+        top, inside = split_top(items, self.path, self.the_set, self.variant, on_error, result)
+        result.member_prefix = f"{top}/"  # a zip's members are read by name; a tar's errors name them whole
         return scan_set(self.the_set, result, inside, catalog, on_error, f"{self.path}:{top}")
 
     def recorded(self, catalog: Catalog) -> dict[str, Any]:
@@ -187,56 +190,48 @@ class SpooledEvalCopy(EvalCopy, SpooledCopy):
     """An evaluation set as a .tar.gz (ImageNetV2's), decompressed once into the spool and read from it."""
 
     def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
-        SpooledCopy.__init__(self, the_set.name, "", {"validation": [path]})
+        self.spool = Spool({"validation": [path]})  # all SpooledCopy.__init__ sets but what EvalCopy's sets
         EvalCopy.__init__(self, the_set, path, variant)
 
     def listed(self, pool: Workers) -> tuple[SplitInput, list[Item]]:
         folder, (listed,) = self.spool.take("validation", pool)
         members, offsets, sizes, files, crcs, _ = listed
-        items: list[Item] = [(m, (offsets[i], sizes[i], crcs[i])) for i, m in enumerate(members) if files[i]]
+        items: list[Item] = [(m, (offsets[i], sizes[i], crcs[i])) if files[i] else (m + "/", None)
+                             for i, m in enumerate(members)]
         return SplitInput("validation", folder, "flat-tar", reader=SpoolReader, stamp=stamp([self.path])), items
 
 
-def zip_items(path: str) -> list[Item]:
-    """The files of a zip read in place, each checked readable (check_member) and in its place (Places)."""
-    items: list[Item] = []
-    with input_errors(path, expected="a zip archive", missing="zip not found"):
-        size = storage.size(path)
-        places, overlap = Places(), None
-        with storage.open_read(path, random_access=True) as f:
-            cd_offset, cd_size, count = end_record(f, size, path)
-            for name, offset, csize, usize, crc, method, flags, name_len in central_members(f, cd_offset, cd_size,
-                                                                                             count, path):
-                overlap = overlap or places.add(offset, offset + LOCAL_SIZE + name_len + csize)
-                if not name.endswith("/"):
-                    check_member(path, name, csize, usize, method, flags)
-                    items.append((name, (offset, csize, pack_extra(method, usize, crc))))
-            places.check(f, path, (cd_offset, cd_size, count), overlap)
-    return items
-
-
-def folder_items(top: str) -> list[Item]:
-    """The files below an extracted top folder, as paths below it (its class folders' files, and any other)."""
-    folders, files = scan_folder(top)
-    items: list[Item] = [(name, None) for name in files]
-    for folder in folders:
-        inner, names = scan_folder(os.path.join(top, folder))
-        items.extend((f"{folder}/{name}/", None) for name in inner)
-        items.extend((f"{folder}/{name}", None) for name in names)
-    return items
-
-
-def split_top(items: list[Item], path: str, the_set: EvalSet, on_error: str, result: SplitInput
+def split_top(items: list[Item], path: str, the_set: EvalSet, variant: str, on_error: str, result: SplitInput
               ) -> tuple[str, list[Item]]:
-    """(the archive's top folder, its files as paths below it); a file outside it is foreign."""
-    tops = Counter(name.split("/", 1)[0] for name, _ in items if "/" in name)
+    """(the archive's top folder, its files as paths below it): one of the set's top folders, of `variant`
+    (check_top); a file outside it is foreign."""
+    tops = Counter(name.partition("/")[0] for name, _ in items if "/" in name)
     refuse_empty_pieces([(path, len(items) - the_extras(items))], "validation")
     if not tops:
         raise InputError(path, f"holds no <top folder>/<class>/<image> files: not {the_set.name}'s archive")
-    top = tops.most_common(1)[0][0]
+    top = max(tops, key=tops.__getitem__)  # the folder most files lie in (the first such)
+    check_top(the_set, top, path, variant)
     outside = [name for name, _ in items if not name.startswith(f"{top}/")]
     refuse_foreign(outside, "outside its top folder " + top, f"{path}:", on_error, result)
-    return top, [(name[len(top) + 1:], where) for name, where in items if name.startswith(f"{top}/")]
+    return top, [(name[len(top) + 1:], where) for name, where in items if name.startswith(f"{top}/") and
+                 name != f"{top}/"]
+
+
+def check_top(the_set: EvalSet, top: str, path: str, variant: str) -> None:
+    """The archive's top folder is one of the set's, of the variant its name says: the variant comes from what
+    the archive holds, and a renamed archive of another variant (or of something else) is refused."""
+    found = the_set.tops.get(top)
+    if found is None and the_set.synset_of(top) is not None:
+        raise InputError(path, f"holds its class folders ({top}/ ...) at its top, not in a top folder as "
+                               f"{the_set.name}'s archives do ({', '.join(sorted(the_set.tops))}): archive them "
+                               "inside one, or extract them into one and give --from that folder")
+    if found is None:
+        raise InputError(f"{path}:{top}/", f"a top folder none of {the_set.name}'s archives has (theirs: "
+                                           f"{', '.join(sorted(the_set.tops))}): not {the_set.name}'s archive")
+    if found != variant:
+        named = next(name for name, v in the_set.archives.items() if v == found)
+        raise InputError(path, f"holds {top}/, {the_set.name}'s {found} variant, but its name says {variant}: "
+                               f"a renamed archive? name it {named}")
 
 
 def the_extras(items: list[Item]) -> int:
@@ -260,10 +255,14 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     """The set's images below its top folder (`where` names it), in slim's order, labelled by class folder."""
     by_folder: dict[str, list[Item]] = {}
     foreign: list[str] = []
+    folders = set()
     for name, at in items:
         folder, _, base = name.partition("/")
         if not base and name in the_set.extras:
             continue  # shipped with the set: neither an image nor foreign
+        if name == f"{folder}/":
+            folders.add(folder)  # a folder, as such: its files come as items of their own
+            continue
         if base and "/" not in base and base.lower().endswith(ANY_IMAGE_SUFFIXES) and not base.startswith("."):
             if the_set.synset_of(folder) is None:
                 foreign.append(name)
@@ -277,7 +276,7 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     refuse_foreign([n for n in foreign if n not in outside_classes], f"not an image in a class folder "
                    f"(<class>/<name>{the_set.suffix})", where + "/", on_error, result)
     synset_folder = {the_set.synset_of(folder): folder for folder in by_folder}
-    refuse_partial(the_set, synset_folder, catalog, on_error, where, result)
+    refuse_partial(the_set, synset_folder, folders, catalog, on_error, where, result)
     outside = sum(len(by_folder[f]) for s, f in synset_folder.items() if s not in catalog.label_of)
     if outside:
         result.notes.append(f"validation: {outside} image(s) left out: their classes are not in "
@@ -286,8 +285,8 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     for label, synset in enumerate(catalog.synsets, start=1):
         folder_name = synset_folder.get(synset)
         if folder_name is not None:
-            for name, where_in in once_each(sorted(by_folder[folder_name], key=lambda i: i[0]), place, result,
-                                            on_error):
+            # by name; a name twice (refused, or its first kept) in the order the archive holds them
+            for name, where_in in once_each(sorted(by_folder[folder_name]), place, result, on_error):
                 result.add(name, label, where_in)
     if not result.relpaths:
         raise InputError(where, f"holds no images of {the_set.class_words} that {catalog.labels_file} names")
@@ -295,21 +294,26 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     return result
 
 
-def refuse_partial(the_set: EvalSet, synset_folder: dict[Any, str], catalog: Catalog, on_error: str, where: str,
-                   result: SplitInput) -> None:
-    """A class of the set that the labels file names, without images: the copy is partial."""
+def refuse_partial(the_set: EvalSet, synset_folder: dict[Any, str], folders: set[str], catalog: Catalog,
+                   on_error: str, where: str, result: SplitInput) -> None:
+    """A class of the set that the labels file names, without images (its folder missing, or in `folders`: there
+    and empty): the copy is partial."""
     missing = [s for s in the_set.synsets if s in catalog.label_of and s not in synset_folder]
     if not missing:
         return
+    empty = [s for s in missing if the_set.folder_of(s) in folders]
+    mixed = 0 < len(empty) < len(missing)
+    what = "no class folder, or an empty one" if mixed else "an empty class folder" if empty else "no class folder"
     shown = ", ".join(the_set.folder_of(s) + (f" ({s})" if the_set.numbered else "") for s in missing[:3])
     if on_error == "fail":
-        raise InputError(where, f"no class folder for {len(missing)} of {the_set.class_words} ({shown}"
+        raise InputError(where, f"{what}{',' if mixed else ''} for {len(missing)} of {the_set.class_words} ({shown}"
                                 f"{' ...' if len(missing) > 3 else ''}): a partial copy (an interrupted download or "
                                 "extraction?); download it again, pass a --labels-file without those classes, or "
                                 "--on-error skip to build without them")
     result.empty_classes.extend(missing)
-    result.left_out.extend((f"{the_set.folder_of(s)}/", "class folder missing: a partial copy") for s in missing)
-    result.notes.append(f"validation: {len(missing)} of {the_set.class_words} have no class folder: "
+    result.left_out.extend((f"{the_set.folder_of(s)}/", f"class folder {'empty' if s in empty else 'missing'}: "
+                            "a partial copy") for s in missing)
+    result.notes.append(f"validation: {len(missing)} of {the_set.class_words} have {what}: "
                         + ", ".join(missing[:SHOWN]))
 
 

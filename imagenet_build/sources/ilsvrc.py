@@ -50,6 +50,14 @@ ARCHIVES = {
 }
 SYNSET = re.compile(r"^n\d{8}$")
 UNREAD = "unread"  # the role prefix of an extracted folder beside the archives, which are read instead
+UNREADABLE = "unreadable"  # the role prefix of a root's train/ or val/ that is neither split's folder
+LEFT_OUT = "left-out"  # the role prefix of what image-net.org ships beside the copy that is no part of it
+# what a root may hold beside the copy, never converted, and why (a note says so)
+NOT_CONVERTED = {"ILSVRC2012_img_test.tar": "the test images have no labels",
+                 "ILSVRC2012_img_test_v10102019.tar": "the test images have no labels",
+                 "test": "the test images have no labels"}
+DEVKIT = re.compile(r"^ILSVRC2012_devkit_t\d+\.tar\.gz$")
+DEVKIT_WHY = "the development kit: the synsets and validation labels it holds are shipped with imagenet-build"
 
 
 def _folder_role(path: str, names: dict[str, bool]) -> str | None:
@@ -71,16 +79,20 @@ def identify(path: str) -> list[Piece]:
     if not names:
         return []
     archives = [Piece(NAME, ARCHIVES[n], storage.join(path, n)) for n in sorted(names) if n in ARCHIVES]
-    pieces = []
+    pieces, unreadable = [], []
     for sub, role in (("train", "train-dir"), ("val", "validation-dir"), ("validation", "validation-dir")):
         if names.get(sub):
             sub_path = storage.join(path, sub)
             if _folder_role(sub_path, listing(sub_path)) in (role, "train-dir"):
                 pieces.append(Piece(NAME, role, sub_path))
+            else:
+                unreadable.append(Piece(NAME, f"{UNREADABLE} {role} {sub}", sub_path))
+    left_out = [Piece(NAME, f"{LEFT_OUT} {n}", storage.join(path, n)) for n in sorted(names)
+                if (n in NOT_CONVERTED and names[n] == (n == "test")) or (DEVKIT.match(n) and not names[n])]
     if archives:
-        return archives + [Piece(NAME, f"{UNREAD} {piece.role}", piece.path) for piece in pieces]
+        return archives + [Piece(NAME, f"{UNREAD} {piece.role}", piece.path) for piece in pieces] + left_out
     if pieces:
-        return pieces
+        return pieces + unreadable + left_out
     found = _folder_role(path, names)
     return [Piece(NAME, found, path)] if found else []
 
@@ -148,11 +160,31 @@ def assemble(pieces: list[Piece]) -> IlsvrcCopy:
     roles = {piece.role: piece.path for piece in pieces}
     copy = IlsvrcCopy(roles.get("train-tar"), roles.get("train-dir"), roles.get("validation-tar"),
                       roles.get("validation-dir"), roles.get("bbox-tar"))
-    unread = [piece.path for piece in pieces if piece.role.startswith(UNREAD)]
+    unread = [piece.path for piece in pieces if piece.role.startswith(UNREAD + " ")]
     if unread:
         copy.notes.append(f"{', '.join(unread)} not read: the ILSVRC2012 archives beside them are; "
                           "give --from the folders themselves to convert them instead")
+    copy.notes.extend(_unreadable(piece, roles) for piece in pieces if piece.role.startswith(UNREADABLE))
+    left_out = [piece for piece in pieces if piece.role.startswith(LEFT_OUT)]
+    if left_out:
+        copy.notes.append("left out: " + "; ".join(
+            f"{piece.path} ({NOT_CONVERTED.get(storage.basename(piece.path), DEVKIT_WHY)})" for piece in left_out))
     return copy
+
+
+def _unreadable(piece: Piece, roles: dict[str, str]) -> str:
+    """A root's train/ or val/ (validation/) that is not that split's folder: converting the rest silently would
+    build without the split, so it is refused in one line; where another piece gives the split, a note."""
+    split = piece.role.split(" ")[1].split("-")[0]
+    names = sorted(listing(piece.path))
+    what = ("holds neither ILSVRC2012_val_*.JPEG images nor <synset>/ class folders" if split == "validation"
+            else "holds no <synset>/ class folders")
+    found = f" (it holds {len(names):,} other entries, such as {names[0]})" if names else " (it is empty)"
+    given = next((roles[f"{split}-{kind}"] for kind in ("dir", "tar") if roles.get(f"{split}-{kind}")), None)
+    if given is None:
+        raise InputError(piece.path, f"{what}{found}: not the {split} split, which the build would be without; "
+                                     "give --from the other split's folder alone to build only that")
+    return f"{piece.path} not read: it {what}{found}; the {split} split is {given}"
 
 
 class ClassTar(NamedTuple):

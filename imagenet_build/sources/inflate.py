@@ -1,86 +1,42 @@
-"""Inflating deflate data: zlib's or ISA-L's (the same bytes, ISA-L faster where installed), and a .tar.gz
-decompressed into a plain tar, on one thread or split between several by rapidgzip, then listed: a worker's
-task for the spool (spool.py says why)."""
+"""A .tar.gz decompressed into a plain tar, on one thread or split between several by rapidgzip, then listed: a
+worker's task for the spool (spool.py says why). Every gzip stream is read and checked as infra/deflate.py reads
+it; rapidgzip checks the same CRC-32 and length, and anything it cannot finish is read again that way."""
 
 from __future__ import annotations
 
-import functools
 import os
-import zlib
 from array import array
-from typing import Any, Callable, NamedTuple
 
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import InputError, input_errors
+from imagenet_build.infra.deflate import GZIP, MAX_OUT, deflate_codec, gunzip_chunks
+from imagenet_build.infra.errors import input_errors
 from imagenet_build.sources.listings import Listing
 from imagenet_build.sources.tars import list_members
 
-# Compressed bytes read at a time, and decompressed bytes made at a time (whatever the compression ratio).
-# Buffers that stay in the CPU's cache: ISA-L on a 200 MB archive, 64 KiB / 256 KiB, 256 KiB / 1 MiB and
-# 32 KiB / 128 KiB all took 0.59-0.72 s of CPU (their order changed from one series to the next); 1 MiB /
-# 4 MiB 0.84 s.
-CHUNK = 256 << 10
-MAX_OUT = 1 << 20
 # rapidgzip only for archives whose first SAMPLE bytes inflate to at most PARALLEL_RATIO times their size
 SAMPLE = 8 << 20
 PARALLEL_RATIO = 2.0
 
 
-class DeflateCodec(NamedTuple):
-    decompressobj: Callable[..., Any]
-    error: Any  # the exception class its decompressobj raises
-    crc32: Callable[..., int]
-
-
-@functools.lru_cache(maxsize=None)
-def deflate_codec() -> DeflateCodec:
-    """zlib's decompressobj, error and crc32 as ISA-L (package isal) gives them where installed, else zlib's.
-
-    The same bytes either way. ISA-L, on one core here: a gzipped ImageNet-like tar 0.60 s against
-    0.75 s for 200 MB in one call (streamed, 0.59 against 0.67 s, within this machine's noise); 2,000
-    deflated JPEGs (a Kaggle zip's members) inflated and CRC-checked at 395 against 347 MB/s.
-    """
-    try:
-        from isal import isal_zlib
-    except ImportError:
-        return DeflateCodec(zlib.decompressobj, zlib.error, zlib.crc32)
-    return DeflateCodec(isal_zlib.decompressobj, isal_zlib.error, isal_zlib.crc32)
-
-
 def gunzip(archive: str, target: str, threads: int = 1) -> None:
-    """Decompress a .tar.gz (a file or an object-store URL, read as a stream) into `target`, atomically.
+    """Decompress a .tar.gz (a file or an object-store URL, read as a stream) into `target`, atomically (nothing
+    left where it fails).
 
-    Concatenated gzip members (pigz, cat a.gz b.gz) are one stream, as gzip reads them. With
-    `threads` > 1, a local archive is inflated by rapidgzip on that many threads where it is installed.
+    With `threads` > 1, a local archive is inflated by rapidgzip on that many threads where it is installed.
     """
     part = target + ".part"
     if threads > 1 and not storage.is_url(archive) and _gunzip_parallel(archive, part, threads):
         os.replace(part, target)
         return
-    decompressobj, error, _ = deflate_codec()
-    with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
-        with storage.open_read(archive) as raw, open(part, "wb") as out:
-            inflate, seen = decompressobj(31), False
-            while True:
-                chunk = raw.read(CHUNK)
-                if not chunk:
-                    break
-                while chunk:
-                    if inflate.eof:  # one gzip member ended: another follows, or zero padding
-                        if not chunk.strip(b"\0"):
-                            break
-                        inflate = decompressobj(31)
-                    try:
-                        out.write(inflate.decompress(chunk, MAX_OUT))
-                    except error as e:
-                        raise InputError(archive, f"not a valid gzip file ({e})") from None
-                    seen = True
-                    chunk = inflate.unused_data if inflate.eof else inflate.unconsumed_tail
-            if not seen:
-                raise InputError(archive, "empty file: not a .tar.gz archive")
-            if not inflate.eof:
-                raise InputError(archive, "truncated: the gzip data ends before its end marker "
-                                          "(an interrupted download?)")
+    try:
+        with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
+            with storage.open_read(archive) as raw, open(part, "wb") as out:
+                for chunk in gunzip_chunks(raw, archive):
+                    out.write(chunk)
+    except BaseException:
+        if os.path.exists(part):
+            os.unlink(part)
+        raise
     os.replace(part, target)
 
 
@@ -103,7 +59,7 @@ def _inflates_beyond(archive: str, ratio: float) -> bool:
     decompressobj, error, _ = deflate_codec()
     with open(archive, "rb") as f:
         data = f.read(SAMPLE)
-    inflate, made, left = decompressobj(31), 0, data
+    inflate, made, left = decompressobj(GZIP), 0, data
     try:
         while left and not inflate.eof and made <= ratio * len(data):
             made += len(inflate.decompress(left, MAX_OUT))

@@ -10,9 +10,10 @@ ILSVRC2012 tarballs, a decompressed .tar.gz (spool.py) and WebDataset shards are
 from __future__ import annotations
 
 import os
+import posixpath
 import tarfile
 import zlib
-from typing import IO, TYPE_CHECKING, Tuple, Union
+from typing import IO, TYPE_CHECKING, NamedTuple, Tuple, Union
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
@@ -29,6 +30,7 @@ BLOCK = tarfile.BLOCKSIZE
 ZERO_BLOCK = bytes(BLOCK)
 USTAR = b"ustar\x00"
 WINDOW = 8 * BLOCK
+MAX_SYMLINKS = 40  # symlinks followed in a row before a chain is a loop (Linux's ELOOP limit)
 
 
 class RangeFile:
@@ -80,7 +82,8 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
     listed = plain_members(fd, size, where, start) if fd is not None else None
     if listed is not None:
         return listed[0]
-    members = []
+    members: list[Member] = []
+    links: list[Link] = []
     end = 0
     try:
         # RangeFile has the read, seek and tell that reading takes, not the write and close of typeshed's protocol
@@ -90,6 +93,10 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
                     raise InputError(where, f"truncated: {member.name} needs bytes up to "
                                             f"{member.offset_data + member.size}, the archive has {size}")
                 utf8_name(member.name, where, ":")
+                if member.islnk() or member.issym():
+                    links.append(Link(len(members), member.name, member.linkname, member.islnk()))
+                elif not (member.isreg() or member.isdir()) or member.issparse():
+                    raise InputError(f"{where}:{member.name}", _not_a_file(member))
                 members.append((member.name, member.offset_data, member.size, member.isfile(), 0))
                 end = member.offset_data + -(-member.size // BLOCK) * BLOCK
     except tarfile.ReadError as e:
@@ -102,7 +109,86 @@ def list_members(f: IO[bytes] | RangeFile, size: int, where: str) -> list[Member
     for i, (name, offset, length, is_file, _) in enumerate(members):  # the header blocks tarfile did not keep
         f.seek(offset - BLOCK)
         members[i] = (name, offset, length, is_file, zlib.crc32(f.read(BLOCK)))
-    return members
+    return resolve_links(members, links, where) if links else members
+
+
+class Link(NamedTuple):
+    """A link member as listed: its number among the members, its name, what it names, a hard link or a symlink."""
+
+    number: int
+    name: str
+    target: str
+    hard: bool
+
+
+def _not_a_file(member: tarfile.TarInfo) -> str:
+    """Why a member that is neither a file, a folder nor a link is refused (list_members)."""
+    if member.issparse():
+        return ("a sparse file (GNU tar --sparse): its bytes in the archive are not the file's; "
+                "archive it again without --sparse")
+    kind = ("a FIFO (named pipe)" if member.isfifo() else "a character device" if member.ischr()
+            else "a block device" if member.isblk() else f"a member of tar type {member.type.decode('latin-1')!r}")
+    return (f"{kind}, not a file: extracted it is no image (reading a FIFO or device waits forever or never "
+            "ends, as in a folder); remove it from the archive")
+
+
+def resolve_links(members: list[Member], links: list[Link], where: str) -> list[Member]:
+    """The members with each link given the bytes `tar x` gives its file: the one rule for links in a tar.
+
+    A hard link is extracted as a file holding its target's bytes (the member of that name
+    listed before it), so it is listed as that member's data under its own name; a symlink
+    extracted and read as a folder copy reads it (scan_folder follows links) is the member its
+    path names, relative to the link's folder. So an archive gives the records of the folder
+    `tar x` makes of it. Refused in one line naming the link: a target the archive does not
+    hold (before it, for a hard link), one outside the archive (an absolute path, or `..` past
+    its top: extracted, it would read whatever that path holds on the machine), a folder, or a
+    chain of symlinks that does not end.
+    """
+    resolved = list(members)
+    hard = {link.number: link for link in links if link.hard}
+    soft = [link for link in links if not link.hard]
+    seen: dict[str, int] = {}
+    for number, member in enumerate(members):  # hard links first: each names a member before it
+        link = hard.get(number)
+        if link is not None:
+            target = seen.get(posixpath.normpath(link.target))
+            if target is None:
+                raise InputError(f"{where}:{link.name}", f"a hard link to {link.target}, which the archive does "
+                                                         "not hold before it (tar x could not extract it)")
+            if any(s.number == target for s in soft):
+                raise InputError(f"{where}:{link.name}", f"a hard link to the symlink {link.target}: "
+                                                         "link the file itself")
+            resolved[number] = (link.name, *resolved[target][1:])
+        seen[posixpath.normpath(member[0])] = number
+    for link in soft:
+        resolved[link.number] = (link.name, *resolved[_symlink_target(link, links, seen, where)][1:])
+    for link in links:
+        if not resolved[link.number][3]:
+            raise InputError(f"{where}:{link.name}", f"a link to the folder {link.target}: only a file can be an "
+                                                     "image; give the folder's images themselves")
+    return resolved
+
+
+def _symlink_target(link: Link, links: list[Link], numbers: dict[str, int], where: str) -> int:
+    """The number of the member a symlink ends at (following symlinks to symlinks, as the file system does)."""
+    symlinks = {other.number: other for other in links if not other.hard}
+    current = link
+    for _ in range(MAX_SYMLINKS):
+        # relative to the link's folder; an absolute target stays absolute (posixpath.join keeps it)
+        path = posixpath.normpath(posixpath.join(posixpath.dirname(posixpath.normpath(current.name)),
+                                                 current.target))
+        if path.startswith("/") or path == ".." or path.startswith("../"):
+            raise InputError(f"{where}:{link.name}", f"a symlink to {link.target}, outside the archive: "
+                                                     "extracted, it would read whatever that path holds here, not "
+                                                     "an image of the archive; remove it, or archive its file")
+        number = numbers.get(path)
+        if number is None:
+            raise InputError(f"{where}:{link.name}", f"a symlink to {link.target}, which the archive does not hold")
+        if number not in symlinks:
+            return number
+        current = symlinks[number]
+    raise InputError(f"{where}:{link.name}", f"a symlink to {link.target}: a chain of over {MAX_SYMLINKS} "
+                                             "symlinks, or a loop")
 
 
 def plain_members(
@@ -296,7 +382,7 @@ class ArchiveReader(Reader):
         self.read_ahead(number)
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
-        where = f"{self.spec.source_root}:{entry.relpath}"
+        where = f"{self.spec.source_root}:{self.spec.member_prefix}{entry.relpath}"  # as the archive names it
         return read_member(self._source, entry.offset, entry.size, entry.extra, where)[0], where
 
     @staticmethod

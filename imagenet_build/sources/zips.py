@@ -20,9 +20,9 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Tuple, Union
 
+from imagenet_build.infra.deflate import deflate_codec
 from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import utf8_name
-from imagenet_build.sources.inflate import deflate_codec
 from imagenet_build.sources.tars import ArchiveReader, read_range
 
 if TYPE_CHECKING:

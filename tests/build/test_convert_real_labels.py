@@ -191,3 +191,10 @@ def test_a_rerun_with_another_real_json_or_none_is_refused_naming_it(sample_dir,
                  "before, other.json sha256:", "--overwrite")
     expect_error(args, 1, "other options", "--real-labels: real.json sha256:", "before, none now")
     assert real_labels_of(out) == expected_for(real_labels_of(out))  # the build as it was
+    renamed = tmp_path / "elsewhere" / "real-copy.json"  # the same bytes, another name: the same build, resumed
+    renamed.parent.mkdir()
+    renamed.write_bytes(real_json.read_bytes())
+    resumed = run_cli(*args, "--real-labels", renamed, "--json")
+    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["shards_written"] == 0, resumed.output
+    recorded = json.loads((out / "manifest.json").read_text())["options"]["real_labels"]
+    assert recorded.startswith("real-copy.json sha256:") and real_labels_of(out) == expected_for(real_labels_of(out))

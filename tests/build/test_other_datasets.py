@@ -222,7 +222,8 @@ def test_arrays_refuse_what_would_make_a_build_verify_rejects(np, tmp_path, conv
             ({"split": "a/b"}, "a split is named with"), ({"quality": 0}, "quality must be 1..100"),
             ({"quality": 101}, "quality must be 1..100"), ({"quality": "high"}, "quality must be 1..100"),
             ({"class_names": ["a", "a"]}, "given more than once"), ({"class_names": ["a", ""]}, "non-empty"),
-            ({"class_names": ["a", "b\nc"]}, "on one line")):
+            ({"class_names": ["a", "b\nc"]}, "on one line"),
+            ({"class_names": ["a", "b\udcff"]}, "'b\\\\udcff': not encodable as UTF-8")):
         with pytest.raises(BuildError, match=message):
             write_arrays(images, labels, out, **kwargs)
     with pytest.raises(BuildError, match="no images"):

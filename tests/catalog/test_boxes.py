@@ -114,3 +114,29 @@ def test_the_csv_lines_read_back_as_the_boxes_of_each_image_in_line_order():
     boxes = parse_box_lines(lines, "bboxes.csv")
     assert list(boxes) == ["n01440764_1.JPEG"]
     assert unpack_boxes(boxes["n01440764_1.JPEG"]) == ((0.1, 0.1, 0.2, 0.2), (0.5, 0.5, 0.9, 0.9))
+
+
+@pytest.mark.parametrize("kind", ["hard link", "symlink", "FIFO"])
+def test_a_box_archive_member_that_is_no_file_is_one_error_naming_it(tmp_path, kind):
+    """The box archive is read as one stream, where a link cannot be followed: a link (or a FIFO) is refused
+    naming it, never dropped unsaid (the XML it stands for would be boxes missing from the build)."""
+    import gzip
+    import io
+    import tarfile
+
+    xml = annotation(100, 100, [(1, 1, 50, 50)])
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        info = tarfile.TarInfo(f"{SYNSETS[0]}/{SYNSETS[0]}_1.xml")
+        info.size = len(xml)
+        tar.addfile(info, io.BytesIO(xml))
+        other = tarfile.TarInfo(f"{SYNSETS[0]}/{SYNSETS[0]}_2.xml")
+        other.type = {"hard link": tarfile.LNKTYPE, "symlink": tarfile.SYMTYPE, "FIFO": tarfile.FIFOTYPE}[kind]
+        other.linkname = info.name if kind == "hard link" else f"{SYNSETS[0]}_1.xml"
+        tar.addfile(other)
+    archive = tmp_path / "ILSVRC2012_bbox_train_v2.tar.gz"
+    archive.write_bytes(gzip.compress(out.getvalue(), mtime=0))
+    with pytest.raises(InputError) as raised:
+        boxes_to_csv_lines(archive, SYNSETS)
+    assert raised.value.path == f"{archive}:{SYNSETS[0]}/{SYNSETS[0]}_2.xml"
+    assert raised.value.problem.startswith("a link, FIFO or device, not a file")

@@ -97,6 +97,25 @@ def test_a_class_folder_that_disagrees_with_the_validation_labels(copy_of, ilsvr
                  "val_blurred/n01443537/ILSVRC2012_val_00000001.jpg", "in class folder n01443537", out=out)
 
 
+def test_an_empty_class_folder_is_said_to_be_empty(copy_of, ilsvrc, tmp_path):
+    """A class folder member with no image below it: its class has no images, said of that folder (named as the
+    archive names it), not "no class folder"."""
+    archive = copy_of / "train_blurred.tar.gz"
+    with tarfile.open(archive) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar if m.isfile()]
+    emptied = "train_blurred/n01443537"
+    folder = tarfile.TarInfo(emptied)
+    folder.type = tarfile.DIRTYPE
+    with gzip.GzipFile(archive, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w") as tar:
+        tar.addfile(folder)
+        for info, data in members:
+            if not info.name.startswith(emptied + "/"):
+                tar.addfile(info, io.BytesIO(data))
+    out = tmp_path / "out"
+    expect_error(["convert", "--from", copy_of, "--output-dir", out, *with_boxes(ilsvrc)],
+                 f"{archive}:{emptied}: class folder holds no *.JPEG images", out=out)
+
+
 def test_with_another_copy_is_refused(blurred, ilsvrc, tmp_path):
     out = tmp_path / "out"
     expect_error(["convert", "--from", blurred / "train_blurred.tar.gz", "--from", ilsvrc / "ILSVRC2012_img_val.tar",

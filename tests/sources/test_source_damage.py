@@ -22,9 +22,7 @@ import pytest
 
 from conftest import run_cli, shard_files, tree_digest
 from imagenet_build.sources.copies import sample_layouts
-from imagenet_build.tools.sample import make_sample
 
-SMALL = dict(classes=2, per_class=3, validation_per_class=2)
 SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
 SYNSETS = ("n01440764", "n01443537")  # the sample's two classes (the first two of the labels file)
 KINDS = ("member swapped", "size lie", "CRC lie (stored)", "CRC lie (deflated)", "corrupted payload (stored)",
@@ -533,29 +531,14 @@ def test_every_registered_layout_declares_every_damage():
 
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory):
-    """layout -> the sample written in it (once per layout for the module)."""
-    made = {}
-
-    def get(layout):
-        if layout not in made:
-            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
-            # ilsvrc: `sample --tarballs`, the folders and the three archives beside them (--from reads the archives)
-            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL)
-        return made[layout]
-
-    return get
-
-
-@pytest.fixture(scope="module")
-def clean(written, tmp_path_factory):
+def clean(small_copy, tmp_path_factory):
     """layout -> {path: sha256} of the clean build of its sample: all a failed run may leave under a final name."""
     built = {}
 
     def get(layout):
         if layout not in built:
             out = tmp_path_factory.mktemp(f"{layout}-clean") / "out"
-            result = run_cli(*convert_args(written(layout), out))
+            result = run_cli(*convert_args(small_copy(layout), out))
             assert result.exit_code == 0, result.output
             built[layout] = shard_files(out)
         return built[layout]
@@ -570,9 +553,9 @@ def convert_args(copy, out):
 
 
 @pytest.mark.parametrize("layout,kind", CASES, ids=[f"{layout}-{kind}" for layout, kind in CASES])
-def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(written, clean, tmp_path, layout, kind):
+def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(small_copy, clean, tmp_path, layout, kind):
     copy = tmp_path / "copy"
-    shutil.copytree(written(layout), copy)
+    shutil.copytree(small_copy(layout), copy)
     fragments = DAMAGES[layout][kind](kind, copy)
     before = tree_digest(copy)
     out = tmp_path / "out"

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from conftest import SAMPLE, run_cli, shard_files
-from helpers import expect_error
+from helpers import archive_members, expect_error
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_file
 from imagenet_build.encode.example import decode_example
 from imagenet_build.format.tfrecord import read_records
@@ -165,7 +165,7 @@ def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layou
         else:
             copy.mkdir()
             source = copy / ARCHIVES[layout]
-            members = _members(root / "copy" / ARCHIVES[layout]) + [(stray, b"hello")]
+            members = archive_members(root / "copy" / ARCHIVES[layout]) + [(stray, b"hello")]
             if source.suffix == ".zip":
                 write_zip(source, [(n, d, DEFLATED, False) for n, d in members])
             else:
@@ -184,14 +184,6 @@ def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layou
         shutil.rmtree(gone)
         expect_error(["convert", "--from", partial / top, "--labels-file", labels, "--output-dir", partial / "o",
                       *SHARDS], 1, str(partial / top), "no class folder for 1 of", gone.name, "a partial copy")
-
-
-def _members(archive):
-    if archive.suffix == ".zip":
-        with zipfile.ZipFile(archive) as z:
-            return [(i.filename, z.read(i)) for i in z.infolist()]
-    with tarfile.open(archive) as tar:
-        return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
 
 
 def test_imagenet_v2_knows_its_three_variants_and_takes_one(written, tmp_path):
@@ -214,7 +206,7 @@ def test_a_png_and_a_cmyk_image_are_reencoded_without_slims_ilsvrc_notes(written
 
     from helpers import tar_of
 
-    members = _members(written("imagenet-a") / "copy" / "imagenet-a.tar")
+    members = archive_members(written("imagenet-a") / "copy" / "imagenet-a.tar")
     images = [i for i, (name, _) in enumerate(members) if name.endswith(".jpg")]
     png, cmyk = io.BytesIO(), io.BytesIO()
     Image.new("RGB", (40, 30), (200, 10, 10)).save(png, "PNG")
@@ -245,3 +237,141 @@ def test_the_docs_list_each_fixed_subsets_classes_as_the_code_holds_them():
     for the_set in (IMAGENET_A, IMAGENET_R):
         listed = text.split(f"\n{the_set.name}:\n\n", 1)[1].split("\n\n", 1)[0]
         assert tuple(re.findall(r"`(n\d{8})`", listed)) == the_set.synsets and len(the_set.synsets) == 200
+
+
+def _write_archive(path, members):
+    """The set's archive of [(name, bytes or None for a folder)] at `path`: a zip, a .tar.gz or a .tar, as named."""
+    import gzip
+
+    from helpers import tar_of
+    from imagenet_build.sources.zips import DEFLATED, write_zip
+
+    if path.suffix == ".zip":
+        write_zip(path, [(n + "/" if d is None else n, d or b"", DEFLATED, False) for n, d in members])
+    else:
+        data = tar_of(members)
+        path.write_bytes(gzip.compress(data, mtime=0) if path.name.endswith(".gz") else data)
+
+
+def test_imagenet_v2s_variant_is_the_one_its_archive_holds_not_its_name(written, tmp_path):
+    """A renamed archive of another variant is refused naming what it holds; the name it should have converts."""
+    root = written("imagenet-v2")
+    renamed = tmp_path / "imagenetv2-threshold0.7.tar.gz"
+    shutil.copy(root / "copy" / ARCHIVES["imagenet-v2"], renamed)
+    expect_error(["convert", "--from", renamed, "--output-dir", tmp_path / "o", *SHARDS], 1, str(renamed),
+                 "holds imagenetv2-matched-frequency-format-val/, ImageNetV2's matched-frequency variant, but its "
+                 "name says threshold-0.7", "name it imagenetv2-matched-frequency.tar.gz")
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").glob("validation-*"))
+
+
+@pytest.mark.parametrize("layout", SETS)
+def test_an_archive_whose_top_folder_is_not_the_sets_or_with_none_is_refused_naming_it(written, tmp_path, layout):
+    """A top folder the set's archives never have (something-else/), and loose class folders with no top folder
+    at all: each one line naming the archive, nothing built."""
+    root = written(layout)
+    labels = root / "copy" / "labels.txt"
+    members = archive_members(root / "copy" / ARCHIVES[layout])
+    top = TOPS[layout]
+    for case, renamed, fragments in (
+            ("other", [("something-else/" + n.split("/", 1)[1], d) for n, d in members],
+             [f"{ARCHIVES[layout]}:something-else/", "a top folder none of", "not "]),
+            ("class folders", [(n.split("/", 1)[1], d) for n, d in members],
+             [ARCHIVES[layout], "holds its class folders (", "at its top, not in a top folder"]),
+            ("loose", [(n.rsplit("/", 1)[1], d) for n, d in members if n.count("/") == 2],
+             [ARCHIVES[layout], "holds no <top folder>/<class>/<image> files"])):
+        (tmp_path / case).mkdir()
+        archive = tmp_path / case / ARCHIVES[layout]
+        _write_archive(archive, renamed)
+        expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / case / "o",
+                      *SHARDS], 1, *fragments)
+        assert top not in str(renamed[0][0])
+
+
+@pytest.mark.parametrize("top", ["imagenetv2-matched-frequency", "imagenetv2-matched-frequency-format-val"])
+def test_tfds_2020s_imagenet_v2_folder_converts_as_its_archive_does(written, tmp_path, top):
+    """TFDS's builder before 1.0.0 extracted the archive to `imagenetv2-matched-frequency/` (no -format-val): that
+    folder, a folder holding it, and an archive holding it give the shards of the archive as shipped."""
+    root = written("imagenet-v2")
+    labels = root / "copy" / "labels.txt"
+    expected = tmp_path / "expected"
+    convert(root / "copy" / ARCHIVES["imagenet-v2"], labels, expected)
+    holder = tmp_path / "holder"
+    shutil.copytree(root / "extracted" / TOPS["imagenet-v2"], holder / top)
+    shipped = archive_members(root / "copy" / ARCHIVES["imagenet-v2"])
+    _write_archive(tmp_path / ARCHIVES["imagenet-v2"], [(top + "/" + n.split("/", 1)[1], d) for n, d in shipped])
+    for n, source in enumerate((holder / top, holder, tmp_path / ARCHIVES["imagenet-v2"])):
+        found = convert(source, labels, tmp_path / f"out{n}")
+        assert found["found"].startswith("ImageNetV2 matched-frequency"), found["found"]
+        assert shard_files(tmp_path / f"out{n}") == shard_files(expected)
+
+
+@pytest.mark.parametrize("form", ["archive", "folder"])
+def test_an_empty_class_folder_is_said_to_be_empty_not_missing(written, tmp_path, form):
+    """ImageNet-A with one class folder there but empty (a folder member in the archive, a folder on disk): one
+    line saying so; with --on-error skip, left out as empty; a folder gone is still "no class folder"."""
+    root = written("imagenet-a")
+    labels = root / "copy" / "labels.txt"
+    members = archive_members(root / "copy" / "imagenet-a.tar")
+    folders = sorted({n.split("/")[1] for n, _ in members if n.count("/") == 2})
+    emptied = [(n, d) for n, d in members if n.split("/")[1:2] != [folders[1]]]
+    if form == "archive":
+        source = tmp_path / "imagenet-a.tar"
+        _write_archive(source, [("imagenet-a", None), (f"imagenet-a/{folders[1]}", None)] + emptied)
+    else:
+        shutil.copytree(root / "extracted", tmp_path / "x")
+        source = tmp_path / "x" / "imagenet-a"
+        for image in (source / folders[1]).iterdir():
+            image.unlink()
+    expect_error(["convert", "--from", source, "--labels-file", labels, "--output-dir", tmp_path / "o", *SHARDS], 1,
+                 "an empty class folder for 1 of ImageNet-A's 200 classes", folders[1], "a partial copy")
+    skipped = run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", tmp_path / "s", *SHARDS,
+                      "--on-error", "skip", "--json")
+    assert skipped.exit_code == 0, skipped.output
+    report = json.loads(skipped.stdout)
+    assert {"file": f"{folders[1]}/", "reason": "class folder empty: a partial copy", "split": "validation"} in \
+        report["skipped"]
+    assert any(f"have an empty class folder: {folders[1]}" in note for note in report["notes"]), report["notes"]
+    if form == "folder":
+        (source / folders[2]).rename(tmp_path / "gone")
+        expect_error(["convert", "--from", source, "--labels-file", labels, "--output-dir", tmp_path / "o2",
+                      *SHARDS], 1, "no class folder, or an empty one, for 2 of", folders[2])
+
+
+@pytest.mark.parametrize("layout", SETS)
+def test_a_members_error_names_it_as_the_archive_does_top_folder_included(written, tmp_path, layout):
+    """An image that is no image, read by a worker: the line names archive:top/class/name (A's and R's too)."""
+    root = written(layout)
+    members = archive_members(root / "copy" / ARCHIVES[layout])
+    broken = next(n for n, _ in members if n.lower().endswith((".jpg", ".jpeg")))
+    source = tmp_path / ARCHIVES[layout]
+    _write_archive(source, [(n, b"not an image at all" if n == broken else d) for n, d in members])
+    expect_error(["convert", "--from", source, "--labels-file", root / "copy" / "labels.txt", "--output-dir",
+                  tmp_path / "o", *SHARDS], 1, f"{source}:{broken}:")
+
+
+def test_an_archive_and_a_folder_given_for_one_set_are_refused_one_beside_the_other_noted(written, tmp_path):
+    """copies.md: one split given twice (its archive and its extracted folder) is refused; a folder holding both
+    reads the archive and names the folder it left unread."""
+    root = written("imagenet-a")
+    holder = tmp_path / "holder"
+    shutil.copytree(root / "extracted", holder)
+    shutil.copy(root / "copy" / "imagenet-a.tar", holder)
+    shutil.copytree(root / "extracted", tmp_path / "other")
+    for given in ([holder / "imagenet-a.tar", tmp_path / "other" / "imagenet-a"],
+                  [holder / "imagenet-a.tar", holder / "imagenet-a"], [holder, tmp_path / "other" / "imagenet-a"]):
+        expect_error(["convert", *[a for path in given for a in ("--from", path)], "--output-dir", tmp_path / "o",
+                      *SHARDS], 2, "--from was given ImageNet-A's validation split twice",
+                     str(holder / "imagenet-a.tar"), str(given[1]))
+    found = convert(holder, root / "copy" / "labels.txt", tmp_path / "out")
+    note = f"{holder / 'imagenet-a'} not read: the archive {holder / 'imagenet-a.tar'} beside it is"
+    assert note in found["notes"][0]
+
+
+def test_the_validation_labels_file_given_for_an_evaluation_set_is_noted_unused(written, tmp_path):
+    root = written("imagenet-a")
+    given = root / "copy" / "labels.txt"  # any file: it is not read
+    found = convert(root / "copy" / "imagenet-a.tar", given, tmp_path / "out", "--validation-labels-file", given)
+    assert f"--validation-labels-file {given} not used: ImageNet-A archive is labelled by its class folders" in \
+        found["notes"][0]
+    assert not any("--validation-labels-file" in n for n in convert(root / "copy" / "imagenet-a.tar", given,
+                                                                    tmp_path / "out2")["notes"])

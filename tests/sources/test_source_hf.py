@@ -273,7 +273,7 @@ def test_isal_and_zlib_inflate_give_the_same_shards(hf, reference, tmp_path):
     import subprocess
     import sys
 
-    from imagenet_build.sources.inflate import deflate_codec
+    from imagenet_build.infra.deflate import deflate_codec
 
     pytest.importorskip("isal")
     assert deflate_codec().decompressobj.__module__.startswith("isal")

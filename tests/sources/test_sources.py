@@ -45,6 +45,9 @@ def test_from_refuses_what_it_does_not_know_and_mixed_options(ilsvrc, tmp_path):
                                 "notes.txt", "none of the copies of ImageNet")
     expect_error(["convert", "--from", tmp_path / "nowhere", "--output-dir", tmp_path / "o"], 1,
                                 "nowhere", "not found")
+    (tmp_path / "empty").mkdir()
+    expect_error(["convert", "--from", tmp_path / "empty", "--output-dir", tmp_path / "o"], 1,
+                 f"{tmp_path / 'empty'}: an empty folder: --from takes a copy of ImageNet")
     expect_error(["convert", "--from", ilsvrc, "--train-dir", ilsvrc / "train",
                                  "--output-dir", tmp_path / "o"], 2, "--from", "not both")
     for archive, folder in (("ILSVRC2012_img_train.tar", "train"), ("ILSVRC2012_img_val.tar", "validation")):
@@ -183,6 +186,47 @@ def test_a_folder_of_archives_and_extracted_folders_says_which_it_read(ilsvrc, r
     assert shard_files(out) == shard_files(reference)
 
 
+def test_what_image_net_ships_beside_the_archives_is_named_left_out_with_why(ilsvrc, reference, tmp_path):
+    """The test archive (either name), the extracted test/ folder and the devkit: a note names each, and why."""
+    root = tmp_path / "download"
+    root.mkdir()
+    for name in ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "ILSVRC2012_bbox_train_v2.tar.gz"):
+        (root / name).symlink_to(ilsvrc / name)
+    for name in ("ILSVRC2012_img_test_v10102019.tar", "ILSVRC2012_devkit_t12.tar.gz", "ILSVRC2012_devkit_t3.tar.gz"):
+        (root / name).write_bytes(b"not read")
+    (root / "test").mkdir()
+    result = run_cli("convert", "--from", root, "--output-dir", tmp_path / "out", *layout_args(ilsvrc), "--json")
+    assert result.exit_code == 0, result.output
+    devkit = "the development kit: the synsets and validation labels it holds are shipped with imagenet-build"
+    assert (f"left out: {root / 'ILSVRC2012_devkit_t12.tar.gz'} ({devkit}); {root / 'ILSVRC2012_devkit_t3.tar.gz'} "
+            f"({devkit}); {root / 'ILSVRC2012_img_test_v10102019.tar'} (the test images have no labels); "
+            f"{root / 'test'} (the test images have no labels)") in json.loads(result.stdout)["notes"]
+    assert shard_files(tmp_path / "out") == shard_files(reference)
+
+
+@pytest.mark.parametrize("val", ["train-style names", "empty"])
+def test_a_root_whose_val_folder_is_no_split_is_one_line_not_a_build_without_it(ilsvrc, tmp_path, val):
+    """A root of train/ and val/ (Kaggle's ILSVRC/Data/CLS-LOC, say) whose val/ holds neither validation images
+    nor class folders: refused naming val/, not converted to a train-only build; its test/ noted left out."""
+    root = tmp_path / "CLS-LOC"
+    shutil.copytree(ilsvrc / "train", root / "train")
+    (root / "val").mkdir()
+    if val != "empty":
+        for image in sorted((ilsvrc / "train").glob("*/*.JPEG"))[:3]:
+            shutil.copy(image, root / "val")
+    expect_error(["convert", "--from", root, "--output-dir", tmp_path / "o", *layout_args(ilsvrc)], 1,
+                 f"{root / 'val'}: holds neither ILSVRC2012_val_*.JPEG images nor <synset>/ class folders",
+                 "(it is empty)" if val == "empty" else "such as n01440764_", "give --from the other split's folder")
+    shutil.copytree(ilsvrc / "validation", root / "validation")  # the split, given by another folder: noted
+    (root / "test").mkdir()
+    result = run_cli("convert", "--from", root, "--output-dir", tmp_path / "o", *layout_args(ilsvrc), "--json")
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert f"left out: {root / 'test'} (the test images have no labels)" in notes
+    assert f"{root / 'val'} not read: it holds neither ILSVRC2012_val_*.JPEG images nor <synset>/ class folders" \
+           in notes[0] and notes[0].endswith(f"; the validation split is {root / 'validation'}"), notes
+
+
 def validation_records(out):
     """[record features] of a build's validation shards, in shard order."""
     found = []
@@ -212,6 +256,22 @@ def assert_evaluation_build(out, reference, sample, ilsvrc):
 def test_sample_help_lists_every_layout():
     result = run_cli("sample", "--help")
     assert f"[{'|'.join(sample_layouts())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
+
+
+# each copy `sample --layout` knows -> how convert --help's first paragraph names it
+CONVERT_HELP_NAMES = {"ilsvrc": "the ILSVRC2012 archives or the folders extracted from them", "kaggle": "Kaggle's zip",
+                      "hf": "Hugging Face's .tar.gz", "hf-parquet": "or parquet files", "blurred": "blurred release",
+                      "wds": "WebDataset shards", "imagenet-v2": "ImageNetV2", "imagenet-a": "ImageNet-A",
+                      "imagenet-r": "-R", "imagenet-sketch": "-Sketch"}
+
+
+def test_convert_help_says_first_what_from_reads():
+    assert sorted(CONVERT_HELP_NAMES) == sorted(sample_layouts())  # a new copy is named there, and here
+    result = run_cli("convert", "--help")
+    first = " ".join(result.output.split("\n\n")[1].split())
+    assert first.startswith("Convert any copy of ImageNet into shuffled, sharded TFRecords"), first
+    for name in CONVERT_HELP_NAMES.values():
+        assert name in first, (name, first)
 
 
 @pytest.mark.parametrize("layout", list(sample_layouts()))
