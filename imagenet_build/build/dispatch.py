@@ -91,7 +91,10 @@ def run_job(engine: Engine, output: str, tasks: Iterable[ShardTask], pool: Worke
     except Exception as e:
         pool.close()  # a local worker still writing a shard ends first: its shard and receipt then count
         collected = _record(job, drawn, seen, reported)
-        said = task_error(e) or (str(e) if isinstance(e, BuildError) else f"{engine.describe()} failed: {one_line(e)}")
+        own = task_error(e)
+        if own is not None:  # a task's own error (a bad input, a full disk, no credentials): its line is the news
+            raise BuildError(own) from None
+        said = str(e) if isinstance(e, BuildError) else f"{engine.describe()} failed: {one_line(e)}"
         raise BuildError(f"{said}; {_not_written(collected, drawn.keys)}") from e
     except BaseException:
         pool.close()

@@ -232,7 +232,7 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
                          f"up to {FORMAT}): upgrade imagenet-build")
-    if version not in READABLE or isinstance(version, bool):
+    if not isinstance(version, (int, str)) or isinstance(version, bool) or version not in READABLE:
         raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
                          f"{', '.join(map(str, sorted(READABLE.values())))})")
     problem = schema_problem(manifest)

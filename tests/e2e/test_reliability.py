@@ -510,9 +510,10 @@ def run_without(module, *args):
     ("fsspec", ["verify", "s3://bucket/shards", "--json"], "pip install -c constraints.txt '.[s3]'"),
     ("fsspec", ["index", "s3://bucket/shards/train-00000-of-00001"], "pip install -c constraints.txt '.[s3]'"),
     ("s3fs", ["verify", "s3://bucket/shards"], "s3fs, which is not installed"),
-    ("nvidia.dali_tf_plugin", ["trainer-check", "{converted}", "--device", "cpu", "--json"],
+    ("nvidia.dali_tf_plugin", ["trainer-check", "{converted}", "--framework", "dali-tf", "--device", "cpu", "--json"],
      "DALI's TensorFlow plugin"),
-    ("tensorflow", ["trainer-check", "{converted}", "--device", "cpu"], "pip install -c constraints.txt '.[tf]'"),
+    ("tensorflow", ["trainer-check", "{converted}", "--framework", "dali-tf", "--device", "cpu"],
+     "pip install -c constraints.txt '.[tf]'"),
 ], ids=["verify-s3-no-fsspec", "index-s3-no-fsspec", "verify-s3-no-s3fs", "trainer-no-plugin", "trainer-no-tf"])
 def test_a_missing_extra_is_one_line_naming_it(converted, module, args, fragment):
     result = run_without(module, *[str(a).format(converted=converted) for a in args])

@@ -59,8 +59,6 @@ def test_an_engine_that_hands_nothing_back_is_counted_from_its_receipts(sample_d
     (2, RuntimeError("the cluster went away\nat line 2"), "1 local worker process failed: RuntimeError: the cluster "
                                                           "went away"),
     (2, BuildError("s3://b/out: no such bucket"), "s3://b/out: no such bucket"),
-    (3, RuntimeError("Traceback ...\nimagenet_build.engines.job.TaskFailed: a.JPEG: not a JPEG\n"), "a.JPEG: not a "
-                                                                                                   "JPEG"),
 ])
 def test_a_failed_job_keeps_what_finished_and_names_the_rest(sample_dir, converted, tmp_path, count, error, said):
     out = tmp_path / "out"
@@ -77,6 +75,17 @@ def test_a_failed_job_keeps_what_finished_and_names_the_rest(sample_dir, convert
     rerun = run_process(*sample_args(sample_dir, out, "--workers", 1, "--json"))
     assert json.loads(rerun.stdout)["shards_kept"] == count
     assert tree_digest(out) == tree_digest(converted)
+
+
+def test_a_tasks_own_error_is_its_line_alone(sample_dir, tmp_path):
+    """A bad input, a full disk, missing credentials: what the task said is the news (a rerun would say it again)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    error = RuntimeError("Traceback ...\nimagenet_build.engines.job.TaskFailed: a.JPEG: not a JPEG\n")
+    with pytest.raises(BuildError) as raised:
+        convert(request_for(sample_dir, out, stopping_after(3, error)))
+    assert str(raised.value) == "a.JPEG: not a JPEG"
+    assert [entry["name"] for entry in manifest_of(out)["shards"]] == SHARDS[:3] == shards_on_disk(out)
 
 
 def test_a_job_that_fails_after_every_shard_reported_says_so(sample_dir, tmp_path):

@@ -164,13 +164,13 @@ def tf_data(folder):
 
 
 def dali(folder):
-    """trainer-check's DALI pipeline on the CPU (its evaluation branch, no normalisation)."""
+    """imagenet_build.dali's pipeline (trainer-check's) on the CPU: its evaluation branch, no normalisation."""
     pytest.importorskip("nvidia.dali")
-    from imagenet_build.readback import dali as trainer
+    from imagenet_build.dali import pipeline
 
-    _, paths, indexes = trainer.split_files(folder, "train")
-    pipe = trainer.training_pipeline(paths, indexes, "cpu", len(records_in(paths)), (0, 0, 0), (1, 1, 1),
-                                     training=False)
+    count = len(records_in(shard_paths(folder)))
+    pipe = pipeline(folder, "train", batch_size=count, device_id=None, training=False, size=16, mean=(0, 0, 0),
+                    std=(1, 1, 1), layout="HWC")
     pipe.build()
     images, labels = pipe.run()
     return [(int(np.array(labels.at(k)).reshape(-1)[0]) + 1, np.array(images.at(k))) for k in range(len(labels))]
