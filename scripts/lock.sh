@@ -3,11 +3,18 @@
 # scripts/test.sh installs them but without the old constraints, and pin what came out.
 # Run it after changing a dependency in pyproject.toml, then scripts/test.sh; commit both files.
 # The pins hold for this Python version only (each line says so): on another, pip resolves freely.
-# Usage: scripts/lock.sh
+# --keep: resolve within the pins already there (only what is new is resolved, nothing pinned moves).
+# Usage: scripts/lock.sh [--keep]
 source "$(dirname "$0")/_venv.sh"
 VENV="$(mktemp -d)/venv"
 PY="$VENV/bin/python"
-PINS=()
+if [ "${1:-}" = "--keep" ]; then
+  KEPT="$(dirname "$VENV")/kept.txt"
+  grep -v "^#" "$ROOT/constraints.txt" > "$KEPT"
+  PINS=(-c "$KEPT")
+else
+  PINS=()
+fi
 trap 'rm -rf "$(dirname "$VENV")"' EXIT
 ensure_venv test,gcs,mutation,dataflow
 ensure_dali_tf_plugin

@@ -5,7 +5,7 @@
 # (changes nothing a caller can see: docs/mutation.md lists those). Prints each survivor's diff, then
 # the counts and the score. Runs in a temporary copy of the working tree: nothing here is touched.
 # Not part of scripts/test.sh (minutes per module); needs the mutation extra:
-#   .venv/bin/python -m pip install -c constraints.txt '.[mutation]'
+#   .venv/bin/python -m pip install -c constraints.txt -e '.[mutation]'   (-e: the test environment stays editable)
 # Usage: scripts/mutation.sh [-j N] [-k GLOB] MODULE TEST [TEST ...]
 #   -j N: run N mutants at a time (default: one per core); -j 1 on a machine others share
 #   -k GLOB: only the mutants whose names match (mutmut's names, e.g. '*crop_box*'), the counts theirs alone
@@ -34,7 +34,7 @@ for path in "$MODULE" "$@"; do
   [ -e "$ROOT/$path" ] || { echo "error: $path: no such file in the repository" >&2; exit 2; }
 done
 "$PY" -c "import mutmut" 2>/dev/null || {
-  echo "error: mutmut is not installed: $PY -m pip install -c constraints.txt '.[mutation]'" >&2
+  echo "error: mutmut is not installed: $PY -m pip install -c constraints.txt -e '.[mutation]'" >&2
   exit 1
 }
 WORK="$(mktemp -d)"
