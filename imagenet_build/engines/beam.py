@@ -94,10 +94,14 @@ class BeamEngine(Engine):
             raise UsageError(f"--beam-options: --runner {self.runner}: {e}") from None
 
     def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
-        numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
+        pipeline = self.pipeline(job, [n for n, _ in tasks])  # its workers read their task from the tasks file
+        with _beam_logs_quiet(), _worker_deaths_fail_the_job():
+            finish(pipeline.run())
+
+    def pipeline(self, job: JobRef, numbers: Sequence[int]) -> Any:
+        """The job as a Beam pipeline: shard numbers, spread over the workers, each one's task run."""
         beam = require("apache_beam", "--runner beam", quiet=True)
         from apache_beam.options.pipeline_options import PipelineOptions
-        from apache_beam.runners.runner import PipelineState
 
         args = self.args
         if not _option(args, "--default_sdk_harness_log_level"):  # workers' INFO lines, a few dozen a run
@@ -107,15 +111,21 @@ class BeamEngine(Engine):
         _ = (pipeline
              | "shards" >> beam.Create(list(numbers), reshuffle=True)
              | "write" >> beam.Map(beam_task, job))
-        with _beam_logs_quiet(), _worker_deaths_fail_the_job():
-            result = pipeline.run()
-            try:
-                state = result.wait_until_finish()
-            except KeyboardInterrupt:
-                _cancel(result)
-                raise
-        if state is not None and state != PipelineState.DONE:
-            raise BuildError(f"the Beam job ended {state}")
+        return pipeline
+
+
+def finish(result: Any) -> None:
+    """A running job waited for: cancelled when the wait is stopped (a job elsewhere runs on otherwise), a
+    BuildError when it ended in any state but done."""
+    from apache_beam.runners.runner import PipelineState
+
+    try:
+        state = result.wait_until_finish()
+    except KeyboardInterrupt:
+        _cancel(result)
+        raise
+    if state is not None and state != PipelineState.DONE:
+        raise BuildError(f"the Beam job ended {state}")
 
 
 def _runner(name: str, options: Any) -> Any:

@@ -82,6 +82,7 @@ def test_the_local_engine_runs_each_number_and_hands_each_result_on(tmp_path):
 @pytest.mark.parametrize("args,expected", [
     (["--runner", "X"], "X"), (["--runner=Y"], "Y"), (["--runner", "X", "--runner=Z"], "Z"),
     (["--project", "p"], None), (["--runner"], None), (["--runners", "X"], None), ([], None),
+    (["--runner=X=Y"], "X=Y"), (["--runner=a=b=c"], "a=b=c"),
 ])
 def test_an_option_of_beams_is_read_as_beam_reads_it(args, expected):
     assert _option(args, "--runner") == expected
@@ -127,6 +128,70 @@ def test_beam_runs_every_task_of_a_job_here_and_keeps_its_logs_quiet(tmp_path):
     before = logger.level
     beam("").run(job, ((n, None) for n in range(4)), lambda n, result: pytest.fail("Beam hands nothing back"), None)
     assert reported(job) == {"k0", "k1", "k2", "k3"} and logger.level == before
+
+
+def test_beams_pipeline_spreads_the_numbers_and_quiets_its_workers(tmp_path):
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+
+    job = write_job(str(tmp_path), [Task("k0", square, (1,))])
+    pipeline = beam("--direct_num_workers 2").pipeline(job, [0])
+    assert isinstance(pipeline.runner, fn_runner.FnApiRunner)
+    options = pipeline.options.get_all_options()
+    assert options["default_sdk_harness_log_level"] == "ERROR" and options["direct_num_workers"] == 2
+    provided = pipeline.runner._provision_info.provision_info.pipeline_options
+    assert provided["beam:option:default_sdk_harness_log_level:v1"] == "ERROR"  # the worker processes get them
+    transforms = [t.unique_name for t in pipeline.to_runner_api().components.transforms.values()]
+    assert any(name.startswith("shards/") and "Reshuffle" in name for name in transforms)  # spread over workers
+    given = beam("--default_sdk_harness_log_level=DEBUG").pipeline(job, [0]).options.get_all_options()
+    assert given["default_sdk_harness_log_level"] == "DEBUG"
+    direct = beam("--runner DirectRunner").pipeline(job, [0])
+    assert type(direct.runner).__name__ == "SwitchingDirectRunner"  # what Beam makes of the name
+    assert isinstance(beam("--runner fnapi").pipeline(job, [0]).runner, fn_runner.FnApiRunner)
+
+
+class Result:
+    """A running Beam job as far as finish() sees it: its end state, or a stop while it is waited for."""
+
+    def __init__(self, state=None, stopped=False, cancel_fails=False):
+        self.state, self.stopped, self.cancel_fails, self.cancelled = state, stopped, cancel_fails, False
+
+    def wait_until_finish(self):
+        if self.stopped:
+            raise KeyboardInterrupt
+        return self.state
+
+    def cancel(self):
+        if self.cancel_fails:
+            raise RuntimeError("a local job cannot be cancelled")
+        self.cancelled = True
+
+
+def test_a_beam_job_is_waited_for_cancelled_when_stopped_and_judged_by_its_state():
+    from apache_beam.runners.runner import PipelineState
+
+    from imagenet_build.engines.beam import finish
+
+    finish(Result(PipelineState.DONE))
+    finish(Result(None))  # a runner that says nothing: its wait raised nothing
+    with pytest.raises(BuildError, match="^the Beam job ended FAILED$"):
+        finish(Result(PipelineState.FAILED))
+    stopped = Result(stopped=True)
+    with pytest.raises(KeyboardInterrupt):
+        finish(stopped)
+    assert stopped.cancelled
+    with pytest.raises(KeyboardInterrupt):
+        finish(Result(stopped=True, cancel_fails=True))  # the stop is what is said, not the cancel's failure
+
+
+def test_beam_missing_is_one_line_when_checked_and_when_run(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    message = ("--runner beam needs Apache Beam, which is not installed: in a clone of imagenet-build, pip install -c "
+               "constraints.txt '.[beam]'")
+    with pytest.raises(BuildError) as checked:
+        beam("").check()
+    with pytest.raises(BuildError) as ran:
+        beam("").pipeline(write_job(str(tmp_path), [Task("k0", square, (1,))]), [0])
+    assert str(checked.value) == str(ran.value) == message
 
 
 def test_a_failed_beam_task_fails_its_job_with_its_own_line(tmp_path):
