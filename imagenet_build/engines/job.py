@@ -1,11 +1,13 @@
-"""A convert job as every engine runs it: the plan written once to the output's storage, tasks named by
-number, and each task's result reported beside the output as a small receipt.
+"""A convert job as every engine runs it: tasks named by number, and each task's result reported beside the
+output as a small receipt; for engines whose workers may be elsewhere (Beam, Spark), the plan written once to the
+output's storage.
 
-An engine then carries only shard numbers (its job graph stays small whatever the plan: Dataflow refuses
+Such an engine then carries only shard numbers (its job graph stays small whatever the plan: Dataflow refuses
 graphs of more than a few MB, and full ImageNet's ShardSpecs pickle to ~100 MB), and every result travels
 through the output's own storage, never through an engine's file system or collect step. So results
 survive a job that fails or is killed (a rerun trusts a shard whose receipt and sha256 agree), and the
-driver counts them the same way whatever ran them.
+driver counts them the same way whatever ran them. The local engine's workers are handed their tasks instead
+(writing the plan first would hold up the first shard: write_job).
 
     <output>/.convert-job/<job>.tasks          the plan: a header (each task's key and place), then each task
     <output>/.convert-job/results/<job>/<key>.json   one receipt per task, written after its shard and index
