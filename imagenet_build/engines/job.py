@@ -259,7 +259,7 @@ class ResultWatcher:
 
     def __init__(self, job: JobRef, planned: Sequence[str], on_result: Callable[[str, Any], None],
                  every: float = 2.0) -> None:
-        self.job, self.planned, self.on_result, self.every = job, set(planned), on_result, every
+        self.job, self.planned, self.on_result, self.every = job, planned, on_result, every  # planned may grow
         self.seen: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="result-watcher", daemon=True)
@@ -281,7 +281,7 @@ class ResultWatcher:
                 self.error = e
 
     def poll(self) -> None:
-        new = sorted((reported(self.job) & self.planned) - self.seen)
+        new = sorted((reported(self.job) & set(self.planned)) - self.seen)
         for key, receipt in zip(new, read_receipts([receipt_path(self.job, k) for k in new], self.job.id)):
             if receipt is not None and receipt[0] == key:
                 self.seen.add(key)

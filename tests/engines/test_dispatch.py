@@ -3,6 +3,7 @@ way (what finished recorded, the rest named), and the receipts of an earlier job
 
 import json
 import os
+import time
 
 import pytest
 
@@ -108,6 +109,92 @@ def test_a_job_stopped_part_way_records_what_finished(sample_dir, tmp_path):
     assert [entry["name"] for entry in manifest["shards"]] == SHARDS[:4] == shards_on_disk(out)
 
 
+class FileReadingEngine(LocalEngine):
+    """Local processes that read each task from the job's tasks file, as Beam's and Spark's workers do."""
+
+    reads_tasks_file = True
+
+
+def test_workers_that_read_the_tasks_file_write_the_same_build(sample_dir, converted, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    seen = []
+
+    class Watching(FileReadingEngine):
+        def run(self, job, tasks, on_result, pool):
+            tasks = list(tasks)
+            seen.append((os.path.exists(job.tasks_path), [task for _, task in tasks]))
+            super().run(job, tasks, on_result, pool)
+
+    convert(request_for(sample_dir, out, Watching))
+    assert seen == [(True, [None] * 6)]  # the plan on disk before the engine starts; numbers only
+    assert tree_digest(out) == tree_digest(converted)
+
+
+def live_manifest_engine(base):
+    class Live(base):
+        """Checks, once its tasks have ended and before it returns, that the manifest lists what they wrote: results
+        are recorded as they come, not only when the job is over."""
+
+        listed = []
+
+        def run(self, job, tasks, on_result, pool):
+            super().run(job, tasks, on_result, pool)
+            manifest = job.folder.rsplit("/", 1)[0] + "/manifest.json"
+            for _ in range(1000):
+                shards = json.loads(open(manifest).read())["shards"] if os.path.exists(manifest) else []
+                if shards:
+                    break
+                time.sleep(0.01)
+            Live.listed.append(len(shards))
+
+    return Live
+
+
+@pytest.mark.parametrize("base", [LocalEngine, PolledEngine], ids=["handed back", "polled"])
+def test_results_reach_the_manifest_while_the_job_runs(sample_dir, tmp_path, base):
+    out = tmp_path / "out"
+    out.mkdir()
+    engine = live_manifest_engine(base)
+    convert(request_for(sample_dir, out, engine))
+    assert engine.listed and engine.listed[0] >= 1
+
+
+class LosingAndStray(LocalEngine):
+    def run(self, job, tasks, on_result, pool):
+        super().run(job, list(tasks)[:-1], on_result, pool)
+        with open(os.path.join(job.results, "train-00099-of-00100.json"), "w") as f:
+            json.dump({"job": job.id, "task": 99, "key": "train-00099-of-00100", "result": []}, f)
+
+
+def test_a_result_missing_and_one_not_planned_are_both_named(sample_dir, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(BuildError) as raised:
+        convert(request_for(sample_dir, out, LosingAndStray))
+    assert str(raised.value) == (
+        "1 local worker process ran the job, but 1 of 6 shards have no result (validation-00001-of-00002); results "
+        "that are not this job's: train-00099-of-00100; run the same command again to write them")
+
+
+def test_what_the_driver_keeps_of_each_task(sample_dir, tmp_path):
+    from imagenet_build.build.dispatch import Planned, _Drawn
+    from imagenet_build.build.writer import ShardTask
+
+    request = request_for(sample_dir, tmp_path, LocalEngine)
+    from imagenet_build.build.run import _shard_task  # noqa: F401  (the tasks convert draws)
+    from imagenet_build.catalog.classes import load_catalog
+    from imagenet_build.plan import SplitPlan
+    from imagenet_build.sources import scan_class_folders
+
+    catalog = load_catalog(sample_dir / "labels.txt")
+    plan = SplitPlan(scan_class_folders("train", sample_dir / "train", catalog, "fail"), catalog, {}, 4, 2)
+    drawn = _Drawn(ShardTask(plan.spec(k), (request.dest,), "fail") for k in range(4))
+    tasks = list(drawn)
+    assert drawn.keys == plan.names == [task.key for task in tasks]
+    assert drawn.planned[plan.names[2]] == Planned((request.dest,), len(plan.spec(2).entries))
+
+
 def test_names_are_three_then_more():
     assert _names(["a", "b", "c"]) == "a, b, c" and _names(["a", "b", "c", "d"]) == "a, b, c ..."
 
@@ -146,6 +233,12 @@ def test_a_receipt_this_version_did_not_write_vouches_for_nothing(tmp_path, resu
     out = destination(str(tmp_path / "out"), None)
     plant(tmp_path / "out", "1" * 16, "k", result(out.output))
     plant(tmp_path / "out", "1" * 16, "sound", [[out.output, ENTRY, "state"]])
+    assert earlier_shards(out.output, [out]) == {out: [ShardResult(ENTRY, "state")]}
+
+
+def test_a_sound_result_after_a_broken_one_in_one_receipt_counts(tmp_path):
+    out = destination(str(tmp_path / "out"), None)
+    plant(tmp_path / "out", "1" * 16, "k", [["not", "a result"], [out.output, ENTRY, "state"]])
     assert earlier_shards(out.output, [out]) == {out: [ShardResult(ENTRY, "state")]}
 
 

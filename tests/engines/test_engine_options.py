@@ -133,20 +133,22 @@ def test_beam_runs_every_task_of_a_job_here_and_keeps_its_logs_quiet(tmp_path):
 def test_beams_pipeline_spreads_the_numbers_and_quiets_its_workers(tmp_path):
     from apache_beam.runners.portability.fn_api_runner import fn_runner
 
-    job = write_job(str(tmp_path), [Task("k0", square, (1,))])
-    pipeline = beam("--direct_num_workers 2").pipeline(job, [0])
+    job = write_job(str(tmp_path), [Task("k0", square, (1,)), Task("k1", square, (2,))])
+    pipeline = beam("--direct_num_workers 2").pipeline(job, [0, 1])
     assert isinstance(pipeline.runner, fn_runner.FnApiRunner)
     options = pipeline.options.get_all_options()
     assert options["default_sdk_harness_log_level"] == "ERROR" and options["direct_num_workers"] == 2
     provided = pipeline.runner._provision_info.provision_info.pipeline_options
     assert provided["beam:option:default_sdk_harness_log_level:v1"] == "ERROR"  # the worker processes get them
-    transforms = [t.unique_name for t in pipeline.to_runner_api().components.transforms.values()]
-    assert any(name.startswith("shards/") and "Reshuffle" in name for name in transforms)  # spread over workers
+    transforms = {t.unique_name for t in pipeline.to_runner_api().components.transforms.values()}
+    assert "shards/MaybeReshuffle/Reshuffle" in transforms  # the numbers spread over the workers
     given = beam("--default_sdk_harness_log_level=DEBUG").pipeline(job, [0]).options.get_all_options()
     assert given["default_sdk_harness_log_level"] == "DEBUG"
     direct = beam("--runner DirectRunner").pipeline(job, [0])
     assert type(direct.runner).__name__ == "SwitchingDirectRunner"  # what Beam makes of the name
-    assert isinstance(beam("--runner fnapi").pipeline(job, [0]).runner, fn_runner.FnApiRunner)
+    alias = beam("--runner fnapi").pipeline(job, [0]).runner
+    assert alias._provision_info.provision_info.pipeline_options["beam:option:default_sdk_harness_log_level:v1"] \
+        == "ERROR"  # made as for FnApiRunner, with the options
 
 
 class Result:

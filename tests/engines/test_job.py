@@ -167,7 +167,7 @@ def test_only_receipts_count_and_only_in_job_folders(tmp_path):
     (tmp_path / ".convert-job" / "results" / job.id / "c.json").mkdir()
     (tmp_path / ".convert-job" / "results" / "notes.json").write_text("{}")
     (tmp_path / ".convert-job" / "results" / job.id / "b.txt").write_text(
-        json.dumps({"job": job.id, "key": "b", "result": 1}))
+        json.dumps({"job": job.id, "task": 1, "key": "b", "result": 1}))
     assert reported(job) == {"a"}
     assert earlier_results(str(tmp_path)) == [("a", [0, 0])]
 
@@ -255,3 +255,28 @@ def test_the_job_folder_goes_once_the_manifest_vouches(tmp_path):
     (tmp_path / ".convert-job").mkdir()
     remove_job_folder(str(tmp_path))  # an empty one goes too
     assert not (tmp_path / ".convert-job").exists()
+
+
+@pytest.mark.parametrize("header,problem", [
+    (b"[1, 2]", "not an object"), (b'{"job": 5, "tasks": []}', "job"), (b'{"job": "x"}', "tasks"),
+    (b"{not json", "not valid JSON"),
+])
+def test_a_tasks_file_whose_header_is_not_ours_is_named(tmp_path, header, problem):
+    import struct
+
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    with open(job.tasks_path, "wb") as f:
+        f.write(MAGIC + struct.pack(">Q", len(header)) + header)
+    with pytest.raises(BuildError) as raised:
+        load_task(JobRef(job.folder, job.id), 0)
+    assert str(raised.value).startswith(f"{job.tasks_path}: ") and problem in str(raised.value)
+
+
+def test_a_receipt_past_its_size_limit_is_no_result(tmp_path, monkeypatch):
+    from imagenet_build.engines import job as job_module
+
+    job = write_job(str(tmp_path), [Task("a", double, (1,))])
+    run_task(job, 0)
+    assert collect(job, ["a"], {}).results == {"a": [1, 2]}
+    monkeypatch.setattr(job_module, "RECEIPT_LIMIT", 10)
+    assert collect(job, ["a"], {}).unexpected == ["a"]
