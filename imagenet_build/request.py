@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_
 
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
-from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.errors import BuildError, UsageError, check_count
 
 if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
     from imagenet_build.encode.resize import ResizeOptions
@@ -137,6 +137,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     from imagenet_build.format.destination import destination
 
     _refuse_conflicts(options)
+    _check_counts(options)
     on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
     engine = _engine(options)
     resize = _resize_options(options)
@@ -193,6 +194,12 @@ def _refuse_conflicts(options: ConvertOptions) -> None:
     if options.classes_from_folders and options.from_paths:
         raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
                          "not with --from")
+
+
+def _check_counts(options: ConvertOptions) -> None:
+    """The counts, as the command line's parser checks them (the Python API's callers pass them unparsed)."""
+    for name, least in (("train_shards", 1), ("validation_shards", 1), ("layout_threads", 1), ("workers", 0)):
+        check_count(getattr(options, name), _option(name), least)
 
 
 def _engine(options: ConvertOptions) -> Engine:
