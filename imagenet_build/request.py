@@ -144,7 +144,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
     copy = _resolve_copy(options)
-    _check_layout(options, copy)
+    _check_shard_counts(options, copy)
     _check_real_labels(options, copy)
     _note_unused_validation_labels(options, copy)
     return ConvertRequest(
@@ -272,7 +272,7 @@ def _resolve_copy(options: ConvertOptions) -> Copy:
                          options.classes_from_folders)
 
 
-def _check_layout(options: ConvertOptions, copy: Copy) -> None:
+def _check_shard_counts(options: ConvertOptions, copy: Copy) -> None:
     """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
     from imagenet_build.plan import shard_ranges
 

@@ -1,4 +1,4 @@
-"""DALI index files (REFERENCE §7): one `<offset> <size>` line per record, size = 16 + payload.
+"""DALI index files (docs/dali-index.md): one `<offset> <size>` line per record, size = 16 + payload.
 
 Written byte-identical to what DALI's `tfrecord2idx` writes for a sound file,
 and checked by every rule DALI does not check itself: DALI 2.4 accepts an empty,

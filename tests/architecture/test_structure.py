@@ -2,6 +2,7 @@
 TYPE_CHECKING imports included), the layers and forbidden imports of pyproject.toml's import contracts (an
 optional package imported through require() included), and the sizes a reader can hold in mind."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -108,3 +109,17 @@ def test_no_module_over_400_lines_and_no_function_over_60():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "check_sizes.py")], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
+
+
+def test_every_document_cited_is_in_the_repository():
+    """A docstring or doc cites the repository's own docs (under docs/), never a file it does not have."""
+    outside = "REFER" + "ENCE"  # spelled apart so that this file does not cite it either
+    files = [p for folder in ("imagenet_build", "tests", "scripts", "benchmarks", "docs") for p in
+             (ROOT / folder).rglob("*") if p.suffix in (".py", ".md", ".sh")] + [ROOT / "README.md"]
+    cited, missing = set(), []
+    for path in files:
+        text = path.read_text()
+        assert outside not in text, path
+        cited |= set(re.findall(r"docs/([\w-]+\.(?:md|yml))", text))
+    missing = sorted(name for name in cited if not (ROOT / "docs" / name).exists())
+    assert cited and missing == []

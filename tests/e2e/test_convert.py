@@ -78,7 +78,7 @@ def test_rerun_keeps_what_the_manifest_vouches_for_and_redoes_the_rest(sample_di
 
 @pytest.mark.parametrize("where", ["beside", "inside-spelled-otherwise"])
 def test_indexes_beside_the_shards_or_a_folder_spelled_otherwise(sample_dir, converted, tmp_path, where, monkeypatch):
-    """--index-dir OUTPUT puts each index next to its shard (REFERENCE's other common layout); a relative
+    """--index-dir OUTPUT puts each index next to its shard (the other layout DALI's users keep); a relative
     --index-dir with a trailing slash is the same folder as its absolute spelling. Either way the build
     resumes, verifies sound and holds convert's shards and indexes."""
     monkeypatch.chdir(tmp_path)

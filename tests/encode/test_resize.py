@@ -109,9 +109,9 @@ def test_targets_sharing_a_decode_scale_decode_once_and_equal_separate_runs(monk
         return real(source, scale)
 
     monkeypatch.setattr(resize._Source, "_decode", counted)
-    together = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    together = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets))
     assert sorted(decodes) == sorted(set(scales))
-    separate = [resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
+    separate = [resize.stored_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
     assert [r.data for r in together] == [r.data for r in separate]
     assert [(r.width, r.height) for r in together] == [t.size_for(640, 480) for t in targets]
 
@@ -154,12 +154,12 @@ def test_the_fast_filter_is_pillows_and_the_same_bytes_with_every_simd_level(ker
 def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch):
     data = noisy_jpeg()
     targets = resize.parse_targets("shorter:100,400")
-    fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
+    fast = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
     fast_codec = resize.codec("lanczos3")
     monkeypatch.setattr(resample, "_fast_resizer", lambda: None)
     assert resample.resampler("lanczos3") == "Pillow Lanczos" and resize.codec("lanczos3") != fast_codec  # redone
     assert resample.resampler() == "Pillow bicubic (Catmull-Rom)"
-    plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
+    plain = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
     assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
     for a, b in zip(plain, fast):
         assert a.data != b.data
@@ -458,13 +458,13 @@ def jpeg_bytes(size):
 def test_an_image_whose_resized_size_passes_the_bounds_is_this_images_error(monkeypatch):
     everything = resize.ResizeOptions((Target("shorter", 100), Target("longer", 100)), larger_only=False)
     # 1 x 2000 to shorter:100 is 100 x 200,000: past JPEG's side, said before anything is decoded
-    thin, fitting = resize.prepare_resized(jpeg_bytes((1, 2000)), "thin.JPEG", everything)
+    thin, fitting = resize.stored_resized(jpeg_bytes((1, 2000)), "thin.JPEG", everything)
     assert isinstance(thin, InputError) and thin.path == "thin.JPEG"
     assert "resized to shorter:100 it would be 100x200,000: a JPEG holds at most 65,500" in thin.problem
     assert (fitting.width, fitting.height) == (1, 100)  # the other target's result is its own
     # Pillow's limit lowered to 10,000 pixels, so that a small image stands for a huge one
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)
-    big, fitting = resize.prepare_resized(jpeg_bytes((20, 40)), "small.JPEG", everything)
+    big, fitting = resize.stored_resized(jpeg_bytes((20, 40)), "small.JPEG", everything)
     assert isinstance(big, InputError) and "100x200: 20,000 pixels, beyond Pillow's decompression-bomb limit of " \
         "10,000" in big.problem
     assert (fitting.width, fitting.height) == (50, 100)
