@@ -123,3 +123,10 @@ def test_every_document_cited_is_in_the_repository():
         cited |= set(re.findall(r"docs/([\w-]+\.(?:md|yml))", text))
     missing = sorted(name for name in cited if not (ROOT / "docs" / name).exists())
     assert cited and missing == []
+
+
+def test_no_test_file_over_400_lines():
+    """The tests are held to the package's module size: a file a reader can hold in mind."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "tests").rglob("*.py")
+            if (n := p.read_text().count("\n")) > 400}
+    assert long == {}

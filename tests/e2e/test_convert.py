@@ -374,14 +374,3 @@ def test_slims_lists_of_files_to_re_encode_are_spoken_of_only_in_an_imagenet_bui
     assert imagenet.exit_code == 0, imagenet.output  # the shipped 1000 synsets, 996 of them without images
     notes = [r["note"] for r in json.loads(imagenet.stdout)["reencoded"]]
     assert notes and all("but not in slim's list of files to re-encode" in note for note in notes)
-
-
-@pytest.mark.parametrize("verb,fragment", [
-    ("convert", "Processes that write shards; 0 (the default): one per core."),
-    ("verify", "Processes; 0 (the default): one per core."),
-    ("index", "Processes; 0 (the default): one per core."),
-    ("verify", 'Print {"ok", "problems", "warnings", "summary"} as JSON.'),
-])
-def test_help_says_what_it_should(verb, fragment):
-    result = run_cli(verb, "--help")
-    assert result.exit_code == 0 and fragment in " ".join(result.stdout.split()), result.stdout
