@@ -71,6 +71,7 @@ def test_every_verb_imports_only_what_its_extra_brings(sample_dir, converted, tm
 
 @pytest.mark.slow
 def test_trainer_check_through_pytorch_imports_neither_tensorflow_dali_nor_matplotlib(converted):
-    found = run_verbs([["trainer-check", str(converted), "--framework", "torch", "--device", "cpu", "--steps", "2"]])
+    found = run_verbs([["trainer-check", str(converted), "--framework", "torch", "--device", "cpu", "--steps", "2",
+                        "--batch-size", "8", "--workers", "0"]])
     assert found[0]["exit_code"] == 0, found[0]
     assert found[0]["imported"] == ["torch", "torchvision"], found[0]
