@@ -13,7 +13,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from imagenet_build.encode.example import decode_example, example_message_class
+from imagenet_build.encode.example import example_message_class
 from imagenet_build.format import tfrecord
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.tfrecord import OVERHEAD, frame, read_records
@@ -314,67 +314,3 @@ def archive_members(archive):
             return [(i.filename, z.read(i)) for i in z.infolist() if not i.filename.endswith("/")]
     with tarfile.open(archive) as tar:
         return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
-
-
-def convert_json(sample, out, *extra):
-    """convert of the sample as a whole process, two workers: its --json summary."""
-    from conftest import run_process, sample_args
-
-    result = run_process(*sample_args(sample, out, "--workers", 2, "--json", *extra))
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
-
-
-def a_train_image(sample):
-    """One train image of the sample, the same every time."""
-    return sorted((sample / "train").glob("*/*.JPEG"))[3]
-
-
-def hold_lock(folder):
-    """A real process holding the folder's lock, as a running build does; returns it once the lock is held."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from imagenet_build.infra.lock import FolderLock\n"
-         "with FolderLock(sys.argv[1], 'imagenet-build convert'):\n"
-         "    print('held', flush=True); time.sleep(60)", str(folder)],
-        stdout=subprocess.PIPE, text=True)
-    assert holder.stdout.readline().strip() == "held"
-    return holder
-
-
-TRAIN_RECORDS = 48  # the sample's train records (conftest.sample_dir)
-
-
-def verify_json(folder, *extra):
-    """verify FOLDER --json in this process, one worker: (exit code, the document)."""
-    import json
-
-    from conftest import run_cli
-
-    result = run_cli("verify", folder, "--workers", 1, "--json", *extra)
-    return result.exit_code, json.loads(result.stdout)
-
-
-def checks_failed(report):
-    """The checks that found a problem in verify's document."""
-    return set(report["summary"]["problem_counts"])
-
-
-def error_message(call):
-    """The message of the BuildError call() raises (it must raise one)."""
-    import pytest
-
-    from imagenet_build.infra.errors import BuildError
-
-    with pytest.raises(BuildError) as caught:
-        call()
-    return str(caught.value)
-
-
-def records(build, split=None):
-    """[(shard name, decoded Example)] of a build folder, shard by shard, in record order."""
-    out = []
-    for shard in sorted(Path(build).glob(f"{split or '*'}-*-of-*")):
-        with open(shard, "rb") as f:
-            out.extend((shard.name, decode_example(p)) for _, p, _ in read_records(f, shard.stat().st_size))
-    return out

@@ -10,10 +10,11 @@ import pytest
 from PIL import Image
 
 from conftest import RESIZE_TARGETS, run_cli, run_process, sample_args, tree_digest
-from helpers import expect_error, records
+from helpers import expect_error
 from imagenet_build.encode import resize
 from imagenet_build.encode.resize import Target
 from imagenet_build.infra.errors import InputError, UsageError
+from run_helpers import records
 
 
 def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resized, tmp_path):

@@ -13,8 +13,8 @@ from conftest import (
     sample_args,
     tree_digest,
 )
-from helpers import a_train_image, convert_json
 from imagenet_build.encode.jpeg_header import parse_jpeg_header
+from run_helpers import a_train_image, convert_json
 
 
 def lying_jpeg(path, claimed=(65500, 65500)):

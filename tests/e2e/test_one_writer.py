@@ -14,8 +14,8 @@ from conftest import (
     sample_args,
     tree_digest,
 )
-from helpers import hold_lock
 from imagenet_build.infra.lock import LOCK_NAME, FolderLock
+from run_helpers import hold_lock
 
 
 def test_a_second_writer_is_refused_naming_the_holder(sample_dir, converted, tmp_path):

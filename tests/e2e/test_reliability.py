@@ -18,8 +18,8 @@ from conftest import (
     sample_args,
     tree_digest,
 )
-from helpers import hold_lock
 from imagenet_build.infra import atomic
+from run_helpers import hold_lock
 
 # ------------------------------------------------------------------ the final manifest write fails
 

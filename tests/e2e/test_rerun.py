@@ -12,7 +12,7 @@ from conftest import (
     run_process,
     tree_digest,
 )
-from helpers import a_train_image, convert_json
+from run_helpers import a_train_image, convert_json
 
 
 def different_jpeg(path, size=(97, 61)):

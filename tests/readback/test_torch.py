@@ -10,32 +10,20 @@ import io
 import os
 import random
 import re
-import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from helpers import (
-    SHARD,
-    edit_record,
-    error_message,
-    index_lines,
-    read_with_tensorflow,
-    set_index,
-)
+from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, set_index
 from imagenet_build.format.dali_index import record_entries
 from imagenet_build.infra.errors import BuildError
+from run_helpers import error_message, torch_or_skip
 
-# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
-# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
-# tests compile nothing with triton, so torch runs here without it.
-sys.modules.setdefault("triton", None)
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
-pytest.importorskip("torchvision")
 
 from imagenet_build.readback.torch_dataset import _shuffled  # noqa: E402
 from imagenet_build.torch import (  # noqa: E402

@@ -19,15 +19,11 @@ from helpers import (
     trainer_report,
 )
 from imagenet_build.infra.errors import BuildError
+from run_helpers import torch_or_skip
 
-# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
-# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
-# tests compile nothing with triton, so torch runs here without it.
-sys.modules.setdefault("triton", None)
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
-pytest.importorskip("torchvision")
 
 from imagenet_build.torch import (  # noqa: E402
     decode_images,

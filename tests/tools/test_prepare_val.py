@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from conftest import run_cli, run_process, tree_digest
-from helpers import expect_error, hold_lock
+from helpers import expect_error
+from run_helpers import hold_lock
 
 
 @pytest.fixture

@@ -4,16 +4,8 @@ diagnosis; and DALI's reader on the same defects, silent where verify speaks: wh
 
 import pytest
 
-from helpers import (
-    OTHER,
-    SHARD,
-    TRAIN_RECORDS,
-    checks_failed,
-    dali_epoch,
-    index_lines,
-    set_index,
-    verify_json,
-)
+from helpers import OTHER, SHARD, dali_epoch, index_lines, set_index
+from run_helpers import TRAIN_RECORDS, checks_failed, verify_json
 
 
 @pytest.fixture

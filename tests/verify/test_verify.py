@@ -16,18 +16,16 @@ from helpers import (
     FOLDER_DAMAGE,
     OTHER,
     SHARD,
-    TRAIN_RECORDS,
-    checks_failed,
     dali_epoch,
     edit_record,
     index_lines,
     records_of,
     set_index,
-    verify_json,
     with_length,
     write_shard,
 )
 from imagenet_build.encode.example import decode_example
+from run_helpers import TRAIN_RECORDS, checks_failed, verify_json
 
 
 @pytest.fixture
