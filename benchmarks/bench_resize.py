@@ -121,7 +121,7 @@ def quality(files, size, limit, kernel):
         # the same decoder, Lanczos and encoder as the fast path, from a full decode
         decoded = resample.decode_turbo(data, path, full.size, 8) if resample.fast() else resample.Pixels(full, None)
         plain = resample.encode(resample.resize(decoded, out, (0, 0, *full.size), kernel), QUALITY, path)
-        (fast,) = resize.prepare_resized(data, path, options)
+        (fast,) = resize.stored_resized(data, path, options)
         outputs = {"fast": fast.data, "plain": plain, "img2dataset": i2d(io.BytesIO(data))[0]}
         for method, encoded in outputs.items():
             pixels = np.asarray(Image.open(io.BytesIO(encoded)).convert("RGB"), dtype=np.float64)

@@ -1,7 +1,8 @@
 """imagenet-build: ImageNet to TF-slim TFRecord shards with DALI indexes.
 
-Data flows one way: sources -> catalog -> plan -> encode -> write -> manifest.
-Importing the package is cheap; nothing here imports TensorFlow.
+The stages and the package's layers: docs/architecture.md (the layers are pyproject.toml's import contracts).
+From Python: imagenet_build.api (convert, verify, index, report) and write_arrays below. Importing the
+package imports nothing else: each function imports what it needs when called.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The plan: which image goes into which shard, as a pure function of the inputs.
 
-Slim's layout (REFERENCE §3): shuffle the indices with `random.Random(12345)`,
+Slim's layout (docs/convert.md, Order and sharding): shuffle the indices with `random.Random(12345)`,
 cut them into `layout_threads` ranges with numpy's linspace truncated to int,
 cut each range into `num_shards / layout_threads` shards the same way, and number
 shards thread by thread. Workers execute one ShardSpec each, so the bytes never

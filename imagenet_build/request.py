@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_
 
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
-from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.errors import BuildError, UsageError, check_count
 
 if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
     from imagenet_build.encode.resize import ResizeOptions
@@ -137,13 +137,14 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     from imagenet_build.format.destination import destination
 
     _refuse_conflicts(options)
+    _check_counts(options)
     on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
     engine = _engine(options)
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
     copy = _resolve_copy(options)
-    _check_layout(options, copy)
+    _check_shard_counts(options, copy)
     _check_real_labels(options, copy)
     _note_unused_validation_labels(options, copy)
     return ConvertRequest(
@@ -193,6 +194,12 @@ def _refuse_conflicts(options: ConvertOptions) -> None:
     if options.classes_from_folders and options.from_paths:
         raise UsageError("--classes-from-folders takes its classes from --train-dir (or --validation-dir): "
                          "not with --from")
+
+
+def _check_counts(options: ConvertOptions) -> None:
+    """The counts, as the command line's parser checks them (the Python API's callers pass them unparsed)."""
+    for name, least in (("train_shards", 1), ("validation_shards", 1), ("layout_threads", 1), ("workers", 0)):
+        check_count(getattr(options, name), _option(name), least)
 
 
 def _engine(options: ConvertOptions) -> Engine:
@@ -265,7 +272,7 @@ def _resolve_copy(options: ConvertOptions) -> Copy:
                          options.classes_from_folders)
 
 
-def _check_layout(options: ConvertOptions, copy: Copy) -> None:
+def _check_shard_counts(options: ConvertOptions, copy: Copy) -> None:
     """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
     from imagenet_build.plan import shard_ranges
 

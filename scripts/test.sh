@@ -26,9 +26,11 @@ echo "== ruff check imagenet_build tests benchmarks"
 echo "== mypy imagenet_build"
 "$PY" -m mypy imagenet_build
 echo "== lint-imports (the import contracts of pyproject.toml) and the size rule"
-"$VENV/bin/lint-imports" --no-cache
+"$PY" scripts/lint_imports.py  # lint-imports, require() calls counted as imports
 "$PY" scripts/check_sizes.py
-"$PY" -m pytest "$@"
+# On every core (pytest-xdist): each worker process runs whole test files, with its own session fixtures
+# (the sample, its builds, the S3 server on a port of its own). `scripts/test.sh -n 0` runs them in this process.
+"$PY" -m pytest -n auto --dist loadfile "$@"
 
 echo "== sample -> convert -> verify"
 WORK="$(mktemp -d)"

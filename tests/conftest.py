@@ -17,6 +17,20 @@ from imagenet_build.tools.sample import make_sample
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# A copy whose sample and reading need an extra beyond the test extra's core: its cases over the registry skip,
+# saying why, where that extra is not installed (the test extra brings it: they run in the test environment)
+COPY_NEEDS = {"hf-parquet": ("pyarrow", "parquet")}
+
+
+def pytest_collection_modifyitems(items):
+    from imagenet_build.infra.optional import is_installed
+
+    for item in items:
+        given = [v for v in item.callspec.params.values() if isinstance(v, str)] if hasattr(item, "callspec") else []
+        for layout, (module, extra) in COPY_NEEDS.items():
+            if layout in given and not is_installed(module):
+                item.add_marker(pytest.mark.skip(reason=f"{layout} needs {module} (the {extra} extra), not installed"))
+
 
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
@@ -282,6 +296,19 @@ def converted(sample_dir, tmp_path_factory):
     """The sample converted once (two workers), shared by the read-back tests."""
     out = tmp_path_factory.mktemp("converted")
     result = run_process(*sample_args(sample_dir, out, "--workers", 2, "--json"))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+# The session sample's images are 64..160 pixels a side: 48 resizes every one, 96 some, 400 none.
+RESIZE_TARGETS = "shorter:48,96,400"
+
+
+@pytest.fixture(scope="session")
+def resized(sample_dir, tmp_path_factory):
+    """The session sample resized to three sizes in one pass, two workers, as a whole process."""
+    out = tmp_path_factory.mktemp("resized")
+    result = run_process(*sample_args(sample_dir, out, "--resize", RESIZE_TARGETS, "--workers", 2, "--json"))
     assert result.returncode == 0, result.stderr
     return out
 

@@ -98,7 +98,7 @@ def make_builds(request: ConvertRequest, splits: list[str], subset: str | None, 
     return builds
 
 
-def prepare(request: ConvertRequest, pool: Workers, builds: list[Build], inputs: Inputs,
+def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], inputs: Inputs,
             plans: list[SplitPlan]) -> None:
     """Each build's output checked, what a previous run left read, the shards it may keep, its manifest's base."""
     names = {n for p in plans for n in p.names}

@@ -12,7 +12,7 @@ import contextlib
 import time
 from typing import Any, Callable, cast
 
-from imagenet_build.build.builds import Build, destinations, make_builds, prepare
+from imagenet_build.build.builds import Build, destinations, make_builds, ready_builds
 from imagenet_build.build.dispatch import Planned, run_job
 from imagenet_build.build.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.build.inputs import Inputs, list_inputs
@@ -52,7 +52,7 @@ def convert(request: ConvertRequest) -> Summary:
             plans = [SplitPlan(split_input, inputs.catalog, inputs.boxes, request.shards(split_input.split),
                                request.layout_threads, real.get(split_input.split)) for split_input in inputs.splits]
             builds = make_builds(request, [p.split for p in plans], inputs.subset, inputs.real_labels_file)
-            prepare(request, pool, builds, inputs, plans)
+            ready_builds(request, pool, builds, inputs, plans)
             return _execute(request, pool, builds, plans, inputs, started)
 
 

@@ -1,4 +1,4 @@
-"""One shard: its images read, prepared and framed, written with its DALI index, atomically.
+"""One shard: its images read, stored as is or re-encoded, framed, written with its DALI index, atomically.
 
 A worker is a pure function of its ShardSpec; the DALI index is computed from the
 offsets while the shard is written (no second pass), and so is the sha256. Files
@@ -23,8 +23,8 @@ from typing import Any, NamedTuple
 from imagenet_build.build.manifest import ShardEntry, ShardResult
 from imagenet_build.encode import images
 from imagenet_build.encode.example import encode_example_parts
-from imagenet_build.encode.resize import ResizeOptions, prepare_resized
-from imagenet_build.encode.resize import codec as prepare_codec
+from imagenet_build.encode.resize import ResizeOptions, stored_resized
+from imagenet_build.encode.resize import codec as resized_codec
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import index_name, temp_name
@@ -209,18 +209,18 @@ class _Output(NamedTuple):
 
 
 def _full_size(data: bytes, path: str) -> list[images.StoredImage | InputError]:
-    return [images.prepare(data, path)]
+    return [images.stored_image(data, path)]
 
 
-def _preparer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[images.StoredImage | InputError]]:
+def _storer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[images.StoredImage | InputError]]:
     """image bytes, path -> [StoredImage or InputError] per output: the full-size build, or one per target."""
     if resize is None:
         return _full_size
-    return functools.partial(prepare_resized, options=resize)
+    return functools.partial(stored_resized, options=resize)
 
 
 def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[_Output],
-              prepare: Callable[[bytes, str], list[images.StoredImage | InputError]]
+              store: Callable[[bytes, str], list[images.StoredImage | InputError]]
               ) -> Iterator[list[tuple[bytes, ...] | None]]:
     """For each image, each output's payload parts (None where it is left out), in order.
 
@@ -229,7 +229,7 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
     for number, entry in enumerate(spec.entries):
         exit_if_orphaned()
         try:
-            results = prepare(*reader.read(number))
+            results = store(*reader.read(number))
         except InputError as e:
             results = [e] * len(outputs)
         payloads: list[tuple[bytes, ...] | None] = []
@@ -264,7 +264,7 @@ def codec_of(reencoded: Iterable[dict], resized: int = 0, resize: ResizeOptions 
     """What else a shard's bytes depend on: the codec, when it holds re-encoded or resized images (with the
     resampler and filter of `resize`)."""
     if resized:
-        return prepare_codec(resize.filter) if resize is not None else prepare_codec()
+        return resized_codec(resize.filter) if resize is not None else resized_codec()
     return images.encoder_version() if any(r["reencoded"] for r in reencoded) else ""
 
 
@@ -283,7 +283,7 @@ def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError
             else:
                 folders.append((dest.output, dest.index))
         sinks = [stack.enter_context(ShardSink(spec.name, out, index)) for out, index in folders]
-        for payloads in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+        for payloads in _payloads(spec, reader, on_error, outputs, _storer(resize)):
             for sink, payload in zip(sinks, payloads):
                 if payload is not None:
                     sink.add(payload)
@@ -318,7 +318,7 @@ def rebuilt_sha256(spec: ShardSpec, on_error: OnError, resize: ResizeOptions | N
     digest = hashlib.sha256()
     outputs = [_Output([], [], [0])]
     with reader_for(spec) as reader:
-        for (payload,) in _payloads(spec, reader, on_error, outputs, _preparer(resize)):
+        for (payload,) in _payloads(spec, reader, on_error, outputs, _storer(resize)):
             if payload is None:
                 continue
             head, foot = frame(*payload)

@@ -31,11 +31,11 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
     record is a slim Example with sane values. Reports every problem with file,
     record and byte offset. Exit 0 when sound, 1 when problems were found.
     """
+    from imagenet_build.api import verify as run_verify
     from imagenet_build.verify.report import format_report
-    from imagenet_build.verify.run import verify as run_verify
 
-    result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep,
-                        expect_imagenet=expect_imagenet, workers=workers)
+    result = run_verify(folder, index_dir=index_dir, quick=quick, deep=deep, expect_imagenet=expect_imagenet,
+                        workers=workers)
     report_and_exit(result, as_json, format_report)
 
 
@@ -55,9 +55,9 @@ def index(inputs: tuple[str, ...], index_dir: str | None, workers: int, as_json:
     no index: tfrecord2idx would write a partial one and exit 0. Exit 1 if any
     file was refused.
     """
-    from imagenet_build.format.dali_index import index_shards
+    from imagenet_build.api import index as run_index
 
-    result = index_shards(inputs, index_dir=index_dir, workers=workers)
+    result = run_index(inputs, index_dir=index_dir, workers=workers)
     if as_json:
         print_json(result)
     else:

@@ -119,10 +119,9 @@ def convert(as_json: bool, **options: Any) -> None:
     and manifest.json (written last). Running the same command again resumes:
     shards the manifest lists, whose sha256 still matches, are kept.
     """
-    from imagenet_build.build.run import convert as run_convert
-    from imagenet_build.request import ConvertOptions, convert_request
+    from imagenet_build.api import convert as run_convert
 
-    summary = run_convert(convert_request(ConvertOptions(**options)))
+    summary = run_convert(**options)
     if as_json:
         print_json(summary)
         return

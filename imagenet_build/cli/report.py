@@ -7,25 +7,26 @@ import sys
 import click
 
 from imagenet_build.cli.group import cli, print_json
+from imagenet_build.report import PER_CLASS
 
 
-def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    from imagenet_build.report.sample import ALL_CLASSES
+def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """--classes checked as the report checks it (report.sample.classes_given), refused as click refuses a value."""
+    from imagenet_build.infra.errors import UsageError
+    from imagenet_build.report.sample import classes_given
 
-    if value is None:
-        return None
-    if value == "all":
-        return ALL_CLASSES
-    if value.isascii() and value.isdigit() and int(value) > 0:  # isdigit() alone takes '²', which int() does not
-        return int(value)
-    raise click.BadParameter("a number of classes (1 or more) or 'all'")
+    try:
+        classes_given(value)
+    except UsageError:
+        raise click.BadParameter("a number of classes (1 or more) or 'all'") from None
+    return value
 
 
 @cli.command()
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="The HTML file to write (atomically). [default: FOLDER/report.html]")
-@click.option("--per-class", default=8, show_default=True, type=click.IntRange(min=1),
+@click.option("--per-class", default=PER_CLASS, show_default=True, type=click.IntRange(min=1),
               help="Thumbnails in each class's contact sheet.")
 @click.option("--classes", callback=_classes, metavar="K|all",
               help="The classes given a contact sheet: K spread over the labels, or all. "
@@ -34,7 +35,7 @@ def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> i
               help="Run verify now and show its result (else FOLDER/verify.json, verify --json's output, if there).")
 @click.option("--workers", default=0, type=click.IntRange(min=0), help="--verify's processes; 0: one per core.")
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "page", "builds", "problems", "read"} as JSON.')
-def report(folder: str, output: str | None, per_class: int, classes: int | None, run_verify: bool, workers: int,
+def report(folder: str, output: str | None, per_class: int, classes: str | None, run_verify: bool, workers: int,
            as_json: bool) -> None:
     """Write one HTML page picturing the build in FOLDER (or each size of a resized build).
 
@@ -49,16 +50,15 @@ def report(folder: str, output: str | None, per_class: int, classes: int | None,
     extra (matplotlib). Exit 1 when the page lists a problem (verify's, or a
     record it could not read), 0 otherwise.
     """
-    from imagenet_build.report.run import report as run_report
+    from imagenet_build.api import report as run_report
 
-    result = run_report(folder, output, per_class=per_class, classes=classes, run_verify=run_verify,
-                        workers=workers)
+    result = run_report(folder, output, per_class=per_class, classes=classes, verify=run_verify, workers=workers)
     if as_json:
-        print_json({"ok": not result.problems, "page": result.page, "builds": result.builds,
-                    "problems": result.problems, "read": result.read})
+        print_json(result)
     else:
-        click.echo(f"wrote {result.page}: {len(result.builds)} build(s)")
-    if result.problems:
-        more = f" (and {len(result.problems) - 1} more)" if len(result.problems) > 1 else ""
-        click.echo(f"error: {result.problems[0]}{more}; the page lists them: {result.page}", err=True)
+        click.echo(f"wrote {result['page']}: {len(result['builds'])} build(s)")
+    problems = result["problems"]
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        click.echo(f"error: {problems[0]}{more}; the page lists them: {result['page']}", err=True)
         sys.exit(1)

@@ -15,7 +15,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
-# The 15 keys of every record (REFERENCE §1), with their value type.
+# The 15 keys of every record (docs/convert.md, Records), with their value type.
 SCHEMA = {
     "image/height": "int64",
     "image/width": "int64",

@@ -33,7 +33,7 @@ from imagenet_build.encode.jpeg_header import (
 )
 from imagenet_build.infra.errors import InputError
 
-# The files slim, TFDS and the TPU converter re-encode, found by name (REFERENCE §2).
+# The files slim, TFDS and the TPU converter re-encode, found by name (docs/images.md).
 SLIM_PNG_NAMES = frozenset({"n02105855_2933.JPEG"})
 SLIM_CMYK_NAMES = frozenset(
     name + ".JPEG"
@@ -226,7 +226,7 @@ def readable(data: bytes) -> bytes:
     return decide(data).readable if is_jpeg(data) else data
 
 
-def prepare(data: bytes, path: str) -> StoredImage:
+def stored_image(data: bytes, path: str) -> StoredImage:
     """The bytes to store for one input file, with their size. Raises InputError."""
     if not data:
         raise InputError(path, "empty file (0 bytes)")
@@ -268,7 +268,7 @@ def encoder_version() -> str:
 
 
 def name_disagreement(filename: str, stored: StoredImage) -> str:
-    """A note when content and slim's name lists disagree, else "" (REFERENCE §2)."""
+    """A note when content and slim's name lists disagree, else "" (docs/images.md)."""
     listed = filename in SLIM_PNG_NAMES or filename in SLIM_CMYK_NAMES
     if stored.reencoded and not listed:
         return f"re-encoded ({stored.reencoded}) but not in slim's list of files to re-encode"

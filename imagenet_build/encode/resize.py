@@ -223,13 +223,13 @@ def _resized(source: _Source, target: Target, options: ResizeOptions) -> images.
     return images.StoredImage(data, pixels.image.height, pixels.image.width, source.kind, resized=True)
 
 
-def prepare_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
+def stored_resized(data: bytes, path: str, options: ResizeOptions) -> list[images.StoredImage | InputError]:
     """For each target, the StoredImage to write, or the InputError that keeps it out.
 
     A problem every target meets (an empty or broken file) is raised; one that only decoding
     meets is given for the targets that decode, so each target's result depends on it alone.
     """
-    full = images.prepare(data, path)  # the checks, and the full-size build's bytes
+    full = images.stored_image(data, path)  # the checks, and the full-size build's bytes
     # the orientation matters only to --exif-transpose (everything else ignores it, as TensorFlow does)
     orientation = exif_orientation(data) if options.exif_transpose and is_jpeg(data) else 1
     decodable = images.readable(data) if full.reencoded else data  # a JPEG's header as libjpeg reads it

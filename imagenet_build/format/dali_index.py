@@ -1,4 +1,4 @@
-"""DALI index files (REFERENCE §7): one `<offset> <size>` line per record, size = 16 + payload.
+"""DALI index files (docs/dali-index.md): one `<offset> <size>` line per record, size = 16 + payload.
 
 Written byte-identical to what DALI's `tfrecord2idx` writes for a sound file,
 and checked by every rule DALI does not check itself: DALI 2.4 accepts an empty,
@@ -14,12 +14,12 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Tuple
+from typing import Any, List, NamedTuple, Optional, Tuple, TypedDict
 
 from imagenet_build.format.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.infra.workers import Workers, progress_bar
 
@@ -263,17 +263,41 @@ def _tasks(shards: list[str], index_dir: str | None) -> list[IndexTask]:
     return list(tasks.values())
 
 
-def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: int = 0) -> dict[str, Any]:
-    """Write a DALI index for every TFRecord in `inputs`; summary dict with the files refused."""
+class IndexedFile(TypedDict):
+    file: str
+    index: str  # the index written
+    records: int
+
+
+class RefusedFile(TypedDict):
+    file: str
+    offset: Optional[int]  # the byte where its framing breaks, where one does
+    message: str
+
+
+class IndexResult(TypedDict):
+    """`index`'s result and its --json document: `ok` when no file was refused."""
+
+    ok: bool
+    indexed: List[IndexedFile]
+    refused: List[RefusedFile]  # files whose framing is broken: no index written for them
+    records: int
+    seconds: float
+
+
+def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: int = 0) -> IndexResult:
+    """Write a DALI index for every TFRecord in `inputs`; the files indexed, and those refused (no index)."""
     started = time.monotonic()
+    check_count(workers, "--workers", 0)
     tasks = _tasks(find_tfrecords(inputs), index_dir)
-    indexed: list[dict[str, Any]] = []
-    refused: list[dict[str, Any]] = []
+    indexed: list[IndexedFile] = []
+    refused: list[RefusedFile] = []
     bar = progress_bar(len(tasks), 0, "index", "file")
 
     def done(task: IndexTask, result: tuple[str, int | None, tuple[int | None, str] | None]) -> None:
         shard, records, problem = result
         if problem is None:
+            assert records is not None  # _index_one gives the count where it gives no problem
             indexed.append({"file": shard, "index": task.index_path, "records": records})
         else:
             refused.append({"file": shard, "offset": problem[0], "message": problem[1]})
@@ -289,10 +313,5 @@ def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: i
         bar.close()
     indexed.sort(key=lambda r: r["file"])
     refused.sort(key=lambda r: r["file"])
-    return {
-        "ok": not refused,
-        "indexed": indexed,
-        "refused": refused,
-        "records": sum(r["records"] for r in indexed),
-        "seconds": round(time.monotonic() - started, 3),
-    }
+    return IndexResult(ok=not refused, indexed=indexed, refused=refused, records=sum(r["records"] for r in indexed),
+                       seconds=round(time.monotonic() - started, 3))

@@ -1,4 +1,4 @@
-"""TFRecord framing (REFERENCE §6): length, masked CRC32C of the length, payload, masked CRC32C.
+"""TFRecord framing, as TensorFlow writes it: length, masked CRC32C of the length, payload, masked CRC32C.
 
 CRC32C comes from google-crc32c (hardware CRC through its C extension): a pure
 Python CRC would cost more than everything else per record together.

@@ -56,6 +56,14 @@ class InputError(BuildError):
         return (type(self), (self.path, self.problem))
 
 
+def check_count(value: object, option: str, least: int) -> int:
+    """A count an option takes (--workers, --train-shards, ...), checked as the command line's parser checks it,
+    for the Python API's callers too: a whole number of at least `least`, else a UsageError naming the option."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise UsageError(f"{option} must be a whole number of at least {least}, not {value!r}")
+    return value
+
+
 def one_line(error: BaseException) -> str:
     """The line `error: ...` says for an error that ends a command: a BuildError's message, an
     OSError's file and reason, else the exception's type and first line."""

@@ -11,7 +11,7 @@ honouring the record's boxes (min_object_covered 0.1, area 0.05-1, aspect
 0.75-1.33), resized to the output size, randomly mirrored. Evaluation: resize
 the shorter side to size * 256/224, centre crop.
 
-Sharding differs from DALI's (REFERENCE §8): here each worker takes whole files
+Sharding differs from DALI's (docs/readers.md): here each worker takes whole files
 (file i goes to worker i mod N), so workers see different numbers of records when
 shards differ in size; DALI's `num_shards`/`shard_id` cut the concatenated records
 into contiguous, equal ranges. DALI's random crop draws area uniformly and aspect

@@ -5,3 +5,5 @@ figures.py gathers what the folder says of itself (manifest, verify.json, traine
 thumbs.py and charts.py draw (charts.py alone imports matplotlib, the `report` extra); page.py
 writes the HTML; run.py puts them together.
 """
+
+PER_CLASS = 8  # --per-class's default: thumbnails in each class's contact sheet (the command line's and the API's)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Dict, List, TypedDict
 
 from imagenet_build.build.manifest import Manifest, read_manifest
 from imagenet_build.build.outputs import check_output_file
@@ -20,21 +20,24 @@ from imagenet_build.catalog.classes import (
 from imagenet_build.encode.resize import RESIZED_FOLDER
 from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, index_dir_of
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.errors import BuildError, check_count
 from imagenet_build.infra.optional import require_all
 from imagenet_build.infra.workers import progress_bar
-from imagenet_build.report import charts, figures, page
+from imagenet_build.report import PER_CLASS, charts, figures, page
 from imagenet_build.report.records import Fields, Place, RecordError, Shards
-from imagenet_build.report.sample import Sampled, chosen_labels, read_many, sample, with_image
+from imagenet_build.report.sample import Sampled, chosen_labels, classes_given, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
 from imagenet_build.verify.run import folder_problems
 
 
-class ReportResult(NamedTuple):
+class ReportResult(TypedDict):
+    """report's result and its --json document: `ok` when the page lists no problem."""
+
+    ok: bool
     page: str  # where the page was written
-    builds: list[str]  # the build folders it shows
-    problems: list[str]  # what it lists as wrong: verify's problems, records or shards it could not read
-    read: dict[str, int]  # what it read: "records" in the builds, "heads" read, "whole" records read
+    builds: List[str]  # the build folders it shows
+    problems: List[str]  # what it lists as wrong: verify's problems, records or shards it could not read
+    read: Dict[str, int]  # what it read: "records" in the builds, "heads" read, "whole" records read
 
 
 def builds_in(folder: str) -> list[tuple[str, Manifest]]:
@@ -182,9 +185,13 @@ def _where(folder: str, problem: Mapping[str, Any]) -> str:
     return f"{where}{record}: {problem.get('message')}"
 
 
-def report(folder: str, output: str | None = None, per_class: int = 8, classes: int | None = None,
+def report(folder: str, output: str | None = None, per_class: int | None = None, classes: int | str | None = None,
            run_verify: bool = False, workers: int = 0) -> ReportResult:
-    """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html)."""
+    """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html). per_class: thumbnails in
+    each class's sheet (None: PER_CLASS); classes: how many classes get a sheet, "all", or None (the default)."""
+    per_class = PER_CLASS if per_class is None else check_count(per_class, "--per-class", 1)
+    shown = classes_given(classes)
+    check_count(workers, "--workers", 0)
     require_all(["matplotlib"], "imagenet-build report")
     folder = folder.rstrip("/") if storage.is_url(folder) else folder
     target = storage.join(folder, REPORT_HTML) if output is None else output
@@ -195,9 +202,10 @@ def report(folder: str, output: str | None = None, per_class: int = 8, classes: 
     for path, manifest in found:
         verify = _verify_now(path, workers) if run_verify else figures.verify_found(path)
         title = path if len(found) == 1 else storage.basename(path)
-        view = build_view(path, manifest, title, per_class, classes, verify, read)
+        view = build_view(path, manifest, title, per_class, shown, verify, read)
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
     storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
-    return ReportResult(target, [path for path, _ in found], list(dict.fromkeys(problems)), read)
+    listed = list(dict.fromkeys(problems))
+    return ReportResult(ok=not listed, page=target, builds=[path for path, _ in found], problems=listed, read=read)

@@ -10,6 +10,7 @@ import random
 from collections.abc import Iterable, Iterator
 from typing import IO, Any, Callable, NamedTuple, TypeVar
 
+from imagenet_build.infra.errors import UsageError
 from imagenet_build.report.records import Fields, Place, RecordError, Shards, open_shard, read_fields, read_label
 
 STATS_SAMPLE = 2000  # records whose sizes, bytes and boxes the charts show (every record of a smaller build)
@@ -29,6 +30,17 @@ class Sampled(NamedTuple):
     sheets: dict[int, list[tuple[Place, Fields]]]  # label -> its records, images read
     unreadable: list[tuple[Place, str]]
     heads_read: int
+
+
+def classes_given(value: object) -> int | None:
+    """--classes as given: K (1 or more), "all" (ALL_CLASSES), or None (the default); else a UsageError."""
+    if value is None or value == "all":
+        return None if value is None else ALL_CLASSES
+    if isinstance(value, str) and value.isascii() and value.isdigit():  # isdigit() alone takes '²', which int() not
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    raise UsageError(f"--classes takes a number of classes (1 or more) or 'all', not {value!r}")
 
 
 def chosen_labels(num_classes: int, classes: int | None) -> list[int]:

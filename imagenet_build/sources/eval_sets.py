@@ -63,7 +63,7 @@ class EvalSet:
     rank: int
     subset: Optional[Tuple[int, ...]] = None  # a fixed subset of the 1000 classes: indices in the sorted list
     numbered: bool = False  # class folders are class numbers 0..999 (ImageNetV2), not synsets
-    extras: Tuple[str, ...] = ()  # files the set ships beside its class folders
+    other_files: Tuple[str, ...] = ()  # files the set ships beside its class folders
 
     @property
     def synsets(self) -> tuple[str, ...]:
@@ -206,7 +206,7 @@ def split_top(items: list[Item], path: str, the_set: EvalSet, variant: str, on_e
     """(the archive's top folder, its files as paths below it): one of the set's top folders, of `variant`
     (check_top); a file outside it is foreign."""
     tops = Counter(name.partition("/")[0] for name, _ in items if "/" in name)
-    refuse_empty_pieces([(path, len(items) - the_extras(items))], "validation")
+    refuse_empty_pieces([(path, len(items) - not_images(items))], "validation")
     if not tops:
         raise InputError(path, f"holds no <top folder>/<class>/<image> files: not {the_set.name}'s archive")
     top = max(tops, key=tops.__getitem__)  # the folder most files lie in (the first such)
@@ -234,7 +234,7 @@ def check_top(the_set: EvalSet, top: str, path: str, variant: str) -> None:
                                f"a renamed archive? name it {named}")
 
 
-def the_extras(items: list[Item]) -> int:
+def not_images(items: list[Item]) -> int:
     """How many of the items are no image (a README beside the class folders): an archive of only those is empty."""
     return sum(1 for name, _ in items if not name.lower().endswith(ANY_IMAGE_SUFFIXES))
 
@@ -258,7 +258,7 @@ def scan_set(the_set: EvalSet, result: SplitInput, items: list[Item], catalog: C
     folders = set()
     for name, at in items:
         folder, _, base = name.partition("/")
-        if not base and name in the_set.extras:
+        if not base and name in the_set.other_files:
             continue  # shipped with the set: neither an image nor foreign
         if name == f"{folder}/":
             folders.add(folder)  # a folder, as such: its files come as items of their own
@@ -339,7 +339,7 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
         mapping = {s: s for s in sample_synsets}
     archive, variant = next(iter(the_set.archives.items()))
     top = next(name for name, v in the_set.tops.items() if v == variant)
-    members = [(f"{top}/{extra}", f"The {the_set.name} sample.\n".encode()) for extra in the_set.extras]
+    members = [(f"{top}/{extra}", f"The {the_set.name} sample.\n".encode()) for extra in the_set.other_files]
     members += [(f"{top}/{the_set.folder_of(mapping[synset])}/{path.stem}{the_set.suffix}", path.read_bytes())
                 for path, synset in validation_images(ilsvrc_sample)]
     target = Path(out) / archive

@@ -34,7 +34,7 @@ IMAGENET_A = EvalSet(
     suffix=".jpg",
     rank=6,
     subset=CLASSES,
-    extras=("README.txt",),
+    other_files=("README.txt",),
 )
 
 register_set(IMAGENET_A)

@@ -35,7 +35,7 @@ IMAGENET_R = EvalSet(
     suffix=".jpg",
     rank=7,
     subset=CLASSES,
-    extras=("README.txt",),
+    other_files=("README.txt",),
 )
 
 register_set(IMAGENET_R)

@@ -18,7 +18,7 @@ from typing import Any
 from imagenet_build.build.manifest import Manifest, read_manifest
 from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, PathLike, UsageError
+from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_count
 from imagenet_build.infra.lock import writing_now
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.verify.check import Check, Mode, checks_run
@@ -44,6 +44,7 @@ def verify(
         raise BuildError(f"{folder}: not a folder")
     if quick and deep:
         raise UsageError("--quick and --deep exclude each other")
+    check_count(workers, "--workers", 0)
     problems, warnings = Problems(), Problems()
     notes: list[str] = []
     manifest = _read_manifest(folder, problems, notes)

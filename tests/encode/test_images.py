@@ -25,13 +25,13 @@ def encoded(fmt, mode="RGB", size=(33, 21), **save):
 
 def test_rgb_jpeg_is_stored_untouched_with_header_size():
     data = jpeg(size=(40, 30))
-    stored = images.prepare(data, "x.JPEG")
+    stored = images.stored_image(data, "x.JPEG")
     assert stored.data is data and (stored.width, stored.height) == (40, 30) and stored.reencoded == ""
 
 
 def test_grayscale_and_progressive_jpegs_are_stored_untouched():
     for data in (jpeg("L"), jpeg(progressive=True), jpeg(optimize=True)):
-        stored = images.prepare(data, "x.JPEG")
+        stored = images.stored_image(data, "x.JPEG")
         assert stored.data is data and (stored.width, stored.height) == (40, 30)
 
 
@@ -41,12 +41,12 @@ def test_exif_orientation_is_ignored_size_is_the_frame_size():
     exif[0x0112] = 6
     out = io.BytesIO()
     image.save(out, "JPEG", exif=exif.tobytes())
-    stored = images.prepare(out.getvalue(), "x.JPEG")
+    stored = images.stored_image(out.getvalue(), "x.JPEG")
     assert (stored.width, stored.height) == (50, 20) and not stored.reencoded
 
 
 def test_cmyk_jpeg_is_reencoded_as_rgb_quality_100():
-    stored = images.prepare(jpeg("CMYK"), "n01739381_1309.JPEG")
+    stored = images.stored_image(jpeg("CMYK"), "n01739381_1309.JPEG")
     assert stored.reencoded == "CMYK JPEG"
     with Image.open(io.BytesIO(stored.data)) as image:
         assert image.format == "JPEG" and image.mode == "RGB" and image.size == (40, 30)
@@ -62,7 +62,7 @@ def test_cmyk_jpeg_is_reencoded_as_rgb_quality_100():
      ("GIF", "P", "GIF"), ("BMP", "RGB", "BMP"), ("TIFF", "RGB", "TIFF"), ("WEBP", "RGB", "WEBP")],
 )
 def test_other_formats_are_reencoded_to_rgb_jpeg(fmt, mode, kind):
-    stored = images.prepare(encoded(fmt, mode), "n02105855_2933.JPEG")
+    stored = images.stored_image(encoded(fmt, mode), "n02105855_2933.JPEG")
     assert stored.reencoded == kind
     assert (stored.width, stored.height) == (33, 21)
     with Image.open(io.BytesIO(stored.data)) as image:
@@ -74,13 +74,13 @@ def test_sixteen_bit_png_keeps_its_brightness():
     image.putdata([40000] * 16)
     out = io.BytesIO()
     image.save(out, "PNG")
-    stored = images.prepare(out.getvalue(), "x.JPEG")
+    stored = images.stored_image(out.getvalue(), "x.JPEG")
     with Image.open(io.BytesIO(stored.data)) as decoded:
         assert abs(decoded.getpixel((1, 1))[0] - 40000 // 256) <= 2
 
 
 def test_png_listed_by_slim_but_plain_jpeg_is_noted():
-    stored = images.prepare(jpeg(), "n02105855_2933.JPEG")
+    stored = images.stored_image(jpeg(), "n02105855_2933.JPEG")
     assert "content is a plain JPEG" in images.name_disagreement("n02105855_2933.JPEG", stored)
 
 
@@ -99,7 +99,7 @@ def test_png_listed_by_slim_but_plain_jpeg_is_noted():
 )
 def test_bad_files_raise_input_error_naming_the_file(data, message):
     with pytest.raises(InputError, match=message) as info:
-        images.prepare(data, "some/file.JPEG")
+        images.stored_image(data, "some/file.JPEG")
     assert info.value.path == "some/file.JPEG"
 
 
@@ -111,7 +111,7 @@ def test_a_header_cut_anywhere_or_ending_in_fill_bytes_is_an_input_error():
     for cut in range(2, scan):
         for tail in (b"", b"\xff", b"\xff" * 4, b"\xff\xc0"):
             with pytest.raises(InputError, match="broken JPEG|truncated"):
-                images.prepare(data[:cut] + tail, "cut.JPEG")
+                images.stored_image(data[:cut] + tail, "cut.JPEG")
 
 
 def test_twelve_bit_and_lossless_frames_are_not_stored_as_is():
@@ -119,7 +119,7 @@ def test_twelve_bit_and_lossless_frames_are_not_stored_as_is():
     sof_at = bytes(data).find(b"\xff\xc0")
     data[sof_at + 1] = 0xC3  # lossless frame: not decodable by common readers as stored
     with pytest.raises(InputError):
-        images.prepare(bytes(data), "x.JPEG")  # Pillow cannot decode it either: a clear error
+        images.stored_image(bytes(data), "x.JPEG")  # Pillow cannot decode it either: a clear error
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -129,10 +129,10 @@ def test_each_odd_jpeg_is_stored_reencoded_or_refused_as_the_decoders_read_it(ca
     data, expected = CASES[case]
     if expected == REFUSE:
         with pytest.raises(InputError) as info:
-            images.prepare(data, "odd/file.jpg")
+            images.stored_image(data, "odd/file.jpg")
         assert info.value.path == "odd/file.jpg" and images.decide(data).action != STORE  # Pillow has the last word
         return
-    stored = images.prepare(data, "odd/file.jpg")
+    stored = images.stored_image(data, "odd/file.jpg")
     header, _ = jpeg_header.parse_jpeg_header(data)
     assert (stored.width, stored.height) == (header.width, header.height)
     if expected == STORE:
@@ -148,7 +148,8 @@ def test_a_reencoded_header_defect_keeps_the_pixels_libjpeg_decodes():
     the re-encoded image is the clean one re-encoded."""
     clean_bytes = CASES["baseline"][0]
     for case in ("junk before APP0", "TEM marker after SOI", "junk before DQT", "APP segment of length 0"):
-        assert images.prepare(CASES[case][0], "x.jpg").data == images.reencode(clean_bytes, "x.jpg", "x").data, case
+        stored = images.stored_image(CASES[case][0], "x.jpg")
+        assert stored.data == images.reencode(clean_bytes, "x.jpg", "x").data, case
 
 
 def test_the_offending_byte_is_named():
@@ -177,6 +178,6 @@ def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_read
     from imagenet_build.encode import resize
 
     options = resize.ResizeOptions(resize.parse_targets("shorter:24"))
-    odd, = resize.prepare_resized(CASES["junk before APP0"][0], "x.jpg", options)
-    clean, = resize.prepare_resized(CASES["baseline"][0], "x.jpg", options)
+    odd, = resize.stored_resized(CASES["junk before APP0"][0], "x.jpg", options)
+    clean, = resize.stored_resized(CASES["baseline"][0], "x.jpg", options)
     assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == jpeg_header.EXTRANEOUS

@@ -33,7 +33,7 @@ def jpeg(size, seed=0, mode="RGB", **save):
 
 
 def resized(data, spec="shorter:100,224", **options):
-    results = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(resize.parse_targets(spec), **options))
+    results = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(resize.parse_targets(spec), **options))
     assert all(isinstance(r, resize.images.StoredImage) for r in results), results
     return results
 
@@ -55,7 +55,7 @@ def test_jpegs_stored_as_is_go_the_fast_way_and_the_rest_through_pillow(monkeypa
     cases = [("x.JPEG", jpeg((300, 200))), ("png.JPEG", png.getvalue()), ("cmyk.JPEG", cmyk.getvalue()),
              ("gray.JPEG", jpeg((300, 200), mode="L")), ("progressive.JPEG", jpeg((300, 200), progressive=True))]
     for name, data in cases:
-        (out,) = resize.prepare_resized(data, name, resize.ResizeOptions((Target("shorter", 100),)))
+        (out,) = resize.stored_resized(data, name, resize.ResizeOptions((Target("shorter", 100),)))
         assert (out.width, out.height) == (150, 100) and out.resized
         with Image.open(io.BytesIO(out.data)) as image:
             assert image.mode == "RGB" and image.layer[0][1:3] == (2, 2)  # 4:2:0
@@ -63,9 +63,9 @@ def test_jpegs_stored_as_is_go_the_fast_way_and_the_rest_through_pillow(monkeypa
     # re-encoded for its header only (DALI stops on it): its image data is a plain JPEG's, the fast way too
     odd, clean = CASES["junk before APP0"][0], CASES["baseline"][0]
     options = resize.ResizeOptions((Target("shorter", 100),), larger_only=False)
-    (out,) = resize.prepare_resized(odd, "odd.JPEG", options)
+    (out,) = resize.stored_resized(odd, "odd.JPEG", options)
     assert calls[-1] == "odd.JPEG" and out.reencoded == EXTRANEOUS
-    assert out.data == resize.prepare_resized(clean, "clean.JPEG", options)[0].data
+    assert out.data == resize.stored_resized(clean, "clean.JPEG", options)[0].data
 
 
 @pytest.mark.parametrize("size", [(4, 4), (6, 4), (3, 3), (9, 8), (16, 12), (37, 23), (640, 480), (1024, 768)])
@@ -115,7 +115,7 @@ resample._fast_resizer().cpu_extensions = resample._fast_resize_module().CpuExte
 options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False, filter=sys.argv[1])
 digest = hashlib.sha256()
 for path in sys.argv[2:]:
-    for stored in resize.prepare_resized(open(path, "rb").read(), path, options):
+    for stored in resize.stored_resized(open(path, "rb").read(), path, options):
         digest.update(stored.data)
 print(digest.hexdigest())
 """
@@ -133,7 +133,7 @@ def test_no_simd_gives_the_same_bytes(tmp_path, kernel):
     digest = hashlib.sha256()
     options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False, filter=kernel)
     for path in paths:
-        for stored in resize.prepare_resized(path.read_bytes(), str(path), options):
+        for stored in resize.stored_resized(path.read_bytes(), str(path), options):
             digest.update(stored.data)
     env = {**os.environ, "JSIMD_FORCENONE": "1"}
     child = subprocess.run([sys.executable, "-c", SIMD_CHILD, kernel, *map(str, paths)], env=env, capture_output=True,
@@ -158,7 +158,7 @@ def test_corrupt_image_data_decodes_as_with_pillow():
     start = data.index(b"\xff\xda") + 200
     for i in range(start, start + 400, 7):
         data[i] = 0x55 if data[i] != 0x55 else 0x56
-    (out,) = resize.prepare_resized(bytes(data), "x.JPEG", resize.ResizeOptions((Target("shorter", 100),)))
+    (out,) = resize.stored_resized(bytes(data), "x.JPEG", resize.ResizeOptions((Target("shorter", 100),)))
     assert isinstance(out, resize.images.StoredImage) and (out.width, out.height) == (133, 100)
 
 

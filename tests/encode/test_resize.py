@@ -1,40 +1,21 @@
-"""convert --resize: stored sizes, the full-size build's layout and boxes, one pass = separate runs,
-EXIF orientation, verify's warning, resume, and TensorFlow and DALI reading what is written."""
+"""convert --resize: stored sizes, the full-size build's layout and boxes, one pass = separate runs, the filters,
+EXIF orientation, verify's warning (a run's builds: tests/build/test_builds.py; read back: tests/e2e)."""
 
 import io
 import json
-import os
-import shutil
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from conftest import children_of, run_cli, run_process, sample_args, tree_digest, wait_until_gone
-from helpers import expect_error, read_with_tensorflow
+from conftest import RESIZE_TARGETS, run_cli, run_process, sample_args, tree_digest
 from imagenet_build.encode import resample, resize
 from imagenet_build.encode.example import decode_example
 from imagenet_build.encode.jpeg_header import exif_orientation, jpeg_facts
 from imagenet_build.encode.resize import Target
 from imagenet_build.format.tfrecord import read_records
-from imagenet_build.infra.errors import InputError, UsageError
-from imagenet_build.tools.sample import make_sample
-
-# The session sample's images are 64..160 pixels a side: 48 resizes every one, 96 some, 400 none.
-TARGETS = "shorter:48,96,400"
-
-
-def records(build, split=None):
-    """[(shard name, decoded Example)] of a build folder, shard by shard, in record order."""
-    out = []
-    for shard in sorted(Path(build).glob(f"{split or '*'}-*-of-*")):
-        with open(shard, "rb") as f:
-            out.extend((shard.name, decode_example(p)) for _, p, _ in read_records(f, shard.stat().st_size))
-    return out
+from run_helpers import records
 
 
 def source_file(sample, example):
@@ -42,15 +23,6 @@ def source_file(sample, example):
     if name.startswith("ILSVRC2012_val_"):
         return sample / "validation" / name
     return sample / "train" / example["image/class/synset"][0].decode() / name
-
-
-@pytest.fixture(scope="module")
-def resized(sample_dir, tmp_path_factory):
-    """The session sample resized to three sizes in one pass, two workers, as a whole process."""
-    out = tmp_path_factory.mktemp("resized")
-    result = run_process(*sample_args(sample_dir, out, "--resize", TARGETS, "--workers", 2, "--json"))
-    assert result.returncode == 0, result.stderr
-    return out
 
 
 def test_one_pass_writes_a_complete_build_per_size(resized):
@@ -67,7 +39,7 @@ def test_one_pass_writes_a_complete_build_per_size(resized):
 
 
 def test_three_builds_of_one_pass_equal_three_separate_runs(sample_dir, resized, tmp_path):
-    for target in TARGETS.split(":")[1].split(","):
+    for target in RESIZE_TARGETS.split(":")[1].split(","):
         args = sample_args(sample_dir, tmp_path / "separate", "--resize", f"shorter:{target}", "--workers", 1)
         result = run_cli(*args)
         assert result.exit_code == 0, result.output
@@ -109,9 +81,9 @@ def test_targets_sharing_a_decode_scale_decode_once_and_equal_separate_runs(monk
         return real(source, scale)
 
     monkeypatch.setattr(resize._Source, "_decode", counted)
-    together = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets))
+    together = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets))
     assert sorted(decodes) == sorted(set(scales))
-    separate = [resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
+    separate = [resize.stored_resized(data, "x.JPEG", resize.ResizeOptions((t,)))[0] for t in targets]
     assert [r.data for r in together] == [r.data for r in separate]
     assert [(r.width, r.height) for r in together] == [t.size_for(640, 480) for t in targets]
 
@@ -154,12 +126,12 @@ def test_the_fast_filter_is_pillows_and_the_same_bytes_with_every_simd_level(ker
 def test_without_the_fast_resizer_pillows_lanczos_is_used_and_named(monkeypatch):
     data = noisy_jpeg()
     targets = resize.parse_targets("shorter:100,400")
-    fast = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
+    fast = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
     fast_codec = resize.codec("lanczos3")
     monkeypatch.setattr(resample, "_fast_resizer", lambda: None)
     assert resample.resampler("lanczos3") == "Pillow Lanczos" and resize.codec("lanczos3") != fast_codec  # redone
     assert resample.resampler() == "Pillow bicubic (Catmull-Rom)"
-    plain = resize.prepare_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
+    plain = resize.stored_resized(data, "x.JPEG", resize.ResizeOptions(targets, filter="lanczos3"))
     assert [(r.width, r.height) for r in plain] == [(r.width, r.height) for r in fast] == [(133, 100), (533, 400)]
     for a, b in zip(plain, fast):
         assert a.data != b.data
@@ -319,292 +291,3 @@ def test_verify_warns_on_an_untouched_rotated_jpeg_and_not_on_a_plain_one(sample
         assert text.stdout.rstrip().endswith("OK: sound")
 
 
-def test_rerun_resumes_each_build_and_other_options_are_refused(sample_dir, resized, tmp_path):
-    out = tmp_path / "out"
-    shutil.copytree(resized, out)
-    again = run_cli(*sample_args(sample_dir, out, "--resize", TARGETS, "--workers", 1, "--json"))
-    summary = json.loads(again.stdout)
-    assert [b["shards_written"] for b in summary["builds"].values()] == [0, 0, 0]
-    (out / "shorter-96" / "train-00001-of-00004").unlink()
-    again = run_cli(*sample_args(sample_dir, out, "--resize", TARGETS, "--workers", 1, "--json"))
-    summary = json.loads(again.stdout)
-    assert {k: b["shards_written"] for k, b in summary["builds"].items()} == {
-        "shorter-48": 0, "shorter-96": 1, "shorter-400": 0}
-    assert summary["shards_read"] == 1
-    assert tree_digest(out) == tree_digest(resized)
-    other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--quality", 80, "--workers", 1))
-    assert other.exit_code == 1 and "other options" in other.stderr and "--overwrite" in other.stderr
-    other = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--resize-filter", "lanczos3"))
-    assert other.exit_code == 1 and "--resize-filter: catmull-rom before, lanczos3 now" in other.stderr
-    assert tree_digest(out) == tree_digest(resized)
-
-
-def test_the_lanczos3_filter_is_deterministic_never_mixed_and_unrecorded_as_before_the_option(
-        sample_dir, resized, tmp_path):
-    """--resize-filter lanczos3: other bytes than the default Catmull-Rom's, the same with 1 or 2 workers, named in
-    the shards' fingerprint, and left out of the manifest as in builds made before the option (when Lanczos3 was
-    the only filter): such a build resumes with --resize-filter lanczos3, and a rerun without it is refused,
-    naming the option, instead of mixing filters."""
-    one, two = tmp_path / "one", tmp_path / "two"
-    result = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "lanczos3",
-                                  "--workers", 1, "--json"))
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["resize"]["filter"] == "lanczos3"
-    result = run_process(*sample_args(sample_dir, two, "--resize", "shorter:48", "--resize-filter", "lanczos3",
-                                      "--workers", 2))
-    assert result.returncode == 0, result.stderr
-    assert tree_digest(one) == tree_digest(two)
-    shards = sorted(p.name for p in (one / "shorter-48").glob("*-of-*"))
-    assert shards and all((one / "shorter-48" / name).read_bytes() != (resized / "shorter-48" / name).read_bytes()
-                          for name in shards)  # every image is resized at 48: each shard differs
-    manifest = json.loads((one / "shorter-48" / "manifest.json").read_text())
-    assert manifest["options"]["resize"] == {"target": "shorter:48", "quality": 90, "larger_only": True,
-                                             "exif_transpose": False}
-    catmull_rom = {s["name"]: s["fingerprint"] for s in
-                   json.loads((resized / "shorter-48" / "manifest.json").read_text())["shards"]}
-    assert all(s["fingerprint"] != catmull_rom[s["name"]] for s in manifest["shards"])
-    assert resize.codec("lanczos3") != resize.codec() and "CatmullRom" in resize.codec()
-    assert "Lanczos3" in resize.codec("lanczos3")
-    again = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--workers", 1))
-    assert again.exit_code == 1 and "--resize-filter: lanczos3 before, catmull-rom now" in again.stderr
-    resumed = run_cli(*sample_args(sample_dir, one, "--resize", "shorter:48", "--resize-filter", "lanczos3",
-                                   "--workers", 1, "--json"))
-    assert resumed.exit_code == 0 and json.loads(resumed.stdout)["builds"]["shorter-48"]["shards_written"] == 0
-    assert tree_digest(one) == tree_digest(two)
-
-
-@pytest.mark.parametrize("args,fragment", [
-    (["--resize", "shortest:96"], "expected shorter:N or longer:N"),
-    (["--resize", "shorter:96,96"], "repeated"),
-    (["--resize", "shorter:0"], "between 1 and"),
-    (["--resize", "shorter:65500", "--resize-all"], "between 1 and 13,377"),  # 65500 x 65500: 4.3 Gpx an image
-    (["--resize", "longer:13378"], "decompression-bomb limit of 178,956,970 pixels"),
-    (["--resize", ""], "expected shorter:N or longer:N"),  # not a full-size build
-    (["--resize", "shorter:\u0662\u0662\u0664"], "expected shorter:N or longer:N"),  # Arabic-Indic 224: int() takes it
-    (["--quality", "80"], "--quality goes with --resize"),
-    (["--exif-transpose"], "--exif-transpose goes with --resize"),
-    (["--resize-all"], "--resize-all goes with --resize"),
-    (["--resize-filter", "catmull-rom"], "--resize-filter goes with --resize"),
-    (["--resize", "shorter:96", "--resize-filter", "bicubic"], "'bicubic' is not one of 'catmull-rom', 'lanczos3'"),
-])
-def test_bad_resize_options_are_one_line_and_exit_2(sample_dir, tmp_path, args, fragment):
-    result = run_cli(*sample_args(sample_dir, tmp_path / "out", *args))
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.stderr
-
-
-def test_an_unbounded_size_is_refused_before_any_input_is_read(tmp_path):
-    result = run_cli("convert", "--train-dir", tmp_path / "no-such-folder", "--output-dir", tmp_path / "out",
-                     "--resize", "shorter:20000", "--resize-all")
-    assert result.exit_code == 2 and "between 1 and 13,377" in result.stderr, result.output
-    assert not (tmp_path / "out").exists()
-
-
-def test_the_one_pass_line_counts_its_builds(sample_dir, resized, tmp_path):
-    out = tmp_path / "out"
-    shutil.copytree(resized / "shorter-96", out / "shorter-96")
-    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
-    assert result.exit_code == 0 and "one pass: 0 shards read once for 1 build in " in result.stdout, result.stdout
-    shutil.copytree(resized / "shorter-48", out / "shorter-48")
-    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:48,96", "--workers", 1))
-    assert "one pass: 0 shards read once for 2 builds in " in result.stdout, result.stdout
-
-
-def test_the_summary_and_the_manifest_count_the_resized_images(sample_dir, converted, tmp_path):
-    """The summary said only "re-encoded as RGB JPEG: 3" (the CMYK and PNG inputs) where every image was resized:
-    each build's summary and manifest count the images decoded, resized and encoded, a rerun that keeps every
-    shard too; the others are those within the size, stored as the full-size build stores them."""
-    shorter = [min(e["image/height"][0], e["image/width"][0]) for _, e in records(converted)]
-    wanted = {"shorter-48": sum(side > 48 for side in shorter), "shorter-96": sum(side > 96 for side in shorter)}
-    assert wanted["shorter-48"] == len(shorter) == 64 and 0 < wanted["shorter-96"] < 64
-    args = sample_args(sample_dir, tmp_path / "out", "--resize", "shorter:48,96", "--workers", 1)
-    result = run_cli(*args, "--json")
-    builds = json.loads(result.stdout)["builds"]
-    assert {folder: build["resized"] for folder, build in builds.items()} == wanted
-    for folder, count in wanted.items():
-        manifest = json.loads((tmp_path / "out" / folder / "manifest.json").read_text())
-        assert manifest["totals"]["resized"] == count
-    again = run_cli(*args)
-    assert again.exit_code == 0 and "shards written: 0" in again.stdout, again.output
-    assert "  resized: 64 of 64 images\n" in again.stdout
-    assert (f"  resized: {wanted['shorter-96']} of 64 images; {64 - wanted['shorter-96']} within the size, stored "
-            "as the full-size build stores them\n") in again.stdout
-    assert "resized" not in json.loads((converted / "manifest.json").read_text())["totals"]
-
-
-def test_a_plain_convert_into_a_resized_runs_folder_names_its_builds(sample_dir, resized, tmp_path):
-    """A convert without --resize into the top folder of a --resize run called its size folders "files that are
-    not from imagenet-build": it names them as that run's builds, and nothing is written."""
-    out = tmp_path / "out"
-    shutil.copytree(resized, out)
-    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
-    assert result.exit_code == 1, result.output
-    assert result.stderr == (f"error: {out}: holds the builds of a --resize run (shorter-400/, shorter-48/, "
-                             "shorter-96/); a build without --resize needs a folder of its own: choose an empty or "
-                             "new --output-dir (or give those builds' --resize to resume them)\n")
-    assert tree_digest(out) == tree_digest(resized)
-    (out / "notes.txt").write_text("mine")  # a stranger beside them: the folder is refused as any other
-    result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
-    assert result.exit_code == 1 and "holds files that are not from imagenet-build (notes.txt, " in result.stderr
-
-
-def jpeg_bytes(size):
-    out = io.BytesIO()
-    Image.new("RGB", size, (90, 30, 150)).save(out, "JPEG")
-    return out.getvalue()
-
-
-def test_an_image_whose_resized_size_passes_the_bounds_is_this_images_error(monkeypatch):
-    everything = resize.ResizeOptions((Target("shorter", 100), Target("longer", 100)), larger_only=False)
-    # 1 x 2000 to shorter:100 is 100 x 200,000: past JPEG's side, said before anything is decoded
-    thin, fitting = resize.prepare_resized(jpeg_bytes((1, 2000)), "thin.JPEG", everything)
-    assert isinstance(thin, InputError) and thin.path == "thin.JPEG"
-    assert "resized to shorter:100 it would be 100x200,000: a JPEG holds at most 65,500" in thin.problem
-    assert (fitting.width, fitting.height) == (1, 100)  # the other target's result is its own
-    # Pillow's limit lowered to 10,000 pixels, so that a small image stands for a huge one
-    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 5000)
-    big, fitting = resize.prepare_resized(jpeg_bytes((20, 40)), "small.JPEG", everything)
-    assert isinstance(big, InputError) and "100x200: 20,000 pixels, beyond Pillow's decompression-bomb limit of " \
-        "10,000" in big.problem
-    assert (fitting.width, fitting.height) == (50, 100)
-    with pytest.raises(UsageError, match="between 1 and 100 "):
-        resize.parse_targets("longer:101")
-
-
-def test_a_resized_image_past_the_bounds_is_named_or_skipped_by_convert(sample_copy, tmp_path):
-    image = sorted((sample_copy / "train").glob("*/*.JPEG"))[5]
-    image.write_bytes(jpeg_bytes((1, 2000)))  # shorter:48 --resize-all: 48 x 96,000
-    args = sample_args(sample_copy, tmp_path / "out", "--resize", "shorter:48,400", "--resize-all", "--workers", 1)
-    expect_error(args, 1, str(image), "resized to shorter:48 it would be 48x96,000: a JPEG holds at most 65,500")
-    assert not list((tmp_path / "out").rglob(".*.tmp"))
-    skipped = run_cli(*args, "--on-error", "skip", "--json")
-    assert skipped.exit_code == 0, skipped.output
-    builds = json.loads(skipped.stdout)["builds"]
-    for build in builds.values():  # 48 x 96,000 and 400 x 800,000
-        assert [s["file"] for s in build["skipped"]] == [f"{image.parent.name}/{image.name}"]
-        assert run_cli("verify", build["output_dir"]).exit_code == 0
-
-
-def test_output_holding_something_else_is_refused(sample_dir, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
-    assert result.exit_code == 1 and "notes.txt" in result.stderr and "not a resized build" in result.stderr
-    # what a build folder may hold besides builds (build/folder.py: folder_entries): an interrupted Beam run's figures
-    (out / "notes.txt").unlink()
-    (out / ".beam-results").mkdir()
-    result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
-    assert result.exit_code == 0, result.output
-
-
-def test_an_output_folder_inside_the_train_folder_is_refused_before_the_scan(sample_dir, tmp_path):
-    """Already there, the folder would be scanned as a class folder first: the refusal must come before."""
-    inside = tmp_path / "sample"
-    shutil.copytree(sample_dir, inside)
-    (inside / "train" / "out").mkdir()
-    expect_error(sample_args(inside, inside / "train" / "out", "--resize", "shorter:96"), 2,
-                 "--output-dir", "is inside --train-dir")
-
-
-# ------------------------------------------------------------------ readers
-
-
-def test_tensorflow_reads_every_record_of_a_resized_build(resized):
-    tf = pytest.importorskip("tensorflow")
-
-    for folder in ("shorter-48", "shorter-96"):
-        for split, count in (("train", 48), ("validation", 16)):
-            seen = 0
-            for path in sorted((resized / folder).glob(f"{split}-*-of-*")):
-                for record in read_with_tensorflow(path):
-                    decoded = tf.io.decode_jpeg(record["image/encoded"], channels=3)
-                    assert tuple(decoded.shape) == (record["image/height"], record["image/width"], 3)
-                    seen += 1
-            assert seen == count
-
-
-def test_dali_reads_every_record_of_a_resized_build(resized):
-    dali = pytest.importorskip("nvidia.dali")
-    import nvidia.dali.tfrecord as tfrec
-    from nvidia.dali import fn
-
-    for folder in ("shorter-48", "shorter-96"):
-        build = resized / folder
-        expected = set()
-        for _, e in records(build, "train"):
-            shape = (e["image/height"][0], e["image/width"][0])
-            if exif_orientation(e["image/encoded"][0]) >= 5:  # untouched and rotated: DALI turns it (verify warns)
-                shape = shape[::-1]
-            expected.add((e["image/filename"][0].decode(), *shape))
-        paths = [str(p) for p in sorted(build.glob("train-*-of-*"))]
-        indexes = [str(build / "dali_idx" / (Path(p).name + ".idx")) for p in paths]
-
-        @dali.pipeline_def(batch_size=8, num_threads=2, device_id=None)
-        def pipeline(paths=paths, indexes=indexes):
-            r = fn.readers.tfrecord(path=paths, index_path=indexes, name="Reader", pad_last_batch=True, features={
-                "image/encoded": tfrec.FixedLenFeature((), tfrec.string, ""),
-                "image/filename": tfrec.FixedLenFeature((), tfrec.string, ""),
-            })
-            return r["image/filename"], fn.decoders.image(r["image/encoded"], device="cpu")
-
-        pipe = pipeline()
-        pipe.build()
-        assert pipe.reader_meta("Reader")["epoch_size"] == 48
-        seen = set()
-        for _ in range(6):
-            names, images = pipe.run()
-            for i in range(len(names)):
-                height, width, channels = images.at(i).shape
-                seen.add((names.at(i).tobytes().decode(), height, width))
-                assert channels == 3
-        assert seen == expected
-
-
-# ------------------------------------------------------------------ slow: kill -9, trainer-check
-
-
-@pytest.fixture(scope="module")
-def larger_sample(tmp_path_factory):
-    out = tmp_path_factory.mktemp("larger")
-    make_sample(out, classes=8, per_class=100, validation_per_class=2, min_size=200, max_size=400)
-    return out
-
-
-def larger_args(sample, out):
-    return ["convert", "--train-dir", sample / "train", "--labels-file", sample / "labels.txt", "--output-dir", out,
-            "--train-shards", 32, "--layout-threads", 4, "--workers", 2, "--resize", "shorter:128,224"]
-
-
-@pytest.mark.slow
-def test_kill_9_then_rerun_gives_the_same_bytes(larger_sample, tmp_path):
-    reference = tmp_path / "reference"
-    assert run_process(*larger_args(larger_sample, reference)).returncode == 0
-    out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "imagenet_build", *map(str, larger_args(larger_sample, out))],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and proc.poll() is None:
-        if len(list(out.glob("shorter-224/train-*"))) >= 3:
-            break
-        time.sleep(0.002)
-    assert proc.poll() is None, "the build ended before it could be killed: make the sample larger"
-    workers = children_of(proc.pid)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert workers and wait_until_gone(workers) == []  # workers there were, and none outlived the kill
-    rerun = run_process(*larger_args(larger_sample, out), "--json")
-    assert rerun.returncode == 0, rerun.stderr
-    assert sum(b["shards_kept"] for b in json.loads(rerun.stdout)["builds"].values()) >= 1  # the manifest vouched
-    assert tree_digest(out) == tree_digest(reference)
-    assert not list(out.rglob(".*.tmp"))
-
-
-@pytest.mark.slow
-def test_trainer_check_passes_on_a_resized_build(resized):
-    pytest.importorskip("nvidia.dali.plugin.tf")
-    result = run_cli("trainer-check", resized / "shorter-96", "--device", "cpu", "--steps", 8, "--json")
-    report = json.loads(result.stdout)
-    assert result.exit_code == 0 and report["ok"], report["checks"]
-    assert report["records"] == 48

@@ -1,4 +1,4 @@
-"""The PyTorch reader (imagenet_build.torch) and trainer-check --framework torch, on the CPU.
+"""The PyTorch reader's datasets (imagenet_build.torch: readback/torch_dataset.py, torch_records.py), on the CPU.
 
 Every record once across simulated ranks x DataLoader workers, values equal to
 TensorFlow's parse of the same records, CPU decode equal to Pillow's, and the
@@ -7,44 +7,26 @@ trainer check passing on the sample and failing on planted faults.
 
 import gc
 import io
-import json
 import os
 import random
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import run_cli, run_process
-from helpers import (
-    SHARD,
-    edit_record,
-    expect_error,
-    index_lines,
-    read_with_tensorflow,
-    set_index,
-    trainer_report,
-)
+from helpers import SHARD, edit_record, index_lines, read_with_tensorflow, set_index
 from imagenet_build.format.dali_index import record_entries
 from imagenet_build.infra.errors import BuildError
+from run_helpers import error_message, torch_or_skip
 
-# TensorFlow (imported by other test modules of this process) and triton, which torch imports when it
-# is installed, each carry their own LLVM: loading triton after TensorFlow crashes the process. These
-# tests compile nothing with triton, so torch runs here without it.
-sys.modules.setdefault("triton", None)
-torch = pytest.importorskip("torch")
+torch = torch_or_skip()
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
-pytest.importorskip("torchvision")
 
 from imagenet_build.readback.torch_dataset import _shuffled  # noqa: E402
 from imagenet_build.torch import (  # noqa: E402
-    AREA,
-    ASPECT,
     BatchTransform,
     IterableRecordDataset,
     RecordDataset,
@@ -68,13 +50,6 @@ def read_all(dataset_class, folder, split, world_size, workers=2, epoch=0, **kwa
         for batch in loader:
             got += [(rank, s, o, f) for s, o, f in zip(batch["shard"], batch["offset"].tolist(), batch["filename"])]
     return got
-
-
-def message(call):
-    """The BuildError message of call()."""
-    with pytest.raises(BuildError) as caught:
-        call()
-    return str(caught.value)
 
 
 @pytest.mark.parametrize("world_size", [1, 2, 3])
@@ -146,170 +121,6 @@ def test_cpu_decode_equals_pillow(converted):
         assert sample["image"].dtype == torch.uint8
         assert np.array_equal(sample["image"].numpy(), expected), sample["filename"]
     assert modes == {"RGB", "L"}
-
-
-def test_batch_transform_crop_ranges_and_repeatability(converted):
-    transform = BatchTransform("cpu", seed=3)
-    for height, width in [(100, 100), (375, 500), (500, 60)]:
-        for _ in range(200):
-            top, left, h, w = transform.crop_box(height, width)
-            assert 0 <= top <= height - h and 0 <= left <= width - w
-            if (h, w) != (height, width):
-                assert AREA[0] * 0.9 <= h * w / (height * width) <= AREA[1]
-                assert ASPECT[0] * 0.9 <= w / h <= ASPECT[1] * 1.1
-    encoded = [s["image"] for s in RecordDataset(converted, "train", decode=False, shuffle=False)][:8]
-    a, b = BatchTransform("cpu", seed=1)(encoded), BatchTransform("cpu", seed=1)(encoded)
-    assert a.shape == (8, 3, 224, 224) and a.dtype == torch.float32 and torch.equal(a, b)
-    assert not torch.equal(a, BatchTransform("cpu", seed=2)(encoded))
-    evaluation = BatchTransform("cpu", training=False, mean=(0, 0, 0), std=(1, 1, 1))(encoded)
-    assert evaluation.shape == (8, 3, 224, 224) and 0 <= float(evaluation.min()) and float(evaluation.max()) <= 255
-
-
-def uniform_distance(values, lo, hi):
-    """Kolmogorov-Smirnov distance between the values and the uniform distribution on [lo, hi]."""
-    u = np.sort((np.asarray(values) - lo) / (hi - lo))
-    n = len(u)
-    return float(np.max(np.maximum(np.arange(1, n + 1) / n - u, u - np.arange(n) / n)))
-
-
-def test_random_crop_spreads_over_slims_area_and_aspect():
-    """4000 crops of a 500x375 image: areas from 5 % to the whole, aspects from 3:4 to 4:3, almost no fallback.
-    Below half the area every aspect fits, so there the draws are held to their laws: area uniform, aspect
-    log-uniform (these seeded draws are 0.02 from both laws; drawn uniformly, the aspects are 0.09 away)."""
-    transform = BatchTransform("cpu", seed=5)
-    height, width = 375, 500
-    boxes = np.array([transform.crop_box(height, width) for _ in range(4000)])
-    h, w = boxes[:, 2], boxes[:, 3]
-    area, aspect = h * w / (height * width), w / h
-    assert np.mean((h == height) & (w == width)) < 0.01  # fallbacks to the whole image are rare here
-    assert AREA[0] * 0.97 <= area.min() < 0.06 and 0.95 < area.max() <= AREA[1]
-    assert np.mean(area < 0.15) > 0.08 and np.mean(area > 0.8) > 0.02  # the low and the high deciles are drawn
-    assert ASPECT[0] * 0.98 <= aspect.min() < 0.77 and 1.30 < aspect.max() <= ASPECT[1] * 1.02
-    small = area < 0.5
-    assert small.sum() > 2000
-    assert uniform_distance(area[small], AREA[0], 0.5) < 0.04
-    assert uniform_distance(np.log(aspect[small]), np.log(ASPECT[0]), np.log(ASPECT[1])) < 0.04
-
-
-@pytest.mark.parametrize("height, width", [(1, 1000), (1000, 2)])
-def test_random_crop_falls_back_to_the_whole_image_where_no_crop_fits(height, width):
-    """No box of 5 % of the area or more with an aspect from 3:4 to 4:3 fits in a 1x1000 or a 1000x2 image."""
-    transform = BatchTransform("cpu", seed=0)
-    assert {transform.crop_box(height, width) for _ in range(20)} == {(0, 0, height, width)}
-
-
-def test_random_crop_positions_cover_every_place_evenly():
-    """A 7x7 crop of a 10x10 image lies at each of the 4 x 4 places, about equally often."""
-    transform = BatchTransform("cpu", area=(0.49, 0.49), aspect=(1, 1), seed=0)
-    boxes = [transform.crop_box(10, 10) for _ in range(800)]
-    assert {(h, w) for _, _, h, w in boxes} == {(7, 7)}
-    for place in (Counter(top for top, *_ in boxes), Counter(left for _, left, *_ in boxes)):
-        assert sorted(place) == [0, 1, 2, 3] and min(place.values()) > 150, place
-    assert len(Counter((top, left) for top, left, *_ in boxes)) == 16  # top and left drawn apart
-
-
-def test_random_crop_draws_boxes_as_wide_or_high_as_the_image_and_one_pixel_sides():
-    """Areas 0.5-1 of a 10x10 image, square: the whole image is drawn (areas from 0.9025) about a fifth of
-    the time, not only as the fallback; a 2x2 image gives 1x1 boxes too."""
-    transform = BatchTransform("cpu", area=(0.5, 1.0), aspect=(1, 1), seed=0)
-    whole = np.mean([transform.crop_box(10, 10)[2:] == (10, 10) for _ in range(400)])
-    assert 0.12 < whole < 0.28, whole
-    tiny = BatchTransform("cpu", seed=0)
-    assert (1, 1) in {tiny.crop_box(2, 2)[2:] for _ in range(100)}
-
-
-SEED_0_CROPS = [(9, 41, 325, 383), (8, 32, 357, 316), (55, 97, 260, 279), (42, 186, 312, 263),
-                (18, 142, 206, 228), (92, 187, 219, 226)]
-
-
-def test_seeded_crops_stay_the_same_from_release_to_release():
-    """A seeded run crops as it did: the default transform (seed 0, 100 attempts) gives these boxes of a 375x500
-    image, then the fallback of a 1x1000 image after its 100 attempts, then this box. Any change to the draws
-    (their number, precision or order, the attempts, the defaults) changes every seeded run's augmentation."""
-    for transform in (BatchTransform("cpu"), BatchTransform("cpu", seed=0, attempts=100)):
-        assert [transform.crop_box(375, 500) for _ in SEED_0_CROPS] == SEED_0_CROPS
-        assert transform.crop_box(1, 1000) == (0, 0, 1, 1000)
-        assert transform.crop_box(375, 500) == (100, 284, 139, 150)
-
-
-@pytest.mark.parametrize("module, what, call", [
-    ("torchvision.transforms.v2.functional", "augmenting images in imagenet_build.torch",
-     lambda: BatchTransform("cpu").crop_resize(torch.zeros((3, 8, 8), dtype=torch.uint8))),
-    ("torchvision.io", "decoding images in imagenet_build.torch", lambda: decode_images([b"\xff\xd8"])),
-])
-def test_a_missing_torchvision_is_one_line(monkeypatch, module, what, call):
-    monkeypatch.setitem(sys.modules, module, None)
-    text = message(call)
-    assert text.startswith(f"{what} needs torchvision, which is not installed") and "\n" not in text, text
-
-
-@pytest.mark.parametrize("height, width", [(1, 1), (2, 2), (3, 1), (2, 5)])
-def test_random_crop_of_a_tiny_image_is_never_empty(height, width):
-    """Rounding a small area's sides can give 0: such a draw is refused, never returned as an empty box."""
-    transform = BatchTransform("cpu", area=(0.01, 1.0), seed=0)
-    for _ in range(300):
-        top, left, h, w = transform.crop_box(height, width)
-        assert 0 < h <= height - top and 0 < w <= width - left
-
-
-def jpeg(height, width, seed=0):
-    """A JPEG of smooth random colours (no symmetry), and its decoded CHW uint8 tensor."""
-    rng = np.random.default_rng(seed)
-    small = rng.integers(0, 256, (4, 4, 3), dtype=np.uint8)
-    out = io.BytesIO()
-    Image.fromarray(small).resize((width, height), Image.BILINEAR).save(out, format="JPEG", quality=95)
-    return out.getvalue(), decode_images([out.getvalue()])[0]
-
-
-def test_training_mirrors_about_half_the_images():
-    """The whole-image crop (area 1, aspect 1 of a square image) resized, mirrored or not: 64 images,
-    each exactly the resized image or its mirror, about half of them mirrored; repeatable by seed."""
-    from torchvision.transforms.v2 import functional
-
-    encoded, image = jpeg(96, 96)
-    resized = functional.resized_crop(image, 0, 0, 96, 96, [32, 32], antialias=True).float()
-    transform = BatchTransform("cpu", size=32, area=(1, 1), aspect=(1, 1), mean=(0, 0, 0), std=(1, 1, 1), seed=4)
-    out = transform([encoded] * 64)
-    mirrored = [torch.equal(o, resized.flip(-1)) for o in out]
-    assert all(m or torch.equal(o, resized) for o, m in zip(out, mirrored))
-    assert 20 <= sum(mirrored) <= 44, sum(mirrored)
-
-
-def test_the_defaults_are_the_cpu_training_224_and_evaluation_from_256():
-    """BatchTransform() augments on the CPU for training; with training=False it resizes the shorter side to
-    256 and keeps the centre 224 x 224 (docs/readers.md)."""
-    encoded, image = jpeg(300, 400)
-    default = BatchTransform()
-    assert default.device == torch.device("cpu") and default.training and default.crop_resize(image).shape == (
-        3, 224, 224)
-    evaluation = BatchTransform(training=False)
-    assert torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=256)([encoded]))
-    assert not torch.equal(evaluation([encoded]), BatchTransform("cpu", training=False, size=224, resize=257)(
-        [encoded]))
-
-
-@pytest.mark.parametrize("height, width, resize, size, top, left, h, w", [
-    (300, 400, 150, 100, 25, 50, 150, 200),  # shorter side to 150, then the centre 100 x 100
-    (400, 300, 150, 100, 50, 25, 200, 150),
-    (100, 400, 50, 64, 0, 68, 64, 200),  # the shorter side never below size
-])
-def test_evaluation_resizes_the_shorter_side_and_takes_the_centre(height, width, resize, size, top, left, h, w):
-    """Evaluation: the shorter side resized to `resize`, the centre size x size kept; then (x - mean) / std
-    per channel with the defaults shared by every reader; channels_last changes the layout, not the values."""
-    from torchvision.transforms.v2 import functional
-
-    from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
-
-    encoded, image = jpeg(height, width)
-    expected = functional.resize(image, [h, w], antialias=True)[:, top:top + size, left:left + size]
-    transform = BatchTransform("cpu", training=False, size=size, resize=resize)
-    assert torch.equal(transform.crop_resize(image), expected)
-    mean, std = torch.tensor(DLE_MEAN).view(3, 1, 1), torch.tensor(DLE_STD).view(3, 1, 1)
-    out = transform([encoded])
-    assert out.shape == (1, 3, size, size) and torch.allclose(out[0], (expected.float() - mean) / std, atol=1e-5)
-    last = BatchTransform("cpu", training=False, size=size, resize=resize, channels_last=True)([encoded])
-    assert torch.equal(last, out) and last.is_contiguous(memory_format=torch.channels_last)
-    assert not out.is_contiguous(memory_format=torch.channels_last)
 
 
 @pytest.mark.parametrize("dataset_class", [RecordDataset, IterableRecordDataset])
@@ -384,7 +195,7 @@ def test_a_shard_that_cannot_be_opened_is_one_line(build):
     (build / SHARD).chmod(0)
     if os.access(build / SHARD, os.R_OK):  # root reads anything: take the file away instead
         (build / SHARD).unlink()
-    assert message(lambda: dataset[dataset.records.starts[1]]) in {  # the first record of SHARD, the second shard
+    assert error_message(lambda: dataset[dataset.records.starts[1]]) in {  # the first record of SHARD, the second shard
         f"{dataset.records.paths[1]}: cannot be opened: {reason}" for reason in ("Permission denied",
                                                                               "No such file or directory")}
 
@@ -408,10 +219,10 @@ def test_undecodable_image_names_the_record(build):
     first = dataset.records.starts[1]
     raw = RecordDataset(build, "train", shuffle=False, decode=False)
     where = f"{dataset.records.paths[1]}: byte 0 ({raw[first]['filename']})"
-    assert re.fullmatch(re.escape(where) + r": does not decode as JPEG \(.+\)", message(lambda: dataset[first]))
+    assert re.fullmatch(re.escape(where) + r": does not decode as JPEG \(.+\)", error_message(lambda: dataset[first]))
     for batch, what in [([raw[first - 1]["image"], raw[first]["image"]], "image 1 of the batch"),
                         ([raw[first]["image"]], "an image")]:
-        assert re.fullmatch(what + r": does not decode as JPEG \(.+\)", message(lambda b=batch: decode_images(b)))
+        assert re.fullmatch(what + r": does not decode as JPEG \(.+\)", error_message(lambda b=batch: decode_images(b)))
 
 
 def test_bad_index_lines_and_records_are_named_where_they_are(build):
@@ -453,10 +264,10 @@ def test_bad_index_lines_and_records_are_named_where_they_are(build):
 def test_what_is_not_a_build_is_named_in_one_line(converted, tmp_path):
     """A missing folder, a folder whose manifest is not ours, a build without the split: each its own line."""
     missing = tmp_path / "missing"
-    assert message(lambda: RecordDataset(missing)) == f"{missing}: not a folder"
+    assert error_message(lambda: RecordDataset(missing)) == f"{missing}: not a folder"
     (tmp_path / "manifest.json").write_text("{not json")
-    assert message(lambda: RecordDataset(tmp_path)).startswith(f"{tmp_path / 'manifest.json'}: not valid JSON (")
-    assert message(lambda: IterableRecordDataset(converted, "test")) == (
+    assert error_message(lambda: RecordDataset(tmp_path)).startswith(f"{tmp_path / 'manifest.json'}: not valid JSON (")
+    assert error_message(lambda: IterableRecordDataset(converted, "test")) == (
         f"{converted}: holds no test shards (test-NNNNN-of-NNNNN)")
 
 
@@ -506,10 +317,10 @@ def test_as_many_ranks_as_records_each_read_one(converted):
     got = [[s["filename"] for s in RecordDataset(converted, "validation", rank=r, world_size=16, decode=False)]
            for r in range(16)]
     assert all(len(names) == 1 for names in got) and len({n for names in got for n in names}) == 16
-    assert message(lambda: RecordDataset(converted, "validation", world_size=17)) == (
+    assert error_message(lambda: RecordDataset(converted, "validation", world_size=17)) == (
         "16 record(s) for 17 ranks: each rank needs at least one; use fewer ranks or workers, or more records")
     dataset = IterableRecordDataset(converted, "validation", world_size=8)
-    assert message(lambda: dataset.runs(worker=0, workers=3)) == (
+    assert error_message(lambda: dataset.runs(worker=0, workers=3)) == (
         "16 record(s) for 24 rank x workers: each rank x worker needs at least one; "
         "use fewer ranks or workers, or more records")
 
@@ -523,116 +334,18 @@ def test_a_record_that_is_not_slims_example_or_a_shard_cut_short_is_one_line(bui
     edit_record(build, SHARD, 0, no_image)
     dataset = RecordDataset(build, "train", shuffle=False, decode=False)
     first, path = dataset.records.starts[1], dataset.records.paths[1]
-    assert message(lambda: dataset[first]) == (
+    assert error_message(lambda: dataset[first]) == (
         f"{path}: byte 0: not slim's Example (KeyError: 'image/encoded'); run imagenet-build verify")
     shard = bytearray((build / SHARD).read_bytes())
     shard[4] ^= 0x01
     (build / SHARD).write_bytes(bytes(shard))
-    assert message(lambda: dataset[first]) == (
+    assert error_message(lambda: dataset[first]) == (
         f"{path}: byte 0: length CRC mismatch (corrupt record header); run imagenet-build verify")
     last = dataset.records.starts[2] - 1
     offset = dataset.records.offset[last]
     (build / SHARD).write_bytes(bytes(shard[:-1]))
-    assert message(lambda: dataset[last]) == (
+    assert error_message(lambda: dataset[last]) == (
         f"{path}: byte {offset}: the index points past the end of the file; run imagenet-build verify")
-
-
-# ------------------------------------------------------------------ trainer-check --framework torch
-
-
-def check(folder, *extra):
-    return trainer_report(folder, "--framework", "torch", "--device", "cpu", "--steps", 4, *extra)
-
-
-@pytest.mark.slow
-def test_torch_trainer_check_passes_on_the_sample(converted):
-    code, report, failed = check(converted, "--num-shards", 3)
-    assert code == 0 and report["ok"] and not failed, report["checks"]
-    assert {c["name"] for c in report["checks"]} == {
-        "epoch", "ranks", "labels", "batches", "normalisation", "loss", "overfit"}
-    assert report["device"] == "cpu" and report["framework"] == "torch" and report["records"] == 48
-    assert report["images_per_second"] > 0 and report["training_images_per_second"] > 0
-    assert report["overfit_loss"]["last"] < 0.5 * report["overfit_loss"]["first"]
-
-
-@pytest.mark.parametrize("asked,gpu,cores,records,batch,used,note", [
-    (None, False, 16, 1000, 16, 2, ""),  # the reader's defaults (the registry's): 2 on the CPU, 8 on a GPU
-    (None, True, 16, 1000, 256, 4, ""),  # ... cut silently to the batches of an epoch (1000 in 256s: 4)
-    (None, True, 4, 100000, 256, 4, ""),
-    (8, False, 16, 1000, 16, 8, ""),
-    (0, False, 16, 1000, 16, 0, ""),
-    (1000, False, 2, 48, 16, 2, "--workers 1000: 2 used, one per usable core (more would only contend)"),
-    (6, False, 16, 48, 16, 3, "--workers 6: 3 used, one per batch of an epoch (48 records in batches of 16; more "
-                              "would sit idle)"),
-    (3, False, 2, 48, 48, 1, "--workers 3: 1 used, one per batch of an epoch (48 records in batches of 48; more "
-                             "would sit idle)"),
-])
-def test_dataloader_workers_are_bounded_by_the_cores_and_the_batches(monkeypatch, asked, gpu, cores, records,
-                                                                    batch, used, note):
-    """--workers 1000 started ~530 processes (10 GB, minutes to stop), and more workers than cores made PyTorch
-    warn on every loader: the count is cut to the usable cores and to an epoch's batches, a note says so."""
-    from imagenet_build.readback import torch_loader
-
-    monkeypatch.setattr(torch_loader.os, "sched_getaffinity", lambda pid: set(range(cores)))
-    assert torch_loader.usable_cores() == cores
-    from imagenet_build.readback.readers import with_defaults
-    from imagenet_build.readback.torch_check import READER
-
-    default = with_defaults(READER, gpu, {"workers": None})["workers"]
-    assert torch_loader.worker_count(asked, default, records, batch) == (used, note)
-
-
-def test_trainer_check_with_more_workers_than_cores_notes_the_cut_and_torch_says_nothing(converted):
-    """trainer-check --workers 1000 as a whole process: the report's workers are the usable cores (or the
-    batches), a note says why, and PyTorch's 4-line warning about more workers than cores is gone."""
-    from imagenet_build.readback.torch_loader import usable_cores
-
-    result = run_process("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 2,
-                         "--batch-size", 16, "--workers", 1000, "--json")
-    assert result.returncode == 0, result.stderr
-    report = json.loads(result.stdout)
-    used = min(usable_cores(), 3)  # 48 records in batches of 16
-    assert report["workers"] == used and report["notes"] == [
-        f"--workers 1000: {used} used, " + ("one per usable core (more would only contend)" if used < 3 else
-                                            "one per batch of an epoch (48 records in batches of 16; more would "
-                                            "sit idle)")]
-    assert "Warning" not in result.stderr and "worker processes in total" not in result.stderr, result.stderr
-    text = run_process("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 2,
-                       "--batch-size", 16, "--workers", 1000)
-    assert text.stdout.splitlines()[-2:] == [f"note: {report['notes'][0]}", "OK: the data trains"], text.stdout
-
-
-def test_torch_trainer_check_refuses_a_short_index(build):
-    lines = index_lines(build)
-    set_index(build, lines[:-2])
-    expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2], 1,
-                 f"{SHARD}.idx: line {len(lines) - 2}: the last entry ends", f"(the index of {build / SHARD})")
-
-
-def test_bad_data_met_by_a_dataloader_worker_is_one_line(build):
-    """PyTorch rebuilds a worker's error with the worker's traceback in its message: not shown to the user."""
-    shard = bytearray((build / SHARD).read_bytes())
-    shard[12 + 40] ^= 0x55  # a byte of the first record's payload: its CRC no longer matches
-    (build / SHARD).write_bytes(bytes(shard))
-    line = expect_error(["trainer-check", build, "--framework", "torch", "--device", "cpu", "--steps", 2,
-                         "--workers", 2], 1, SHARD, "CRC")
-    assert "Traceback" not in line and "worker process" not in line
-
-
-def test_usage_errors_and_a_missing_extra_are_one_line(converted):
-    result = run_cli("trainer-check", converted, "--framework", "torch", "--compare-tf")
-    assert result.exit_code == 2 and "--compare-tf goes with --framework dali" in result.output
-    result = run_cli("trainer-check", converted, "--framework", "dali-torch", "--compare-tf")
-    assert result.exit_code == 2 and "--compare-tf goes with --framework dali-tf" in result.output
-    result = run_cli("trainer-check", converted, "--framework", "dali-torch", "--workers", 0)
-    assert result.exit_code == 2 and "--workers 0: dali-torch takes at least 1" in result.output
-    hide_torch = ("import sys; sys.modules['torch'] = None; from imagenet_build.cli import main; "
-                  f"sys.argv = ['imagenet-build', 'trainer-check', {str(converted)!r}, '--framework', 'torch']; main()")
-    result = subprocess.run([sys.executable, "-c", hide_torch], capture_output=True, text=True)
-    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
-    assert result.stderr.strip().splitlines() == [
-        "error: trainer-check --framework torch needs PyTorch, which is not installed: "
-        "in a clone of imagenet-build, pip install -c constraints.txt '.[torch]'"]
 
 
 def test_object_store_folders_are_read(converted, bucket):
@@ -653,28 +366,3 @@ def test_object_store_folders_are_read(converted, bucket):
     fs.pipe_file(f"{root}/imagenet/dali_idx/{SHARD}.idx", "".join(lines[:-1]).encode())
     with pytest.raises(BuildError, match=f"{SHARD}.idx: line {len(lines) - 1}: .*the index of {url}/{SHARD}"):
         RecordDataset(url, "train")
-
-
-@pytest.mark.parametrize("lossless", [False, True], ids=["JPEG", "PNG"])
-def test_trainer_check_reads_any_split_write_arrays_writes(tmp_path, lossless):
-    """write_arrays writes any split name (test, ...), as JPEG or PNG: trainer-check --split reads each of them
-    (PNG records stopped it: "does not decode as JPEG")."""
-    from imagenet_build import write_arrays
-
-    images = np.random.default_rng(0).integers(0, 255, (12, 32, 32, 3), dtype=np.uint8)
-    write_arrays(images, np.arange(12) % 4, tmp_path, "test", 2, lossless=lossless)
-    code, report, failed = check(tmp_path, "--split", "test", "--steps", 2, "--batch-size", 4, "--workers", 0)
-    assert report["records"] == 12 and report["split"] == "test" and not {"epoch", "ranks", "labels"} & failed
-    assert not {"batches", "normalisation"} & failed, report["checks"]
-
-
-def test_a_batch_that_does_not_decode_names_the_image_given_for_it_and_the_decoders_words():
-    """decode_images finds which image of a batch fails and names it by the `where` given for it, with the
-    decoder's own first line (not a placeholder), so that the record can be found."""
-    good = io.BytesIO()
-    Image.new("RGB", (8, 8), (10, 200, 30)).save(good, "JPEG")
-    with pytest.raises(BuildError) as caught:
-        decode_images([good.getvalue(), b"\xff\xd8 not a jpeg"], where=["a.JPEG at 0", "b.JPEG at 99"])
-    text = str(caught.value)
-    assert text.startswith("b.JPEG at 99: does not decode as JPEG (") and "(None)" not in text, text
-    assert len(text) > len("b.JPEG at 99: does not decode as JPEG ()") + 5

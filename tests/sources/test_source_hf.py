@@ -163,7 +163,7 @@ def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
 
 @pytest.fixture(scope="module")
 def hf_parquet(tmp_path_factory):
-    pytest.importorskip("pyarrow")
+    pytest.importorskip("pyarrow", reason="Hugging Face's parquet files need pyarrow (the parquet extra)")
     out = tmp_path_factory.mktemp("hf-parquet") / "imagenet-1k"
     make_sample(out, layout="hf-parquet", **SAMPLE)
     return out

@@ -1,4 +1,5 @@
-"""verify and index against a corruption corpus made here from a clean convert output, one defect a case.
+"""verify against a corruption corpus made here from a clean convert output, one defect a case (its index
+defects: test_index_checks.py; the index verb: tests/format/test_index_verb.py).
 
 Where DALI itself is silent about a defect, the test also shows DALI's reader
 returning the wrong number of records without a word: that is why the check exists.
@@ -13,7 +14,6 @@ import pytest
 from conftest import run_cli
 from helpers import (
     FOLDER_DAMAGE,
-    FRAMING_DAMAGE,
     OTHER,
     SHARD,
     dali_epoch,
@@ -25,23 +25,12 @@ from helpers import (
     write_shard,
 )
 from imagenet_build.encode.example import decode_example
+from run_helpers import TRAIN_RECORDS, checks_failed, verify_json
 
 
 @pytest.fixture
 def dali():
     return pytest.importorskip("nvidia.dali")
-
-
-def verify_json(folder, *extra):
-    result = run_cli("verify", folder, "--workers", 1, "--json", *extra)
-    return result.exit_code, json.loads(result.stdout)
-
-
-def checks_failed(report):
-    return set(report["summary"]["problem_counts"])
-
-
-TRAIN_RECORDS = 48
 
 
 def test_clean_build_passes_every_mode(converted):
@@ -102,123 +91,6 @@ def test_broken_framing(build, defect, offset_of):
         assert problem["file"] == SHARD
         if offset_of:
             assert problem["offset"] == offset_of(size)
-
-
-def drop_last_line(folder):
-    set_index(folder, index_lines(folder)[:-1])
-
-
-def duplicate_line(folder):
-    lines = index_lines(folder)
-    set_index(folder, lines[:3] + [lines[2]] + lines[3:])
-
-
-def merge_entries(folder):
-    lines = index_lines(folder)
-    (o1, s1), (_, s2) = (map(int, lines[i].split()) for i in (1, 2))
-    set_index(folder, lines[:1] + [f"{o1} {s1 + s2}\n"] + lines[3:])
-
-
-def only_offset(folder):
-    """On the last line DALI drops the record silently; mid-file it pairs the tokens wrongly and fails."""
-    lines = index_lines(folder)
-    set_index(folder, lines[:-1] + [lines[-1].split()[0] + "\n"])
-
-
-def offset_off_by_one(folder):
-    lines = index_lines(folder)
-    offset, size = map(int, lines[2].split())
-    set_index(folder, lines[:2] + [f"{offset + 1} {size}\n"] + lines[3:])
-
-
-def swap_indexes(folder):
-    a, b = index_lines(folder, SHARD), index_lines(folder, OTHER)
-    set_index(folder, b, SHARD)
-    set_index(folder, a, OTHER)
-
-
-def go_back(folder):
-    lines = index_lines(folder)
-    set_index(folder, lines[:2] + [lines[0]] + lines[2:])
-
-
-def line_beyond_the_end(folder):
-    set_index(folder, index_lines(folder) + [f"{(folder / SHARD).stat().st_size} 100\n"])
-
-
-INDEX_DEFECTS = {
-    # name: (damage, what DALI does: "silent" = wrong epoch without a word, "fails" = refuses or errors)
-    "missing": (lambda f: (f / "dali_idx" / f"{SHARD}.idx").unlink(), "fails"),
-    "empty": (lambda f: set_index(f, []), "silent"),
-    "short": (drop_last_line, "silent"),
-    "header line": (lambda f: set_index(f, ["offset size\n"] + index_lines(f)), "silent"),
-    "duplicated line": (duplicate_line, "silent"),
-    "merged entries": (merge_entries, "silent"),
-    "offset off by one": (offset_off_by_one, "fails"),
-    "non-numeric line": (lambda f: set_index(f, index_lines(f)[:2] + ["12x 40\n"] + index_lines(f)[3:]), "silent"),
-    "only an offset": (only_offset, "silent"),
-    "swapped between shards": (swap_indexes, "fails"),
-    "goes back": (go_back, "silent"),
-    "line beyond the end": (line_beyond_the_end, "fails"),
-    "no newline at the end": (lambda f: set_index(f, index_lines(f)[:-1] + [index_lines(f)[-1].rstrip("\n")]), "reads"),
-    # not tfrecord2idx's form, though DALI reads its numbers (the PyTorch reader refuses it): reported as such
-    "CRLF line endings": (lambda f: set_index(f, [line.replace("\n", "\r\n") for line in index_lines(f)]), "reads"),
-}
-
-
-def index_diagnoses(folder):
-    """{defect: (line, message)} of the first index problem verify must report for each of INDEX_DEFECTS,
-    worked out from the clean index's lines (each entry `<offset> <size>`) and its shard's size."""
-    lines = index_lines(folder)
-    (o0, s0), (o1, s1), (o2, s2) = ((int(n) for n in line.split()) for line in lines[:3])
-    last_offset = lines[-1].split()[0]
-    other_first_size = int(index_lines(folder, OTHER)[0].split()[1])
-    n = len(lines)
-    return {
-        "missing": (None, "index file missing: DALI refuses to start without it"),
-        "empty": (None, f"index file is empty but the shard has {n} records: DALI silently reads none of them"),
-        "short": (None, f"{n - 1} lines for {n} records: DALI silently reads only {n - 1} of them"),
-        "header line": (1, "a header line: 'offset size'; DALI stops parsing this file here"),
-        "duplicated line": (4, "repeats the line before it: DALI reads that record twice an epoch"),
-        "merged entries": (2, f"size {s1 + s2} spans 2 records (merged entries): DALI reads them as one"),
-        "offset off by one": (3, f"offset {o2 + 1} is not where a record starts (expected {o2})"),
-        "non-numeric line": (3, "not '<offset> <size>': '12x 40'; DALI stops parsing this file here"),
-        "only an offset": (n, f"not tfrecord2idx's '<offset> <size>' line: '{last_offset}' "
-                              "(DALI, which reads numbers in pairs, pairs the wrong ones from here)"),
-        "swapped between shards": (1, f"size {other_first_size} but the record at this offset is {s0} bytes "
-                                      "(16 + its length)"),
-        "goes back": (3, f"goes back to byte {o0} (entries must follow each other)"),
-        "line beyond the end": (n + 1, "no record starts at this offset"),
-        "CRLF line endings": (1, f"not tfrecord2idx's '<offset> <size>' line: '{o0} {s0}\\r' (DALI reads its "
-                                 "numbers; stricter readers, such as the PyTorch reader, refuse it)"),
-        "no newline at the end": (n, "last line has no newline"),
-    }
-
-
-@pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
-def test_index_defects_are_reported_by_their_diagnosis(build, defect):
-    """Each defect named for what it is, at the line it is on (JSON `record` is the index's line)."""
-    expected = index_diagnoses(build)[defect]
-    damage, _ = INDEX_DEFECTS[defect]
-    damage(build)
-    code, report = verify_json(build, "--quick")
-    assert code == 1 and "index" in checks_failed(report), report["summary"]
-    problem = next(p for p in report["problems"] if p["check"] == "index")
-    assert problem["file"] == f"{SHARD}.idx"
-    assert (problem["record"], problem["message"]) == expected
-
-
-@pytest.mark.parametrize("defect", list(INDEX_DEFECTS))
-def test_why_index_checks_exist_dali_on_the_same_defects(build, defect, dali):
-    damage, behaviour = INDEX_DEFECTS[defect]
-    damage(build)
-    if behaviour == "silent":  # DALI gives a wrong epoch and says nothing
-        size, distinct = dali_epoch(build)
-        assert (size, distinct) != (TRAIN_RECORDS, TRAIN_RECORDS)
-    elif behaviour == "reads":  # DALI's own parser takes it: what verify's message says
-        assert dali_epoch(build) == (TRAIN_RECORDS, TRAIN_RECORDS)
-    else:  # DALI notices these itself, at start or mid-epoch (its own error); verify finds them before training
-        assert dali_epoch(build) is None
 
 
 def test_orphan_index_and_stray_files(build):
@@ -401,7 +273,8 @@ def test_text_report_names_a_records_number_and_an_index_line(build):
     edit_record(build, SHARD, 3, set_int("image/width", 0))
     offsets = [int(line.split()[0]) for line in index_lines(build)]
     height = decode_example(records_of(build / SHARD)[3])["image/height"][0]
-    duplicate_line(build)
+    lines = index_lines(build)
+    set_index(build, lines[:3] + [lines[2]] + lines[3:])  # line 4 repeats line 3
     result = run_cli("verify", build, "--workers", 1)
     assert result.exit_code == 1
     shown = result.stdout.splitlines()
@@ -412,80 +285,13 @@ def test_text_report_names_a_records_number_and_an_index_line(build):
 
 
 def test_report_is_readable_and_exit_codes(build):
-    drop_last_line(build)
+    set_index(build, index_lines(build)[:-1])  # the last record unlisted
     result = run_cli("verify", build, "--workers", 1, "--quick")
     assert result.exit_code == 1
     assert "lines for" in result.stdout and "silently reads only" in result.stdout
     assert f"{SHARD}.idx" in result.stdout and "FAILED" in result.stdout
     assert run_cli("verify", build / "nowhere").exit_code == 1
     assert run_cli("verify", "--bogus-option", build).exit_code == 2
-
-
-# ------------------------------------------------------------------ index
-
-
-def test_index_equals_what_convert_wrote(converted, tmp_path):
-    shards = tmp_path / "shards"
-    shards.mkdir()
-    for p in converted.glob("*-of-*"):
-        shutil.copy(p, shards)
-    result = run_cli("index", shards, "--workers", 1, "--json")
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
-    assert len(report["indexed"]) == 6 and report["records"] == 64
-    for p in converted.glob("*-of-*"):
-        index = f"dali_idx/{p.name}.idx"
-        assert (shards / index).read_bytes() == (converted / index).read_bytes()
-    other = tmp_path / "elsewhere"
-    assert run_cli("index", shards / SHARD, "--index-dir", other).exit_code == 0
-    assert (other / f"{SHARD}.idx").read_bytes() == (converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
-
-
-@pytest.mark.parametrize("defect", ["length past the end", "sign bit set", "trailing garbage", "flipped length CRC"])
-def test_index_refuses_broken_framing_and_leaves_no_index(tmp_path, converted, defect):
-    data, offset, message = FRAMING_DAMAGE[defect]
-    bad = tmp_path / "bad.tfrecord"
-    bad.write_bytes(data)
-    good = tmp_path / "good.tfrecord"
-    shutil.copy(converted / SHARD, good)
-    result = run_cli("index", bad, good, "--index-dir", tmp_path / "idx", "--workers", 1)
-    assert result.exit_code == 1
-    assert f"refused: {bad} at byte {offset}: " in result.stderr and message in result.stderr
-    assert not (tmp_path / "idx" / "bad.tfrecord.idx").exists()
-    assert not list((tmp_path / "idx").glob(".*"))  # no temporary left either
-    assert (tmp_path / "idx" / "good.tfrecord.idx").exists()  # the sound file is still indexed
-
-
-@pytest.mark.parametrize("content", ["nothing", "no shard-named file"])
-def test_index_of_a_folder_without_tfrecords(tmp_path, content):
-    """One line and exit 1, whether the folder is empty or holds only other files (a folder named like a
-    shard is not a shard)."""
-    if content != "nothing":
-        (tmp_path / "notes.txt").write_text("hello")
-        (tmp_path / "train-00000-of-00001").mkdir()
-        (tmp_path / "old.tfrecord.idx").write_text("0 16\n")
-    result = run_cli("index", tmp_path)
-    assert result.exit_code == 1 and result.stdout == ""
-    assert result.stderr == f"error: {tmp_path}: holds no TFRecord files (<name>-NNNNN-of-NNNNN or *.tfrecord)\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == (
-        [] if content == "nothing" else ["notes.txt", "old.tfrecord.idx", "train-00000-of-00001"])
-
-
-def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted):
-    """a/s.tfrecord and b/s.tfrecord into one --index-dir: one index would be the other file's (DALI then
-    fails or reads wrong records); a file named twice is indexed once."""
-    for folder, shard in (("a", SHARD), ("b", OTHER)):
-        (tmp_path / folder).mkdir()
-        shutil.copy(converted / shard, tmp_path / folder / "s.tfrecord")
-    clash = run_cli("index", tmp_path / "a" / "s.tfrecord", tmp_path / "b" / "s.tfrecord", "--index-dir",
-                    tmp_path / "same")
-    assert clash.exit_code == 2 and clash.stderr.count("\n") == 1 and "would both be indexed as" in clash.stderr
-    assert not (tmp_path / "same").exists()
-    twice = run_cli("index", tmp_path / "a" / "s.tfrecord", tmp_path / "a", "--index-dir", tmp_path / "same",
-                    "--json")
-    assert twice.exit_code == 0 and len(json.loads(twice.stdout)["indexed"]) == 1
-    assert (tmp_path / "same" / "s.tfrecord.idx").read_bytes() == (
-        converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
 
 
 def test_files_that_are_not_regular_files_are_problems_not_hangs_or_tracebacks(build):

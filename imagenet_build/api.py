@@ -1,0 +1,127 @@
+"""imagenet-build from Python: convert, verify, index and report, with the command line's options.
+
+Each function takes its verb's options by their names (`--train-dir` is `train_dir`, `--from` is
+`from_paths`), checks them as the command line does (the same request: for convert `ConvertOptions` ->
+`convert_request`), and returns what the verb's `--json` prints, typed. The command line (cli/) is a
+caller of these. A user mistake or bad input raises the tool's own error, `BuildError` (`UsageError`
+for options that do not go together), whose message is the line the command prints after `error:`.
+Nothing heavy is imported until a function runs (docs/api.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Union
+
+from imagenet_build.infra.errors import BuildError, PathLike, UsageError, one_line
+from imagenet_build.report import PER_CLASS
+
+if TYPE_CHECKING:
+    from imagenet_build.build.arrays import write_arrays
+    from imagenet_build.build.summary import Summary as ConvertResult
+    from imagenet_build.format.dali_index import IndexResult
+    from imagenet_build.report.run import ReportResult
+    from imagenet_build.verify.report import VerifyResult
+
+__all__ = ["BuildError", "ConvertResult", "IndexResult", "ReportResult", "UsageError", "VerifyResult", "convert",
+           "index", "report", "verify", "write_arrays"]
+
+# What the functions return (and write_arrays), imported when first named: importing this module stays cheap
+_LAZY = {
+    "ConvertResult": ("imagenet_build.build.summary", "Summary"),
+    "IndexResult": ("imagenet_build.format.dali_index", "IndexResult"),
+    "ReportResult": ("imagenet_build.report.run", "ReportResult"),
+    "VerifyResult": ("imagenet_build.verify.report", "VerifyResult"),
+    "write_arrays": ("imagenet_build.build.arrays", "write_arrays"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module, attribute = _LAZY[name]
+    return getattr(importlib.import_module(module), attribute)
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """The tool's own errors as they are; the file system's as a BuildError with the line the command prints."""
+    try:
+        yield
+    except BuildError:
+        raise
+    except OSError as e:
+        raise BuildError(one_line(e)) from e
+
+
+def _path(value: Any) -> Any:
+    """A path given as a pathlib.Path (or any os.PathLike) as the command line gives it: a str."""
+    return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+def _paths(value: Union[PathLike, Sequence[PathLike]]) -> tuple[str, ...]:
+    """One path or several, as a repeated option takes them."""
+    if isinstance(value, (str, os.PathLike)):
+        return (os.fspath(value),)
+    return tuple(str(os.fspath(path)) for path in value)
+
+
+def convert(output_dir: PathLike, **options: Any) -> ConvertResult:
+    """`imagenet-build convert`: any copy of ImageNet into slim's shards, DALI indexes and manifest.json in
+    `output_dir`. The options are convert's, by name (request.ConvertOptions: their defaults), e.g.
+    `convert("out", from_paths=["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"], train_shards=1024)`.
+    Returns convert's --json document."""
+    from imagenet_build.request import ConvertOptions, convert_request
+
+    known = {field.name for field in dataclasses.fields(ConvertOptions)}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise UsageError(f"convert has no option {unknown[0]!r}; its options: {', '.join(sorted(known))}")
+    given = {name: _path(value) for name, value in options.items()}
+    for name in ("from_paths", "spark_conf"):
+        if name in given:
+            given[name] = _paths(given[name])
+    with _tool_errors():
+        from imagenet_build.build.run import convert as run
+
+        return run(convert_request(ConvertOptions(output_dir=os.fspath(output_dir), **given)))
+
+
+def verify(folder: PathLike, index_dir: Optional[PathLike] = None, quick: bool = False, deep: bool = False,
+           expect_imagenet: bool = False, workers: int = 0) -> VerifyResult:
+    """`imagenet-build verify`: prove the shards in `folder` and their DALI indexes sound. A problem found in the
+    build is in the result (`ok` False), not raised; what stops the check (no such folder, --quick with --deep,
+    a run writing the folder) raises."""
+    with _tool_errors():
+        from imagenet_build.verify.run import verify as run
+
+        return run(folder, index_dir=_path(index_dir), quick=quick, deep=deep, expect_imagenet=expect_imagenet,
+                   workers=workers)
+
+
+def index(inputs: Union[PathLike, Sequence[PathLike]], index_dir: Optional[PathLike] = None,
+          workers: int = 0) -> IndexResult:
+    """`imagenet-build index`: a DALI index for each TFRecord file in `inputs` (files or folders). A file whose
+    framing is broken is in the result's `refused` (`ok` False), with no index written."""
+    with _tool_errors():
+        from imagenet_build.format.dali_index import index_shards
+
+        return index_shards(_paths(inputs), index_dir=_path(index_dir), workers=workers)
+
+
+def report(folder: PathLike, output: Optional[PathLike] = None, per_class: int = PER_CLASS,
+           classes: Union[int, str, None] = None, verify: bool = False, workers: int = 0) -> ReportResult:
+    """`imagenet-build report`: the HTML page picturing the build(s) in `folder`, written to `output`
+    (default: FOLDER/report.html). `classes`: how many classes get a contact sheet, or "all"; `verify`:
+    run verify now (report --verify). Needs the `report` extra. The problems the page lists are in the
+    result (`ok` False)."""
+    with _tool_errors():
+        from imagenet_build.report.run import report as run
+
+        return run(os.fspath(folder), _path(output), per_class=per_class, classes=classes, run_verify=verify,
+                   workers=workers)

@@ -1,0 +1,21 @@
+"""format/naming.py: every file name of a build, and where its indexes are."""
+
+import os
+
+from imagenet_build.format import naming
+
+
+def test_shard_names_round_trip_and_reject_others():
+    name = naming.shard_name("train", 7, 1024)
+    assert name == "train-00007-of-01024" and naming.parse_shard_name(name) == ("train", 7, 1024)
+    assert naming.is_build_shard(name) and not naming.is_build_shard("test-00000-of-00001")
+    assert naming.parse_shard_name("train-7-of-1024") is None
+    assert naming.shard_of_index(naming.index_name("/x/" + name)) == name
+    assert naming.is_temp_name(naming.temp_name("/x/manifest.json").name)
+
+
+def test_the_index_folder_rule():
+    assert naming.index_dir_of("/out", None) == os.path.join("/out", "dali_idx")
+    assert naming.index_dir_of("/out", {"options": {"index_dir": "idx"}}) == os.path.join("/out", "idx")
+    assert naming.index_dir_of("/out", {"options": {"index_dir": "/elsewhere"}}) == "/elsewhere"
+    assert naming.index_dir_of("/out", {"options": {"index_dir": "idx"}}, override="/given") == "/given"

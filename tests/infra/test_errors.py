@@ -1,0 +1,16 @@
+"""infra/errors.py: the file system's errors as one line naming the path."""
+
+import os
+
+import pytest
+
+from imagenet_build.infra.errors import InputError, input_errors
+
+
+def test_input_errors_name_the_path(tmp_path):
+    with pytest.raises(InputError, match="nowhere: folder not found"), input_errors(tmp_path / "nowhere",
+                                                                                     missing="folder not found"):
+        os.listdir(tmp_path / "nowhere")
+    with pytest.raises(InputError, match="is a folder, expected a text file"), input_errors(tmp_path,
+                                                                                            expected="a text file"):
+        open(tmp_path).read()

@@ -1,0 +1,44 @@
+"""infra/workers.py: the process pool every stage shares: results whatever the worker count, a task's error as
+itself, a worker killed as one clear error."""
+
+import os
+import signal
+
+import pytest
+
+from imagenet_build.infra.errors import BuildError, InputError
+from imagenet_build.infra.workers import Workers
+
+
+def square(x):
+    return x * x
+
+
+def fail_on_three(x):
+    if x == 3:
+        raise InputError(f"image{x}.JPEG", "broken JPEG")
+    return x
+
+
+def die(x):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_results_do_not_depend_on_the_number_of_workers(count):
+    got = {}
+    with Workers(count) as pool:
+        pool.run(square, [(k,) for k in range(20)], lambda task, result: got.__setitem__(task[0], result))
+    assert got == {k: k * k for k in range(20)}
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_a_task_error_reaches_the_caller_as_itself(count):
+    with Workers(count) as pool, pytest.raises(InputError) as info:
+        pool.run(fail_on_three, [(k,) for k in range(6)], lambda task, result: None)
+    assert info.value.path == "image3.JPEG" and info.value.problem == "broken JPEG"
+
+
+def test_a_worker_killed_mid_task_is_one_clear_error():
+    with Workers(2) as pool, pytest.raises(BuildError, match="a worker process died"):
+        pool.run(die, [(1,)], lambda task, result: None)

@@ -1,0 +1,68 @@
+"""The sample verb (tools/sample.py): every copy's layout in its --help, and the convert command it prints gives
+the ILSVRC build from every layout's sample."""
+
+import io
+
+import pytest
+
+from conftest import run_cli, shard_files
+from imagenet_build.encode.example import decode_example
+from imagenet_build.format.tfrecord import read_records
+from imagenet_build.sources.copies import sample_layouts
+
+
+def validation_records(out):
+    """[record features] of a build's validation shards, in shard order."""
+    found = []
+    for shard in sorted(out.glob("validation-*")):
+        data = shard.read_bytes()
+        found.extend(decode_example(payload) for _, payload, _ in read_records(io.BytesIO(data), len(data)))
+    return found
+
+
+def assert_evaluation_build(out, reference, sample, ilsvrc):
+    """An evaluation set's build of the sample: no train shard, the ILSVRC build's validation images each once,
+    untouched, in the same order, each record's class put one to one on the reference's."""
+    assert not list(out.glob("train-*"))
+    mine, theirs = validation_records(out), validation_records(reference)
+    assert [r["image/encoded"] for r in mine] == [r["image/encoded"] for r in theirs]
+    same_classes = (sample / "labels.txt").read_text() == (ilsvrc / "labels.txt").read_text()
+    pairs = {(t["image/class/synset"][0], m["image/class/synset"][0]) for m, t in zip(mine, theirs)}
+    assert len({a for a, _ in pairs}) == len({b for _, b in pairs}) == len(pairs)  # one to one
+    for m, t in zip(mine, theirs):
+        folder, _, name = m["image/filename"][0].decode().partition("/")
+        assert name.split(".")[0] == t["image/filename"][0].decode().split(".")[0] and folder
+        if same_classes:
+            assert {k: v for k, v in m.items() if k != "image/filename"} == \
+                {k: v for k, v in t.items() if k != "image/filename"}
+
+
+def test_sample_help_lists_every_layout():
+    result = run_cli("sample", "--help")
+    assert f"[{'|'.join(sample_layouts())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
+
+
+@pytest.mark.parametrize("layout", list(sample_layouts()))
+def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, reference, tmp_path, layout):
+    """Followed as printed (boxes from bboxes.csv where the copy carries none), every layout's sample converts to
+    the shards of the ILSVRC2012 tarballs (blurred: its re-encoded and left-out images aside; an evaluation set:
+    the validation images alone, each record the ILSVRC build's but its image/filename, where the set has the
+    sample's classes, and the classes put one to one on the set's where the set has a fixed subset)."""
+    import re
+    import shlex
+
+    result = run_cli("sample", tmp_path / "s", "--layout", layout)
+    assert result.exit_code == 0, result.output
+    printed = result.stdout.splitlines()[-1]
+    assert printed.startswith("convert it with: imagenet-build convert "), printed
+    args = shlex.split(printed[len("convert it with: imagenet-build "):])
+    out = tmp_path / "out"
+    args[args.index("OUTPUT")] = str(out)
+    converted = run_cli(*args, "--workers", 1)
+    assert converted.exit_code == 0, converted.output
+    if layout == "blurred":  # other image bytes, two images fewer: the boxes are what the printed command adds
+        assert re.search(r"boxes: [1-9]\d* images got boxes", converted.stdout), converted.stdout
+    elif sample_layouts()[layout].evaluation:
+        assert_evaluation_build(out, reference, tmp_path / "s", ilsvrc)
+    else:
+        assert shard_files(out) == shard_files(reference)
