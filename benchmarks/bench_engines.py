@@ -66,11 +66,11 @@ def job_sizes(inputs, shards):
     _ = pipeline | beam.Create(list(range(FULL_SHARDS)), reshuffle=True) | beam.Map(beam_task, job)
     graph = len(pipeline.to_runner_api().SerializeToString())
     with tempfile.TemporaryDirectory() as out:  # a job written and kept: the run below is stopped before it starts
-        from imagenet_build.build.writer import ShardTask, run_shard_task
         from imagenet_build.catalog.classes import load_catalog
         from imagenet_build.format.destination import destination
         from imagenet_build.plan import SplitPlan
         from imagenet_build.sources import scan_class_folders
+        from imagenet_build.writer.shard_writer import ShardTask, run_shard_task
 
         catalog = load_catalog(inputs / "labels.txt")
         plan = SplitPlan(scan_class_folders("train", inputs / "train", catalog, "fail"), catalog, {}, shards, 4)

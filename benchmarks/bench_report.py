@@ -68,9 +68,7 @@ def payloads(labels, start, stop, synsets, texts, images, boxed_every):
 
 
 def generate(out):
-    """The build, written through build/writer.py and build/manifest.py as convert writes them."""
-    from imagenet_build.build import manifest as m
-    from imagenet_build.build.writer import shard_entry, write_records
+    """The build, written through writer/shard_writer.py and writer/manifest.py as convert writes them."""
     from imagenet_build.catalog.classes import (
         DEFAULT_LABELS_FILE,
         DEFAULT_METADATA_FILE,
@@ -78,6 +76,8 @@ def generate(out):
         read_metadata_file,
     )
     from imagenet_build.format.naming import shard_name
+    from imagenet_build.writer import manifest as m
+    from imagenet_build.writer.shard_writer import shard_entry, write_records
 
     synsets, texts = read_labels_file(DEFAULT_LABELS_FILE), read_metadata_file(DEFAULT_METADATA_FILE)
     images = pictures()

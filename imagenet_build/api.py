@@ -20,22 +20,22 @@ from imagenet_build.infra.errors import BuildError, PathLike, UsageError, one_li
 from imagenet_build.report import PER_CLASS
 
 if TYPE_CHECKING:
-    from imagenet_build.build.arrays import write_arrays
-    from imagenet_build.build.summary import Summary as ConvertResult
     from imagenet_build.format.dali_index import IndexResult
     from imagenet_build.report.run import ReportResult
     from imagenet_build.verify.report import VerifyResult
+    from imagenet_build.writer.arrays import write_arrays
+    from imagenet_build.writer.summary import Summary as ConvertResult
 
 __all__ = ["BuildError", "ConvertResult", "IndexResult", "ReportResult", "UsageError", "VerifyResult", "convert",
            "index", "report", "verify", "write_arrays"]
 
 # What the functions return (and write_arrays), imported when first named: importing this module stays cheap
 _LAZY = {
-    "ConvertResult": ("imagenet_build.build.summary", "Summary"),
+    "ConvertResult": ("imagenet_build.writer.summary", "Summary"),
     "IndexResult": ("imagenet_build.format.dali_index", "IndexResult"),
     "ReportResult": ("imagenet_build.report.run", "ReportResult"),
     "VerifyResult": ("imagenet_build.verify.report", "VerifyResult"),
-    "write_arrays": ("imagenet_build.build.arrays", "write_arrays"),
+    "write_arrays": ("imagenet_build.writer.arrays", "write_arrays"),
 }
 
 
@@ -87,7 +87,7 @@ def convert(output_dir: PathLike, **options: Any) -> ConvertResult:
         if name in given:
             given[name] = _paths(given[name])
     with _tool_errors():
-        from imagenet_build.build.run import convert as run
+        from imagenet_build.writer.run import convert as run
 
         return run(convert_request(ConvertOptions(output_dir=os.fspath(output_dir), **given)))
 

@@ -142,7 +142,7 @@ def test_importing_the_api_imports_no_verb(tmp_path):
             "                  'imagenet_build.report'], loaded\n"
             "from imagenet_build.api import ConvertResult, IndexResult, ReportResult, VerifyResult, write_arrays\n"
             "import imagenet_build\n"
-            "assert write_arrays.__module__ == 'imagenet_build.build.arrays'\n"
+            "assert write_arrays.__module__ == 'imagenet_build.writer.arrays'\n"
             "assert set(api.__all__) <= set(dir(api)) | set(api._LAZY)\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr

@@ -10,7 +10,7 @@ from imagenet_build.cli.group import cli, existing_dir, existing_file, print_jso
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNER_HELP, RUNNERS
 
 if TYPE_CHECKING:
-    from imagenet_build.build.summary import Summary
+    from imagenet_build.writer.summary import Summary
 
 
 @cli.command()

@@ -30,10 +30,10 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     sorted. Counts go to stderr. A malformed XML file, one without a size or
     with a zero side is named and skipped (--strict: fails).
     """
-    from imagenet_build.build.outputs import check_output_file
     from imagenet_build.catalog.boxes import boxes_to_csv_lines
     from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
     from imagenet_build.infra.atomic import write_atomic
+    from imagenet_build.writer.outputs import check_output_file
 
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
@@ -156,7 +156,7 @@ def tfds(folder: str, as_json: bool) -> None:
     tfds.builder_from_directory(FOLDER).as_dataset(split="train[:10%]"). A --resize build: name each
     size's folder. `imagenet-build verify FOLDER` checks them against the shards.
     """
-    from imagenet_build.build.tfds_files import add_tfds_files
+    from imagenet_build.writer.tfds_files import add_tfds_files
 
     result = add_tfds_files(folder)
     if as_json:

@@ -11,10 +11,10 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Dict, List, NamedTuple, Optional, TypedDict
 
-from imagenet_build.build.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, TRAINER_CHECK_JSON, VERIFY_JSON
 from imagenet_build.infra import storage
 from imagenet_build.infra.jsonfile import JsonError, read_json
+from imagenet_build.writer.manifest import Manifest
 
 
 class SplitRow(NamedTuple):

@@ -9,8 +9,6 @@ import os
 from collections.abc import Mapping
 from typing import Any, Dict, List, TypedDict
 
-from imagenet_build.build.manifest import Manifest, read_manifest
-from imagenet_build.build.outputs import check_output_file
 from imagenet_build.catalog.classes import (
     DEFAULT_LABELS_FILE,
     DEFAULT_METADATA_FILE,
@@ -28,6 +26,8 @@ from imagenet_build.report.records import Fields, Place, RecordError, Shards
 from imagenet_build.report.sample import Sampled, chosen_labels, classes_given, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
 from imagenet_build.verify.run import folder_problems
+from imagenet_build.writer.manifest import Manifest, read_manifest
+from imagenet_build.writer.outputs import check_output_file
 
 
 class ReportResult(TypedDict):

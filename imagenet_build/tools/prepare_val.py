@@ -12,7 +12,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from imagenet_build.build.outputs import check_output_folder
 from imagenet_build.catalog.classes import (
     DEFAULT_VALIDATION_LABELS_FILE,
     read_validation_labels,
@@ -21,6 +20,7 @@ from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
 from imagenet_build.sources.ilsvrc import SYNSET
+from imagenet_build.writer.outputs import check_output_folder
 
 METHODS = ("link", "copy", "move")
 

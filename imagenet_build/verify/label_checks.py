@@ -8,7 +8,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple
 
-from imagenet_build.build.manifest import Manifest, carries_real_labels, label_counts
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
 from imagenet_build.encode.example import EXTRA, FIRST_LABEL, LIST_FIELD, REAL_LABELS
 from imagenet_build.format.naming import MANIFEST_NAME
@@ -17,6 +16,7 @@ from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding, Place
 from imagenet_build.verify.record import Record, RecordCheck
+from imagenet_build.writer.manifest import Manifest, carries_real_labels, label_counts
 
 
 class Labels(RecordCheck, FolderCheck):

@@ -69,8 +69,8 @@ def test_an_image_no_jpeg_can_hold_is_named_and_skippable(sample_copy, tmp_path,
 
 def write_build(folder, records):
     """A one-shard build of hand-made records [(jpeg bytes, height, width, boxes)], and its index."""
-    from imagenet_build.build.writer import write_records
     from imagenet_build.encode.example import encode_example_parts
+    from imagenet_build.writer.shard_writer import write_records
 
     (folder / "dali_idx").mkdir(parents=True)
     payloads = [encode_example_parts(encoded=data, filename=f"n0000000{i}_{i}.JPEG", height=h, width=w, label=1,

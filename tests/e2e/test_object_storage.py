@@ -91,11 +91,11 @@ def test_convert_from_archives_in_a_bucket(bucket, tmp_path):
 
 def test_a_retried_shard_task_writes_the_same_bytes(sample_dir, tmp_path):
     """Runners retry tasks: writing a shard twice (or from two workers) must give one result."""
-    from imagenet_build.build.writer import write_shard
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.format.destination import destination
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
+    from imagenet_build.writer.shard_writer import write_shard
 
     cat = load_catalog(sample_dir / "labels.txt")
     spec = SplitPlan(scan_class_folders("train", sample_dir / "train", cat, "fail"), cat, {}, 4, 2).spec(1)

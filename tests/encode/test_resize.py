@@ -1,5 +1,5 @@
 """convert --resize: stored sizes, the full-size build's layout and boxes, one pass = separate runs, the filters,
-EXIF orientation, verify's warning (a run's builds: tests/build/test_builds.py; read back: tests/e2e)."""
+EXIF orientation, verify's warning (a run's builds: tests/writer/test_builds.py; read back: tests/e2e)."""
 
 import io
 import json

@@ -8,13 +8,13 @@ import time
 import pytest
 
 from conftest import request_for, run_process, sample_args, tree_digest
-from imagenet_build.build.dispatch import _names, earlier_shards
-from imagenet_build.build.manifest import ShardResult
-from imagenet_build.build.run import convert
 from imagenet_build.engines.job import RESULTS, job_folder
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.format.destination import destination
 from imagenet_build.infra.errors import BuildError, Stopped
+from imagenet_build.writer.dispatch import _names, earlier_shards
+from imagenet_build.writer.manifest import ShardResult
+from imagenet_build.writer.run import convert
 
 SHARDS = ["train-00000-of-00004", "train-00001-of-00004", "train-00002-of-00004", "train-00003-of-00004",
           "validation-00000-of-00002", "validation-00001-of-00002"]
@@ -178,14 +178,14 @@ def test_a_result_missing_and_one_not_planned_are_both_named(sample_dir, tmp_pat
 
 
 def test_what_the_driver_keeps_of_each_task(sample_dir, tmp_path):
-    from imagenet_build.build.dispatch import Planned, _Drawn
-    from imagenet_build.build.writer import ShardTask
+    from imagenet_build.writer.dispatch import Planned, _Drawn
+    from imagenet_build.writer.shard_writer import ShardTask
 
     request = request_for(sample_dir, tmp_path, LocalEngine)
-    from imagenet_build.build.run import _shard_task  # noqa: F401  (the tasks convert draws)
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
+    from imagenet_build.writer.run import _shard_task  # noqa: F401  (the tasks convert draws)
 
     catalog = load_catalog(sample_dir / "labels.txt")
     plan = SplitPlan(scan_class_folders("train", sample_dir / "train", catalog, "fail"), catalog, {}, 4, 2)

@@ -12,12 +12,12 @@ import signal
 import pytest
 
 from conftest import Run, request_for, run_process, sample_args, tree_digest, wait_until_gone
-from imagenet_build.build.run import convert
 from imagenet_build.engines import ENGINE_NAMES
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import find_java
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.request import ConvertOptions, convert_request
+from imagenet_build.writer.run import convert
 
 # how each registered engine runs here: more than one worker process (or executor JVM) each
 ENGINE_ARGS = {

@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from imagenet_build.build.manifest import ShardEntry, ShardResult
 from imagenet_build.encode import images
 from imagenet_build.encode.example import encode_example_parts
 from imagenet_build.encode.resize import ResizeOptions, stored_resized
@@ -36,6 +35,7 @@ from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
 from imagenet_build.request import OnError
 from imagenet_build.sources import Reader, reader_for
+from imagenet_build.writer.manifest import ShardEntry, ShardResult
 
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 

@@ -15,9 +15,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.folder import folder_entries, locked
-from imagenet_build.build.writer import shard_entry, write_records
 from imagenet_build.encode.example import encode_example_parts
 from imagenet_build.format.destination import destination
 from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
@@ -26,6 +23,9 @@ from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.request import QUALITY, is_quality
+from imagenet_build.writer import manifest as manifest_mod
+from imagenet_build.writer.folder import folder_entries, locked
+from imagenet_build.writer.shard_writer import shard_entry, write_records
 
 
 def _encode(pixels: Any, lossless: bool, quality: int) -> bytes:

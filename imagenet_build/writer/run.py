@@ -1,8 +1,8 @@
 """convert's execute stage: a request -> inputs listed, the plan, one ShardTask per shard through an engine -> manifest.
 
-With every build's folders held (build/folder.py's lock) from the start: list the inputs
-(build/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run
-vouches for (build/builds.py, resume.py), write the rest (writer.py, through the engine --runner chose:
+With every build's folders held (writer/folder.py's lock) from the start: list the inputs
+(writer/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run
+vouches for (writer/builds.py, resume.py), write the rest (shard_writer.py, through the engine --runner chose:
 dispatch.py), and record each finished shard in the manifest, written complete last (manifest.py).
 """
 
@@ -12,19 +12,19 @@ import contextlib
 import time
 from typing import Any, Callable, cast
 
-from imagenet_build.build.builds import Build, destinations, make_builds, ready_builds
-from imagenet_build.build.dispatch import Planned, run_job
-from imagenet_build.build.folder import check_resize_root, locked, remove_unrecorded
-from imagenet_build.build.inputs import Inputs, list_inputs
-from imagenet_build.build.manifest import Manifest, ShardEntry, ShardResult, write_manifest
-from imagenet_build.build.summary import Summary, Timing, run_summary
-from imagenet_build.build.writer import ShardTask
 from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.infra.errors import BuildError, Stopped, one_line
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import spool
+from imagenet_build.writer.builds import Build, destinations, make_builds, ready_builds
+from imagenet_build.writer.dispatch import Planned, run_job
+from imagenet_build.writer.folder import check_resize_root, locked, remove_unrecorded
+from imagenet_build.writer.inputs import Inputs, list_inputs
+from imagenet_build.writer.manifest import Manifest, ShardEntry, ShardResult, write_manifest
+from imagenet_build.writer.shard_writer import ShardTask
+from imagenet_build.writer.summary import Summary, Timing, run_summary
 
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
 

@@ -10,9 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, ShardResult
-from imagenet_build.build.writer import codec_of, rebuilt_sha256, variant_of
 from imagenet_build.encode.resample import UNRECORDED_FILTER
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.format.destination import Destination
@@ -24,6 +21,9 @@ from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
+from imagenet_build.writer import manifest as manifest_mod
+from imagenet_build.writer.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, ShardResult
+from imagenet_build.writer.shard_writer import codec_of, rebuilt_sha256, variant_of
 
 
 class ResumeCheck(NamedTuple):

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, TypedDict
 
-from imagenet_build.build.builds import Build
-from imagenet_build.build.inputs import Inputs
-from imagenet_build.build.manifest import resized_count
 from imagenet_build.catalog.boxes import BOX_BYTES
 from imagenet_build.format.naming import MANIFEST_NAME
 from imagenet_build.infra import storage
@@ -19,6 +16,9 @@ from imagenet_build.model import file_name
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import SHOWN
+from imagenet_build.writer.builds import Build
+from imagenet_build.writer.inputs import Inputs
+from imagenet_build.writer.manifest import resized_count
 
 
 class SplitSummary(TypedDict):

@@ -7,16 +7,16 @@ import shutil
 
 import pytest
 
-from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.manifest import ShardResult
-from imagenet_build.build.resume import read_previous, shards_to_keep
-from imagenet_build.build.writer import write_shard
 from imagenet_build.catalog.classes import load_catalog
 from imagenet_build.format.destination import destination
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.sources import scan_class_folders
+from imagenet_build.writer import manifest as manifest_mod
+from imagenet_build.writer.manifest import ShardResult
+from imagenet_build.writer.resume import read_previous, shards_to_keep
+from imagenet_build.writer.shard_writer import write_shard
 
 OPTIONS = {"splits": ["train"], "train_shards": 4, "validation_shards": None, "layout_threads": 2,
            "index_dir": "dali_idx", "classes_from_folders": False}

@@ -10,12 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from imagenet_build.build import manifest as manifest_mod
-from imagenet_build.build.dispatch import earlier_shards
-from imagenet_build.build.folder import check_output_dir
-from imagenet_build.build.inputs import Inputs, describe
-from imagenet_build.build.manifest import REAL_LABELS_OPTION, ShardResult
-from imagenet_build.build.resume import read_previous, shards_to_keep
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.destination import Destination, destination
@@ -24,6 +18,12 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
+from imagenet_build.writer import manifest as manifest_mod
+from imagenet_build.writer.dispatch import earlier_shards
+from imagenet_build.writer.folder import check_output_dir
+from imagenet_build.writer.inputs import Inputs, describe
+from imagenet_build.writer.manifest import REAL_LABELS_OPTION, ShardResult
+from imagenet_build.writer.resume import read_previous, shards_to_keep
 
 
 class Build:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from imagenet_build.build.folder import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
 from imagenet_build.encode.resize import RESIZED_FOLDER
 from imagenet_build.format.naming import (
     LABELS_NAME,
@@ -28,6 +27,7 @@ from imagenet_build.format.naming import (
 from imagenet_build.infra import storage
 from imagenet_build.infra.atomic import check_writable
 from imagenet_build.infra.errors import InputError, PathLike
+from imagenet_build.writer.folder import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
 
 PICTURE = "picture"  # may_write: trainer-check's picture, trainer-check.png or any new *.png name
 

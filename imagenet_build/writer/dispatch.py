@@ -12,8 +12,6 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
-from imagenet_build.build.manifest import ShardResult, shard_entry_problem
-from imagenet_build.build.writer import ShardTask, run_shard_task
 from imagenet_build.engines import Engine
 from imagenet_build.engines.base import Tasks
 from imagenet_build.engines.job import (
@@ -31,6 +29,8 @@ from imagenet_build.format.destination import Destination
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, one_line
 from imagenet_build.infra.workers import Workers
+from imagenet_build.writer.manifest import ShardResult, shard_entry_problem
+from imagenet_build.writer.shard_writer import ShardTask, run_shard_task
 
 SHOWN = 3  # shards named in a message, then "..."
 
