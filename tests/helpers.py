@@ -13,9 +13,9 @@ import sys
 import tarfile
 from pathlib import Path
 
-from imagenet_build.encode.example import example_message_class
 from imagenet_build.format import tfrecord
 from imagenet_build.format.dali_index import index_text
+from imagenet_build.format.record_schema import example_message_class
 from imagenet_build.format.tfrecord import OVERHEAD, frame, read_records
 
 SHARD = "train-00001-of-00004"

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 
 

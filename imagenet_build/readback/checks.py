@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
-from imagenet_build.encode.example import FIRST_LABEL
+from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.writer.outputs import PICTURE, check_output_file
 

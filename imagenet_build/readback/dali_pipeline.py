@@ -17,7 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Callable
 
-from imagenet_build.encode.example import FIRST_LABEL, REAL_LABELS
+from imagenet_build.format.record_schema import FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, TrainerResult

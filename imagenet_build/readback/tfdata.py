@@ -27,8 +27,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, Union
 
-from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS
 from imagenet_build.format.naming import is_shard_index, no_shards_message, shard_set_problems, split_shards
+from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require

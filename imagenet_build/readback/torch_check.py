@@ -17,7 +17,7 @@ import contextlib
 import time
 from typing import Any, Sequence
 
-from imagenet_build.encode.example import FIRST_LABEL
+from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import progress_bar

@@ -12,7 +12,7 @@ import os
 from array import array
 from typing import Any, Callable
 
-from imagenet_build.encode.example import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
+from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
 from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError

@@ -12,9 +12,9 @@ import bisect
 import os
 from typing import IO, NamedTuple
 
-from imagenet_build.encode.example import decode_example, varint
 from imagenet_build.format.dali_index import index_entries
 from imagenet_build.format.naming import index_path, split_shards
+from imagenet_build.format.record_schema import decode_example, varint
 from imagenet_build.format.tfrecord import HEADER_SIZE, OVERHEAD, FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError

@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple
 
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
-from imagenet_build.encode.example import EXTRA, FIRST_LABEL, LIST_FIELD, REAL_LABELS
 from imagenet_build.format.naming import MANIFEST_NAME
+from imagenet_build.format.record_schema import EXTRA, FIRST_LABEL, LIST_FIELD, REAL_LABELS
 from imagenet_build.infra import storage
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck

@@ -1,7 +1,7 @@
 """One record as the record checks see it, and the base of a check that looks at every record.
 
 The shard's task reads each record once and makes a Record of it: its place, whether its payload's
-CRC holds and, where it does, its fields parsed once against slim's schema (encode/example.py's
+CRC holds and, where it does, its fields parsed once against slim's schema (format/record_schema.py's
 SCHEMA, the one statement of the 15 keys, their types and which hold one value). Record checks read
 what they need from it; what several need (the JPEG's decision, the PNG's verdict) is worked out once.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 from typing import Any, Iterable
 
-from imagenet_build.encode.example import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
 from imagenet_build.encode.images import Decision, PngVerdict, decide, judge_png
 from imagenet_build.encode.jpeg_header import is_jpeg
 from imagenet_build.encode.png import is_png
+from imagenet_build.format.record_schema import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
 from imagenet_build.verify.check import Check, Mode
 
 

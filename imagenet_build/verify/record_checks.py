@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from typing import Iterable
 
-from imagenet_build.encode.example import BOX_COORDS, BOX_LABEL, CONSTANTS, FORMATS
 from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, png_consequence
 from imagenet_build.encode.jpeg_header import exif_orientation
+from imagenet_build.format.record_schema import BOX_COORDS, BOX_LABEL, CONSTANTS, FORMATS
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.record import Record, RecordCheck
 

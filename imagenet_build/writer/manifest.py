@@ -21,9 +21,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Dict, List, NamedTuple, TypedDict, Union, cast, get_origin, get_type_hints
 
 from imagenet_build import __version__
-from imagenet_build.encode.example import EXTRA, IMAGE_KEY, LABEL_KEY, ONE_VALUE, SCHEMA
 from imagenet_build.format import tfds_metadata
 from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME, parse_shard_name
+from imagenet_build.format.record_schema import EXTRA, IMAGE_KEY, LABEL_KEY, ONE_VALUE, SCHEMA
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.infra.jsonfile import read_json
@@ -31,7 +31,7 @@ from imagenet_build.infra.jsonfile import read_json
 FORMAT = 2  # the manifest's version: bump when a reader of the old one would misread the new
 SHARD_INPUTS = "shards"  # manifest["inputs"]["shards"]: {shard name: its inputs' state}
 # manifest["options"]["real_labels"]: "<file> sha256:<hex>" of the real.json a build's validation records carry the
-# ReaL labels of (encode.example.REAL_LABELS); absent from other builds' manifests
+# ReaL labels of (format.record_schema.REAL_LABELS); absent from other builds' manifests
 REAL_LABELS_OPTION = "real_labels"
 
 

@@ -14,8 +14,9 @@ import pytest
 from conftest import run_cli
 from helpers import records_of, write_shard
 from imagenet_build.encode import images, jpeg_header
-from imagenet_build.encode.example import decode_example, encode_example
+from imagenet_build.encode.example import encode_example
 from imagenet_build.encode.images import REFUSE, STORE
+from imagenet_build.format.record_schema import decode_example
 from jpeg_cases import CASES, decode_all, segments
 
 SERVED = ("tensorflow", "dali-cpu", "torchvision")

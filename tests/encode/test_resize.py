@@ -11,9 +11,9 @@ from PIL import Image
 
 from conftest import RESIZE_TARGETS, run_cli, run_process, sample_args, tree_digest
 from imagenet_build.encode import resample, resize
-from imagenet_build.encode.example import decode_example
 from imagenet_build.encode.jpeg_header import exif_orientation, jpeg_facts
 from imagenet_build.encode.resize import Target
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from run_helpers import records
 

@@ -6,8 +6,9 @@ import pytest
 
 from helpers import FRAMING_DAMAGE, GOOD, record, with_length
 from imagenet_build.encode import example
-from imagenet_build.encode.example import decode_example, encode_example
-from imagenet_build.format import tfrecord
+from imagenet_build.encode.example import encode_example
+from imagenet_build.format import record_schema, tfrecord
+from imagenet_build.format.record_schema import decode_example
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +33,7 @@ def slim_example(tf, encoded, filename, height, width, label, synset, text, boxe
     def byts(v):
         return tf.train.Feature(bytes_list=tf.train.BytesList(value=[v]))
 
-    real = {} if real_labels is None else {example.REAL_LABELS: ints(real_labels)}
+    real = {} if real_labels is None else {record_schema.REAL_LABELS: ints(real_labels)}
     return tf.train.Example(
         features=tf.train.Features(
             feature={
@@ -94,7 +95,7 @@ def test_example_with_real_labels_equals_tensorflows(tf, real_labels, label, syn
     theirs = slim_example(tf, **args, real_labels=real_labels)
     assert ours == theirs.SerializeToString(deterministic=True)
     decoded = decode_example(ours)
-    assert decoded[example.REAL_LABELS] == list(real_labels) and len(decoded) == 16
+    assert decoded[record_schema.REAL_LABELS] == list(real_labels) and len(decoded) == 16
     assert encode_example(**args) == slim_example(tf, **args).SerializeToString(deterministic=True)
 
 
@@ -115,14 +116,14 @@ ENTRY_VALUES = {
 }
 
 
-@pytest.mark.parametrize("key", sorted(example.SCHEMA))
+@pytest.mark.parametrize("key", sorted(record_schema.SCHEMA))
 def test_each_features_entry_equals_tensorflows(tf, key):
     """One map entry of Features, for every key with no value, one, several: TensorFlow's bytes. (An empty list is
     what a record without boxes holds; the encoder builds those entries once, when it is imported.)"""
-    kind = example.SCHEMA[key]
+    kind = record_schema.SCHEMA[key]
     for values in ENTRY_VALUES[kind]:
         value_list = getattr(tf.train, f"{kind.capitalize()}List")(value=values)  # BytesList, FloatList, Int64List
-        feature = tf.train.Feature(**{example.LIST_FIELD[kind]: value_list})
+        feature = tf.train.Feature(**{record_schema.LIST_FIELD[kind]: value_list})
         theirs = tf.train.Features(feature={key: feature}).SerializeToString(deterministic=True)
         assert example._entry(key, values) == theirs, values
 

@@ -19,7 +19,7 @@ from PIL import Image
 
 from conftest import run_cli, run_process
 from helpers import edit_record, records_of
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 
 sys.modules.setdefault("triton", None)  # torch before TensorFlow in one process, and without triton (test_torch.py)
 torch = pytest.importorskip("torch")

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from helpers import convert_with_real_labels, records_of
-from imagenet_build.encode.example import REAL_LABELS, decode_example
+from imagenet_build.format.record_schema import REAL_LABELS, decode_example
 from imagenet_build.infra.errors import BuildError
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)

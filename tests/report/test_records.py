@@ -6,8 +6,9 @@ import os
 
 import pytest
 
-from imagenet_build.encode.example import encode_example, example_message_class, varint
+from imagenet_build.encode.example import encode_example
 from imagenet_build.format.dali_index import index_text
+from imagenet_build.format.record_schema import example_message_class, varint
 from imagenet_build.format.tfrecord import OVERHEAD, frame
 from imagenet_build.report.records import (
     HEAD,

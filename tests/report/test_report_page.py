@@ -62,7 +62,7 @@ def test_a_thumbnail_is_the_records_image_resized(tmp_path):
 
 def test_captions_and_boxes_are_the_records(build):
     """Every tile: the label, synset and text stored in its record, its boxes where the record puts them."""
-    from imagenet_build.encode.example import decode_example
+    from imagenet_build.format.record_schema import decode_example
     from imagenet_build.format.tfrecord import unframe
 
     shown = tiles(make_page(build, "--per-class", 3))

@@ -13,7 +13,7 @@ from PIL import Image
 from conftest import SAMPLE, run_cli, run_process, with_boxes
 from helpers import expect_one_error_line as expect_error
 from helpers import rewrite_tar_gz as rewrite
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.infra.errors import InputError
 from imagenet_build.tools.sample import make_sample

@@ -13,7 +13,7 @@ import pytest
 from conftest import SAMPLE, run_cli, shard_files
 from helpers import archive_members, expect_error
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_file
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.sources.copies import sample_layouts
 from imagenet_build.tools.sample import make_sample

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.sources.copies import sample_layouts
 

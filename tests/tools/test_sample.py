@@ -6,7 +6,7 @@ import io
 import pytest
 
 from conftest import run_cli, shard_files
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.sources.copies import sample_layouts
 

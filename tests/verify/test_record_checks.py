@@ -6,7 +6,8 @@ import io
 import pytest
 from PIL import Image
 
-from imagenet_build.encode.example import encode_example, example_message_class
+from imagenet_build.encode.example import encode_example
+from imagenet_build.format.record_schema import example_message_class
 from imagenet_build.verify.record import Record
 from imagenet_build.verify.record_checks import Crc, Decode, Example, ExifOrientation, Readers
 from jpeg_cases import CASES, SIZE, with_exif_orientation

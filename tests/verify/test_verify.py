@@ -24,7 +24,7 @@ from helpers import (
     with_length,
     write_shard,
 )
-from imagenet_build.encode.example import decode_example
+from imagenet_build.format.record_schema import decode_example
 from run_helpers import TRAIN_RECORDS, checks_failed, verify_json
 
 

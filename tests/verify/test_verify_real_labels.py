@@ -8,7 +8,7 @@ import pytest
 
 from conftest import run_cli
 from helpers import convert_with_real_labels, edit_record
-from imagenet_build.encode.example import REAL_LABELS
+from imagenet_build.format.record_schema import REAL_LABELS
 
 VALIDATION = "validation-00000-of-00002"
 TRAIN = "train-00000-of-00004"

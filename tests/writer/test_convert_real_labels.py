@@ -10,7 +10,7 @@ from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error, expect_one_error_line, records_of
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, imagenet_synsets, load_catalog, read_labels_file
 from imagenet_build.catalog.real_labels import read_real_labels
-from imagenet_build.encode.example import REAL_LABELS, decode_example
+from imagenet_build.format.record_schema import REAL_LABELS, decode_example
 from imagenet_build.sources.copies import sample_layouts
 
 # real.json entries planted (entry number: 0-based indices into the sorted synsets); every other entry empty.

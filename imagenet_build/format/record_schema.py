@@ -1,0 +1,127 @@
+"""slim's record: its schema (the 15 keys, their types, which hold one value, ReaL labels' extra key) and
+its decoding, without TensorFlow. The on-disk contract every reader and verify read records by; the
+encoder (encode/example.py) writes them by it.
+
+Decoding uses the protobuf library, with TensorFlow's `example.proto`/`feature.proto` messages
+(package `tensorflow`, same field numbers) declared at run time in a private descriptor pool, so that
+nothing clashes with TensorFlow's own copy when both are loaded.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+# The 15 keys of every record (docs/convert.md, Records), with their value type.
+SCHEMA = {
+    "image/height": "int64",
+    "image/width": "int64",
+    "image/colorspace": "bytes",
+    "image/channels": "int64",
+    "image/class/label": "int64",
+    "image/class/synset": "bytes",
+    "image/class/text": "bytes",
+    "image/object/bbox/xmin": "float",
+    "image/object/bbox/xmax": "float",
+    "image/object/bbox/ymin": "float",
+    "image/object/bbox/ymax": "float",
+    "image/object/bbox/label": "int64",
+    "image/format": "bytes",
+    "image/filename": "bytes",
+    "image/encoded": "bytes",
+}
+
+
+LIST_FIELD = {"bytes": "bytes_list", "float": "float_list", "int64": "int64_list"}  # Feature's oneof per type
+BOX_COORDS = tuple(f"image/object/bbox/{c}" for c in ("xmin", "ymin", "xmax", "ymax"))  # a box, in slim's order
+BOX_LABEL = "image/object/bbox/label"
+IMAGE_KEY, LABEL_KEY = "image/encoded", "image/class/label"  # the image and its label, as TFDS decodes and names them
+PER_BOX = frozenset((*BOX_COORDS, BOX_LABEL))  # one value per box; every other key holds exactly one value
+ONE_VALUE = frozenset(SCHEMA) - PER_BOX
+FIRST_LABEL = 1  # slim's labels are 1-based (0 is background): readers subtract it, verify requires labels >= it
+CONSTANTS = {"image/colorspace": b"RGB", "image/channels": 3}  # the same in every record
+FORMATS = (b"JPEG", b"PNG")  # image/format: convert stores JPEG; write_arrays stores PNG with lossless=True
+# The one feature beyond slim's 15: a validation record's ReaL labels (convert --real-labels), 1-based as
+# image/class/label, possibly none; every validation record of such a build has it, no other record does.
+REAL_LABELS = "image/class/real_labels"
+EXTRA = {REAL_LABELS: "int64"}
+
+
+@functools.lru_cache(maxsize=None)
+def example_message_class() -> Any:
+    """The `tensorflow.Example` message class, declared on first use (convert never needs it)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    _F = descriptor_pb2.FieldDescriptorProto
+    f = descriptor_pb2.FileDescriptorProto(
+        name="imagenet_build/tf_example.proto", package="tensorflow", syntax="proto3"
+    )
+
+    def message(name: str, *fields: Any, nested: Sequence[Any] = ()) -> Any:
+        m = f.message_type.add(name=name)
+        for nested_message in nested:
+            m.nested_type.add().CopyFrom(nested_message)
+        for field in fields:
+            m.field.add().CopyFrom(field)
+        return m
+
+    def field(
+        name: str, number: int, kind: int, label: int = _F.LABEL_OPTIONAL, type_name: str | None = None,
+        oneof: int | None = None,
+    ) -> Any:
+        fd = _F(name=name, number=number, type=kind, label=label)
+        if type_name:
+            fd.type_name = type_name
+        if oneof is not None:
+            fd.oneof_index = oneof
+        return fd
+
+    repeated = _F.LABEL_REPEATED
+    message("BytesList", field("value", 1, _F.TYPE_BYTES, repeated))
+    message("FloatList", field("value", 1, _F.TYPE_FLOAT, repeated))  # proto3: packed
+    message("Int64List", field("value", 1, _F.TYPE_INT64, repeated))
+    feature = message(
+        "Feature",
+        field("bytes_list", 1, _F.TYPE_MESSAGE, type_name=".tensorflow.BytesList", oneof=0),
+        field("float_list", 2, _F.TYPE_MESSAGE, type_name=".tensorflow.FloatList", oneof=0),
+        field("int64_list", 3, _F.TYPE_MESSAGE, type_name=".tensorflow.Int64List", oneof=0),
+    )
+    feature.oneof_decl.add(name="kind")
+    entry = descriptor_pb2.DescriptorProto(name="FeatureEntry")
+    entry.field.add().CopyFrom(field("key", 1, _F.TYPE_STRING))
+    entry.field.add().CopyFrom(field("value", 2, _F.TYPE_MESSAGE, type_name=".tensorflow.Feature"))
+    entry.options.map_entry = True
+    message(
+        "Features",
+        field("feature", 1, _F.TYPE_MESSAGE, repeated, type_name=".tensorflow.Features.FeatureEntry"),
+        nested=[entry],
+    )
+    message("Example", field("features", 1, _F.TYPE_MESSAGE, type_name=".tensorflow.Features"))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint of n (an int64 below 0 as its ten-byte two's complement)."""
+    if n < 0:
+        n += 1 << 64  # int64: two's complement, ten bytes
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def decode_example(payload: bytes) -> dict[str, list[Any]]:
+    """{key: list of values} for every feature of a serialized Example (bytes stay bytes)."""
+    example = example_message_class()()
+    example.ParseFromString(payload)
+    out: dict[str, list[Any]] = {}
+    for key, feature in example.features.feature.items():
+        kind = feature.WhichOneof("kind")
+        out[key] = list(getattr(feature, kind).value) if kind else []
+    return out
+
