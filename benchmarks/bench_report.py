@@ -68,21 +68,22 @@ def payloads(labels, start, stop, synsets, texts, images, boxed_every):
 
 
 def generate(out):
-    """The build, written through writer/shard_writer.py and writer/manifest.py as convert writes them."""
+    """The build, written through writer/shard_writer.py and format/build_figures.py as convert writes them."""
     from imagenet_build.catalog.classes import (
         DEFAULT_LABELS_FILE,
         DEFAULT_METADATA_FILE,
         read_labels_file,
         read_metadata_file,
     )
+    from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
+    from imagenet_build.format.manifest import write_manifest
     from imagenet_build.format.naming import shard_name
-    from imagenet_build.writer import manifest as m
     from imagenet_build.writer.shard_writer import shard_entry, write_records
 
     synsets, texts = read_labels_file(DEFAULT_LABELS_FILE), read_metadata_file(DEFAULT_METADATA_FILE)
     images = pictures()
     (out / "dali_idx").mkdir(parents=True, exist_ok=True)
-    results, splits = [], {}
+    entries, splits = [], {}
     for split, count in SHARDS.items():
         labels = labels_of(split, synsets)
         boxed_every = TRAIN_IMAGES // BOXED_IMAGES if split == "train" else 0
@@ -93,15 +94,14 @@ def generate(out):
             figures = write_records(name, out, out / "dali_idx",
                                     payloads(labels, start, stop, synsets, texts, images, boxed_every))
             done.append(shard_entry(split, name, figures))
-            results.append(m.ShardResult(done[-1], ""))
+            entries.append(done[-1])
         counts = {}
         for label in labels:
             counts[label] = counts.get(label, 0) + 1
-        splits[split] = m.split_figures(count, done, [], counts)
-    base = m.Manifest(format=m.FORMAT, options={"index_dir": "dali_idx", "train_shards": 1024,
-                                                "validation_shards": 128, "layout_threads": 2},
-                      inputs={}, num_classes=len(synsets), synsets=synsets)
-    m.write_manifest(out, m.assemble(base, splits, results, complete=True))
+        splits[split] = split_figures(count, done, [], counts)
+    base = manifest_base({"index_dir": "dali_idx", "train_shards": 1024, "validation_shards": 128, "layout_threads": 2},
+                         {}, synsets)
+    write_manifest(out, assemble(base, splits, entries, complete=True, input_states={e["name"]: "" for e in entries}))
 
 
 def thumbnail_cost(count):

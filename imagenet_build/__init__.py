@@ -2,7 +2,7 @@
 
 The stages and the package's layers: docs/architecture.md (the layers are pyproject.toml's import contracts).
 From Python: imagenet_build.api (convert, verify, index, report) and write_arrays below. Importing the
-package imports nothing else: each function imports what it needs when called.
+package imports nothing else but its version (_version.py): each function imports what it needs when called.
 """
 
 from __future__ import annotations
@@ -10,11 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from imagenet_build.writer.manifest import Manifest
+    from imagenet_build.format.manifest import Manifest
 
-# The one place the version is written: the package's metadata is made from it (pyproject.toml), and --version,
-# every manifest and every --json document give it
-__version__ = "0.1.0"
+from imagenet_build._version import __version__  # noqa: F401  (written once, there)
 
 
 def write_arrays(*args: Any, **kwargs: Any) -> Manifest:

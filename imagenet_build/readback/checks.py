@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
+from imagenet_build.format.build_figures import label_counts
 from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.writer.outputs import PICTURE, check_output_file
@@ -143,7 +144,7 @@ def check_epoch(report: Report, seen: Sequence[Seen], manifest: Mapping[str, Any
         problems.append(f"{sum(labels[k] for k in outside)} label(s) outside [0, {classes}) after the shift "
                         f"(e.g. {outside[0]}): records 0-based, or a wrong class count")
     wanted = (manifest or {}).get("splits", {}).get(split, {}).get("label_counts")
-    if wanted is not None and {str(k + FIRST_LABEL): v for k, v in sorted(labels.items())} != wanted:
+    if wanted is not None and label_counts({k + FIRST_LABEL: v for k, v in labels.items()}) != wanted:
         problems.append("class histogram differs from manifest.json")
     report.add("labels", not problems, "; ".join(problems) or detail)
 

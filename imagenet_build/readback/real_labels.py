@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
+from imagenet_build.format.manifest import Manifest, carries_real_labels, read_manifest
 from imagenet_build.format.naming import parse_shard_name
 from imagenet_build.format.record_schema import REAL_LABELS, decode_example
 from imagenet_build.format.tfrecord import FramingError, read_records
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.writer.manifest import Manifest, carries_real_labels, read_manifest
 
 ADDED_BY = "convert --real-labels real.json adds them to the validation records"
 

@@ -14,10 +14,10 @@ import os
 from typing import List, NamedTuple, Optional, Tuple
 
 from imagenet_build.format.dali_index import index_entries
+from imagenet_build.format.manifest import Manifest, read_manifest
 from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, shard_set_problems, split_shards
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike
-from imagenet_build.writer.manifest import Manifest, read_manifest
 
 
 class SplitShards(NamedTuple):

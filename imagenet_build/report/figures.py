@@ -11,10 +11,11 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Dict, List, NamedTuple, Optional, TypedDict
 
+from imagenet_build.format.build_figures import recorded_label_counts, split_totals
+from imagenet_build.format.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, TRAINER_CHECK_JSON, VERIFY_JSON
 from imagenet_build.infra import storage
 from imagenet_build.infra.jsonfile import JsonError, read_json
-from imagenet_build.writer.manifest import Manifest
 
 
 class SplitRow(NamedTuple):
@@ -39,13 +40,10 @@ def split_rows(manifest: Manifest, records: Mapping[str, int]) -> list[SplitRow]
     re-encoded and left out."""
     rows = []
     for split, figures in manifest["splits"].items():
-        shards = [s for s in manifest["shards"] if s["split"] == split]
-        rows.append(SplitRow(
-            split, records.get(split, 0), figures["shards"], figures.get("bytes", 0),
-            len(figures.get("label_counts", {})),
-            sum(1 for s in shards for r in s["reencoded"] if r.get("reencoded")),
-            sum(len(s["skipped"]) for s in shards) + len(figures.get("left_out", [])),
-        ))
+        found = split_totals(manifest, split)
+        rows.append(SplitRow(split, records.get(split, 0), figures["shards"], figures.get("bytes", 0),
+                             len(figures.get("label_counts", {})), found["reencoded"],
+                             found["skipped"] + found["left_out"]))
     return rows
 
 
@@ -54,8 +52,8 @@ def label_counts(manifest: Manifest) -> dict[str, dict[int, int]]:
     there: one the manifest does not list holds no record (it lists none of 0)."""
     classes = range(1, manifest["num_classes"] + 1)
     counts = {}
-    for split, figures in manifest["splits"].items():
-        listed = {int(k): v for k, v in figures.get("label_counts", {}).items()}
+    for split in manifest["splits"]:
+        listed = recorded_label_counts(manifest, split)
         if listed:
             counts[split] = {**{label: 0 for label in classes}, **listed}
     return counts

@@ -6,11 +6,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Tuple
 
+from imagenet_build.format.manifest import Manifest
 from imagenet_build.infra import storage
 from imagenet_build.verify.check import Check, Mode
 from imagenet_build.verify.problems import Finding, Place
 from imagenet_build.verify.shard import ShardFigures
-from imagenet_build.writer.manifest import Manifest
 
 Seen = Dict[Tuple[int, str], Tuple[int, Place]]  # (label, synset): (records, the first of them)
 

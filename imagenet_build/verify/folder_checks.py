@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Iterator, Mapping
 
+from imagenet_build.format.build_figures import figures_of
+from imagenet_build.format.manifest import Manifest, ShardEntry, tfds_documents
 from imagenet_build.format.naming import MANIFEST_NAME, TFDS_FILES, index_name, parse_shard_name
 from imagenet_build.format.tfds_metadata import differences, read_tfds_file
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding
 from imagenet_build.verify.shard import ShardFigures
-from imagenet_build.writer.manifest import Manifest, ShardEntry, figures_of, tfds_documents
 
 
 class ShardSet(FolderCheck):

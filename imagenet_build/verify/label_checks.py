@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from typing import Any, Iterable, Iterator, NamedTuple, Optional, Tuple
 
 from imagenet_build.catalog.classes import IMAGENET_CLASSES, IMAGENET_TOTALS, SUBSET_TRAIN_IMAGES
+from imagenet_build.format.build_figures import label_counts, recorded_label_counts
+from imagenet_build.format.manifest import Manifest, carries_real_labels
 from imagenet_build.format.naming import MANIFEST_NAME
 from imagenet_build.format.record_schema import EXTRA, FIRST_LABEL, LIST_FIELD, REAL_LABELS
 from imagenet_build.infra import storage
@@ -16,7 +18,6 @@ from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding, Place
 from imagenet_build.verify.record import Record, RecordCheck
-from imagenet_build.writer.manifest import Manifest, carries_real_labels, label_counts
 
 
 class Labels(RecordCheck, FolderCheck):
@@ -112,16 +113,7 @@ def _split_label_counts(folder: Folder, manifest: Manifest, split: str) -> Mappi
     manifest's; None when neither is known."""
     if not folder.mode.quick:
         return folder.split_counts.get(split, Counter())
-    recorded = manifest.get("splits", {}).get(split, {}).get("label_counts")
-    if recorded is None:
-        return None
-    counts = {}
-    for label, records in recorded.items():
-        try:
-            counts[int(label)] = records
-        except ValueError:  # not a label: the labels check names the counts that differ
-            continue
-    return counts
+    return recorded_label_counts(manifest, split)
 
 
 class RealTally(NamedTuple):

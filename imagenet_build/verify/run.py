@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from imagenet_build.format.manifest import Manifest, read_manifest
 from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_count
@@ -26,7 +27,6 @@ from imagenet_build.verify.listing import list_shards
 from imagenet_build.verify.problems import Problem, Problems
 from imagenet_build.verify.report import VerifyResult, verify_result
 from imagenet_build.verify.shard import ShardFigures, ShardResult, ShardTask, check_shard, framed_records
-from imagenet_build.writer.manifest import Manifest, read_manifest
 
 
 def verify(

@@ -16,14 +16,22 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_build.encode.example import encode_example_parts
+from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
 from imagenet_build.format.destination import destination
+from imagenet_build.format.manifest import (
+    Manifest,
+    ShardEntry,
+    SplitFigures,
+    read_manifest,
+    write_labels,
+    write_manifest,
+)
 from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.request import QUALITY, is_quality
-from imagenet_build.writer import manifest as manifest_mod
 from imagenet_build.writer.folder import folder_entries, locked
 from imagenet_build.writer.shard_writer import shard_entry, write_records
 
@@ -42,7 +50,7 @@ def _encode(pixels: Any, lossless: bool, quality: int) -> bytes:
 
 def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "train", num_shards: int = 1, *,
                  class_names: Sequence[Any] | None = None, quality: int = 95, lossless: bool = False,
-                 layout_threads: int = 1, index_dir: PathLike | None = None) -> manifest_mod.Manifest:
+                 layout_threads: int = 1, index_dir: PathLike | None = None) -> Manifest:
     """Write uint8 images [N, H, W, 3] with integer labels [N] (0-based) as `<split>-NNNNN-of-SSSSS` shards.
 
     Each image is JPEG-encoded at `quality`, or PNG with lossless=True (image/format then says PNG).
@@ -98,11 +106,11 @@ def _class_names(given: Sequence[Any]) -> list[str]:
     return names
 
 
-def _previous_build(output_dir: Path, index_label: str) -> manifest_mod.Manifest:
+def _previous_build(output_dir: Path, index_label: str) -> Manifest:
     """The arrays build the folder holds already (its other splits are kept), or {}; refused when it is
     unreadable, a convert build, or one with its indexes elsewhere."""
     try:  # before anything is written: an unreadable manifest is refused here as convert refuses it
-        previous = manifest_mod.read_manifest(output_dir) or {}
+        previous = read_manifest(output_dir) or {}
     except ValueError as e:
         raise BuildError(f"{e}; remove it, or write the arrays to another folder") from None
     if previous and previous.get("options", {}).get("source") != "arrays":
@@ -115,7 +123,7 @@ def _previous_build(output_dir: Path, index_label: str) -> manifest_mod.Manifest
 
 def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, index_label: str, split: str,
                  num_shards: int, ranges: list[tuple[int, int]], given_names: list[str] | None, quality: int,
-                 lossless: bool, layout_threads: int) -> manifest_mod.Manifest:
+                 lossless: bool, layout_threads: int) -> Manifest:
     """write_arrays' work, with the folders held."""
     previous = _previous_build(output_dir, index_label)
     names = given_names or previous.get("synsets") or [str(k) for k in range(int(labels.max()) + 1)]
@@ -149,32 +157,24 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
     counts = array("Q", [0] * len(names))
     for label in labels:
         counts[int(label)] += 1
-    figures = manifest_mod.split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
+    figures = split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
     figures["encoding"] = "PNG" if lossless else f"JPEG q{quality}"
     figures["layout_threads"] = layout_threads
-    manifest = manifest_mod.write_manifest(output_dir, _manifest(previous, split, figures, shards, names, index_label))
-    manifest_mod.write_labels(output_dir, names)
+    manifest = write_manifest(output_dir, _manifest(previous, split, figures, shards, names, index_label))
+    write_labels(output_dir, names)
     return json.loads(json.dumps(manifest))
 
 
-def _manifest(previous: manifest_mod.Manifest, split: str, figures: manifest_mod.SplitFigures,
-              shards: list[manifest_mod.ShardEntry], names: list[str], index_label: str) -> manifest_mod.Manifest:
+def _manifest(previous: Manifest, split: str, figures: SplitFigures, shards: list[ShardEntry], names: list[str],
+              index_label: str) -> Manifest:
     """The folder's manifest: the previous one's other splits, and this one."""
     kept = [s for s in previous.get("shards", []) if s["split"] != split]
     all_shards = sorted(kept + shards, key=lambda s: (s["split"] != "train", s["name"]))
     splits = {s: v for s, v in previous.get("splits", {}).items() if s != split}
     splits[split] = figures
-    return {
-        "format": manifest_mod.FORMAT,
-        "complete": True,
-        "options": {"source": "arrays", "index_dir": index_label},  # each split's encoding and layout: its own
-        "inputs": {"arrays": {s: v["records"] for s, v in splits.items()}},
-        "num_classes": len(names),
-        "synsets": names,
-        "splits": dict(sorted(splits.items())),
-        "shards": all_shards,
-        "totals": manifest_mod.totals(all_shards),
-    }
+    options = {"source": "arrays", "index_dir": index_label}  # each split's encoding and layout: its own
+    base = manifest_base(options, {"arrays": {s: v["records"] for s, v in splits.items()}}, names)
+    return assemble(base, dict(sorted(splits.items())), all_shards, complete=True)
 
 
 def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str]) -> None:

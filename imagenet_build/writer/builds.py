@@ -12,18 +12,19 @@ from typing import Any
 
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.engines.job import remove_job_folder
+from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
 from imagenet_build.format.destination import Destination, destination
+from imagenet_build.format.manifest import REAL_LABELS_OPTION, Manifest, SplitFigures, write_labels
 from imagenet_build.format.naming import BEAM_RESULTS
 from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
-from imagenet_build.writer import manifest as manifest_mod
 from imagenet_build.writer.dispatch import earlier_shards
 from imagenet_build.writer.folder import check_output_dir
 from imagenet_build.writer.inputs import Inputs, describe
-from imagenet_build.writer.manifest import REAL_LABELS_OPTION, ShardResult
 from imagenet_build.writer.resume import read_previous, shards_to_keep
+from imagenet_build.writer.shard_writer import ShardResult
 
 
 class Build:
@@ -33,7 +34,7 @@ class Build:
         self.dest, self.options, self.resize = dest, options, resize  # resize: one target, or None
         self.done: dict[str, ShardResult] = {}  # the shards it holds: kept from before, or written now
         self.written: list[str] = []  # the shards this run wrote
-        self.base: manifest_mod.Manifest = {}  # its manifest's format, options, inputs and classes
+        self.base: Manifest = {}  # its manifest's format, options, inputs and classes
 
     @property
     def folder(self) -> str:
@@ -41,19 +42,20 @@ class Build:
         assert self.resize is not None  # a resized run's builds each have their one target
         return self.resize.targets[0].folder
 
-    def manifest(self, plans: list[SplitPlan], complete: bool) -> manifest_mod.Manifest:
+    def manifest(self, plans: list[SplitPlan], complete: bool) -> Manifest:
         """Its manifest from the shards done so far, in plan order."""
         done = [self.done[name] for p in plans for name in p.names if name in self.done]
         splits = {p.split: self._split_figures(p) for p in plans}
-        return manifest_mod.assemble(self.base, splits, done, complete)
+        return assemble(self.base, splits, [r.entry for r in done], complete,
+                        {r.entry["name"]: r.input_state for r in done})
 
-    def _split_figures(self, p: SplitPlan) -> manifest_mod.SplitFigures:
+    def _split_figures(self, p: SplitPlan) -> SplitFigures:
         entries = [self.done[name].entry for name in p.names if name in self.done]
         counts = None
         if len(entries) == p.num_shards:  # the labels of what the shards hold
             counts = Counter(p.input.labels)
             counts.subtract(skip["label"] for e in entries for skip in e["skipped"])
-        return manifest_mod.split_figures(p.num_shards, entries, p.input.left_out, counts)
+        return split_figures(p.num_shards, entries, p.input.left_out, counts)
 
 
 def destinations(request: ConvertRequest) -> list[Destination]:
@@ -107,7 +109,7 @@ def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], in
         previous[build.dest] = read_previous(build.dest.output, request.overwrite, build.options)
         check_output_dir(build.dest, names, request.overwrite)
         if request.classes_from is not None:
-            manifest_mod.write_labels(build.dest.output, inputs.catalog.synsets)
+            write_labels(build.dest.output, inputs.catalog.synsets)
     request.copy.keep_listings()  # the output is checked: a rerun may plan from what it keeps
     if request.verify_inputs:  # every kept shard's inputs are read again
         request.copy.make_readable(pool, [p.split for p in plans])
@@ -121,10 +123,4 @@ def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], in
     for build in builds:
         build.done = shards_to_keep(previous[build.dest], plans, build.dest, request.on_error, pool,
                                     request.verify_inputs, build.resize, reported[build.dest])
-        build.base = manifest_mod.Manifest(
-            format=manifest_mod.FORMAT,
-            options=build.options,
-            inputs=described,
-            num_classes=inputs.catalog.num_classes,
-            synsets=list(inputs.catalog.synsets),  # label k is synsets[k - 1]
-        )
+        build.base = manifest_base(build.options, described, inputs.catalog.synsets)

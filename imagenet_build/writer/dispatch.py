@@ -26,11 +26,11 @@ from imagenet_build.engines.job import (
     write_job,
 )
 from imagenet_build.format.destination import Destination
+from imagenet_build.format.manifest import shard_entry_problem
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, one_line
 from imagenet_build.infra.workers import Workers
-from imagenet_build.writer.manifest import ShardResult, shard_entry_problem
-from imagenet_build.writer.shard_writer import ShardTask, run_shard_task
+from imagenet_build.writer.shard_writer import ShardResult, ShardTask, run_shard_task
 
 SHOWN = 3  # shards named in a message, then "..."
 

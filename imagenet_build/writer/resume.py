@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 from imagenet_build.encode.resample import UNRECORDED_FILTER
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.format.destination import Destination
+from imagenet_build.format.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, Manifest, read_manifest
 from imagenet_build.format.naming import index_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
@@ -21,9 +22,7 @@ from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
-from imagenet_build.writer import manifest as manifest_mod
-from imagenet_build.writer.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, ShardResult
-from imagenet_build.writer.shard_writer import codec_of, rebuilt_sha256, variant_of
+from imagenet_build.writer.shard_writer import ShardResult, codec_of, rebuilt_sha256, variant_of
 
 
 class ResumeCheck(NamedTuple):
@@ -37,12 +36,12 @@ class ResumeCheck(NamedTuple):
     resize: ResizeOptions | None = None  # a resized build's one target and options
 
 
-def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> manifest_mod.Manifest | None:
+def read_previous(output: str, overwrite: bool, options: dict[str, Any]) -> Manifest | None:
     """The manifest of an earlier run in the output that this run may resume, or None."""
     if overwrite:
         return None
     try:
-        previous = manifest_mod.read_manifest(output)
+        previous = read_manifest(output)
     except ValueError as e:
         raise BuildError(f"{e}; use --overwrite to start over") from None
     if previous and _compared(previous.get("options")) != _compared(options):
@@ -105,7 +104,7 @@ def option_changes(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def shards_to_keep(
-    previous: manifest_mod.Manifest | None,
+    previous: Manifest | None,
     plans: Sequence[SplitPlan],
     dest: Destination,
     on_error: OnError,

@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, cast
 
 from imagenet_build.engines.job import remove_job_folder
+from imagenet_build.format.manifest import Manifest, ShardEntry, write_manifest
 from imagenet_build.infra.errors import BuildError, Stopped, one_line
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
@@ -22,8 +23,7 @@ from imagenet_build.writer.builds import Build, destinations, make_builds, ready
 from imagenet_build.writer.dispatch import Planned, run_job
 from imagenet_build.writer.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.writer.inputs import Inputs, list_inputs
-from imagenet_build.writer.manifest import Manifest, ShardEntry, ShardResult, write_manifest
-from imagenet_build.writer.shard_writer import ShardTask
+from imagenet_build.writer.shard_writer import ShardResult, ShardTask
 from imagenet_build.writer.summary import Summary, Timing, run_summary
 
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest

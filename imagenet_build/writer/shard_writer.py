@@ -26,6 +26,7 @@ from imagenet_build.encode.resize import ResizeOptions, stored_resized
 from imagenet_build.encode.resize import codec as resized_codec
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.destination import Destination
+from imagenet_build.format.manifest import ShardEntry
 from imagenet_build.format.naming import index_name, temp_name
 from imagenet_build.format.tfrecord import frame
 from imagenet_build.infra import storage
@@ -35,9 +36,16 @@ from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
 from imagenet_build.request import OnError
 from imagenet_build.sources import Reader, reader_for
-from imagenet_build.writer.manifest import ShardEntry, ShardResult
 
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
+
+
+class ShardResult(NamedTuple):
+    """One shard written, or kept from a previous run: its entry in the manifest's shards, and its inputs'
+    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume."""
+
+    entry: ShardEntry
+    input_state: str
 
 
 class ShardFigures(NamedTuple):

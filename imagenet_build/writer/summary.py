@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, TypedDict
 
 from imagenet_build.catalog.boxes import BOX_BYTES
+from imagenet_build.format.build_figures import figures_of, resized_count
 from imagenet_build.format.naming import MANIFEST_NAME
 from imagenet_build.infra import storage
 from imagenet_build.model import file_name
@@ -18,7 +19,6 @@ from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import SHOWN
 from imagenet_build.writer.builds import Build
 from imagenet_build.writer.inputs import Inputs
-from imagenet_build.writer.manifest import resized_count
 
 
 class SplitSummary(TypedDict):
@@ -70,14 +70,15 @@ class Timing:
 def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summary:
     """One build's summary: its files, figures, the images left out or re-encoded, the scans' notes."""
     shards = [build.done[name].entry for p in plans for name in p.names]
+    figures = figures_of(shards)
     summary = Summary(
         ok=True,
         output_dir=str(build.dest.output),
         manifest=storage.join(build.dest.output, MANIFEST_NAME),
         shards_written=len(build.written),
-        shards_kept=len(shards) - len(build.written),
-        records=sum(e["records"] for e in shards),
-        bytes=sum(e["bytes"] for e in shards),
+        shards_kept=figures["shards"] - len(build.written),
+        records=figures["records"],
+        bytes=figures["bytes"],
         seconds=timing.rounded,
         images_per_second=timing.images_per_second,
         splits={},
@@ -92,7 +93,7 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summa
         summary["splits"][p.split] = SplitSummary(
             layout=s.layout,
             images=len(s),
-            records=sum(build.done[name].entry["records"] for name in p.names),
+            records=figures_of(build.done[name].entry for name in p.names)["records"],
             shards=p.num_shards,
         )
         summary["notes"].extend(s.notes)

@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from typing import Dict, List, TypedDict
 
+from imagenet_build.format.manifest import read_manifest, tfds_documents
 from imagenet_build.format.naming import MANIFEST_NAME, no_shards_message
 from imagenet_build.format.tfds_metadata import write_tfds_files
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.lock import FolderLock
-from imagenet_build.writer.manifest import read_manifest, tfds_documents
 
 
 class TfdsResult(TypedDict):

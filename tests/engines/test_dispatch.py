@@ -13,8 +13,8 @@ from imagenet_build.engines.local import LocalEngine
 from imagenet_build.format.destination import destination
 from imagenet_build.infra.errors import BuildError, Stopped
 from imagenet_build.writer.dispatch import _names, earlier_shards
-from imagenet_build.writer.manifest import ShardResult
 from imagenet_build.writer.run import convert
+from imagenet_build.writer.shard_writer import ShardResult
 
 SHARDS = ["train-00000-of-00004", "train-00001-of-00004", "train-00002-of-00004", "train-00003-of-00004",
           "validation-00000-of-00002", "validation-00001-of-00002"]

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import run_cli, sample_args, tree_digest
 from helpers import expect_error
+from imagenet_build.format import manifest as manifest_mod
 from imagenet_build.format.tfds_metadata import differences, label_names
 from imagenet_build.infra import storage
-from imagenet_build.writer import manifest as manifest_mod
 
 TFDS = ("features.json", "dataset_info.json")
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from conftest import run_cli
 from helpers import expect_error
+from imagenet_build.format.manifest import dumps
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.jsonfile import MAX_DEPTH, JsonError, depth, parse_json, read_json, shape_problem
-from imagenet_build.writer.manifest import dumps
 
 SCALARS = (st.none() | st.booleans() | st.integers(-(2 ** 70), 2 ** 70) | st.floats(allow_nan=False)
            | st.text(max_size=6))
@@ -83,10 +83,10 @@ def documents(converted, tmp_path_factory):
 
 def read_manifest_as_every_verb_does(folder):
     """The manifest as read_manifest gives it, then what the verbs take from it beyond its schema."""
+    from imagenet_build.format.manifest import read_manifest
     from imagenet_build.report import figures
     from imagenet_build.report.run import expected_labels
     from imagenet_build.verify.folder_checks import _check_manifest_figures
-    from imagenet_build.writer.manifest import read_manifest
 
     try:
         manifest = read_manifest(folder)
@@ -114,11 +114,11 @@ def read_real_json(folder):
 
 def page_of(folder):
     """What report makes of verify.json and trainer-check.json: their section of the page, notes in one line."""
+    from imagenet_build.format.manifest import read_manifest
     from imagenet_build.format.naming import index_dir_of
     from imagenet_build.report import figures, page
     from imagenet_build.report.records import Shards
     from imagenet_build.report.run import _verify_tiles, _where
-    from imagenet_build.writer.manifest import read_manifest
 
     verify = figures.verify_found(str(folder))
     trainer, picture = figures.trainer_found(str(folder))

@@ -10,8 +10,8 @@ from collections import Counter
 import pytest
 
 from helpers import trainer_report
+from imagenet_build.format.manifest import read_manifest
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.writer.manifest import read_manifest
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)
 sys.modules.setdefault("triton", None)

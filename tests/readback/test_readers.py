@@ -18,12 +18,12 @@ from PIL import Image
 from conftest import run_process, sample_args
 from helpers import OTHER, SHARD
 from imagenet_build.format.dali_index import record_entries
+from imagenet_build.format.manifest import read_manifest
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.readback.readers import READERS as REGISTRY
 from imagenet_build.readback.readers import trainers
 from imagenet_build.sources.copies import sample_layouts
 from imagenet_build.tools.sample import make_sample
-from imagenet_build.writer.manifest import read_manifest
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)
 sys.modules.setdefault("triton", None)

@@ -8,15 +8,15 @@ import shutil
 import pytest
 
 from imagenet_build.catalog.classes import load_catalog
+from imagenet_build.format import build_figures
+from imagenet_build.format import manifest as manifest_mod
 from imagenet_build.format.destination import destination
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.sources import scan_class_folders
-from imagenet_build.writer import manifest as manifest_mod
-from imagenet_build.writer.manifest import ShardResult
 from imagenet_build.writer.resume import read_previous, shards_to_keep
-from imagenet_build.writer.shard_writer import write_shard
+from imagenet_build.writer.shard_writer import ShardResult, write_shard
 
 OPTIONS = {"splits": ["train"], "train_shards": 4, "validation_shards": None, "layout_threads": 2,
            "index_dir": "dali_idx", "classes_from_folders": False}
@@ -31,9 +31,10 @@ def previous(sample_dir, tmp_path):
     (tmp_path / "out" / "dali_idx").mkdir(parents=True)
     dest = destination(tmp_path / "out", None)
     results = [result for spec in plan for result in write_shard(spec, (dest,), "fail")]
-    base = {"format": manifest_mod.FORMAT, "options": OPTIONS, "inputs": {}, "num_classes": 4,
-            "synsets": list(catalog.synsets)}
-    manifest_mod.write_manifest(dest.output, manifest_mod.assemble(base, {}, results, True))
+    base = build_figures.manifest_base(OPTIONS, {}, catalog.synsets)
+    manifest = build_figures.assemble(base, {}, [r.entry for r in results], True,
+                                      {r.entry["name"]: r.input_state for r in results})
+    manifest_mod.write_manifest(dest.output, manifest)
     return plan, dest, results
 
 

@@ -5,8 +5,8 @@ import shutil
 from collections import Counter
 
 from conftest import run_cli
+from imagenet_build.format import build_figures
 from imagenet_build.request import ConvertOptions, convert_request
-from imagenet_build.writer import manifest as manifest_mod
 from imagenet_build.writer.run import convert
 
 
@@ -24,10 +24,10 @@ def test_a_request_runs_to_a_manifest_whose_figures_are_its_shards(sample_dir, t
     assert summary["ok"] and [s["file"] for s in summary["skipped"]] == [f"{broken.parent.name}/{broken.name}"]
     manifest = json.loads((out / "manifest.json").read_text())
     shards = manifest["shards"]
-    assert manifest["totals"] == manifest_mod.totals(shards) and manifest["totals"]["skipped"] == 1
+    assert manifest["totals"] == build_figures.totals(shards) and manifest["totals"]["skipped"] == 1
     for split, figures in manifest["splits"].items():
         mine = [s for s in shards if s["split"] == split]
-        assert {k: figures[k] for k in ("shards", "records", "bytes")} == manifest_mod.figures_of(mine)
+        assert {k: figures[k] for k in ("shards", "records", "bytes")} == build_figures.figures_of(mine)
     train = manifest["splits"]["train"]  # the labels the train split listed, less the one left out
     counts = Counter({int(k): v for k, v in train["label_counts"].items()})
     assert sum(counts.values()) == train["records"] == 47

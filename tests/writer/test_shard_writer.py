@@ -10,12 +10,19 @@ from imagenet_build.catalog.classes import load_catalog
 from imagenet_build.encode.resize import ResizeOptions, parse_targets
 from imagenet_build.format.dali_index import check_index
 from imagenet_build.format.destination import destination
+from imagenet_build.format.manifest import ShardEntry, schema_problem
 from imagenet_build.format.tfrecord import OVERHEAD
 from imagenet_build.infra.errors import InputError
 from imagenet_build.plan import SplitPlan
 from imagenet_build.sources import input_identities, scan_class_folders
-from imagenet_build.writer.manifest import ShardEntry, ShardResult, schema_problem
-from imagenet_build.writer.shard_writer import ShardSink, codec_of, rebuilt_sha256, write_records, write_shard
+from imagenet_build.writer.shard_writer import (
+    ShardResult,
+    ShardSink,
+    codec_of,
+    rebuilt_sha256,
+    write_records,
+    write_shard,
+)
 
 PAYLOADS = [(b"first",), (b"second ", b"in two parts"), (b"",)]
 

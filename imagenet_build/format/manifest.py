@@ -6,21 +6,21 @@ the shards it lists. It holds nothing that varies between runs (no times, no
 worker count), so an interrupted and resumed build ends with the same bytes as
 an uninterrupted one.
 
-A build's figures (each split's shards, records, bytes and label counts; the totals) are computed
-here once, from its shard entries, for convert, write_arrays and verify; labels.txt, the class of
-each label for builds whose classes are not the labels file's, is written here too. So are the two
-files that make a complete build a TensorFlow Datasets folder (format/tfds_metadata.py): written just
-before the manifest that says complete, removed before one that does not. Every manifest names the
-version of imagenet-build that wrote it.
+The manifest's schema (the typed fields every reader relies on) and its one reader, `read_manifest`,
+which holds a manifest to them; its one writer. A build's figures, and the manifest assembled from
+them, are build_figures.py's. labels.txt, the class of each label for builds whose classes are not
+the labels file's, is written here too. So are the two files that make a complete build a TensorFlow
+Datasets folder (format/tfds_metadata.py): written just before the manifest that says complete,
+removed before one that does not. Every manifest names the version of imagenet-build that wrote it.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Dict, List, NamedTuple, TypedDict, Union, cast, get_origin, get_type_hints
+from collections.abc import Mapping, Sequence
+from typing import Any, Dict, List, TypedDict, Union, cast, get_origin, get_type_hints
 
-from imagenet_build import __version__
+from imagenet_build._version import __version__
 from imagenet_build.format import tfds_metadata
 from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME, parse_shard_name
 from imagenet_build.format.record_schema import EXTRA, IMAGE_KEY, LABEL_KEY, ONE_VALUE, SCHEMA
@@ -82,72 +82,6 @@ class Manifest(TypedDict, total=False):
     imagenet_build_version: str  # the version of imagenet-build that wrote it (absent from those before 0.1.0's)
 
 
-class ShardResult(NamedTuple):
-    """One shard written, or kept from a previous run: its entry in the manifest's shards, and its inputs'
-    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume."""
-
-    entry: ShardEntry
-    input_state: str
-
-
-def figures_of(entries: Iterable[ShardEntry]) -> Dict[str, int]:
-    """The figures of a set of shards (a split's, or all of a build's): how many, their records, their bytes."""
-    listed = list(entries)
-    return {"shards": len(listed), "records": sum(e["records"] for e in listed),
-            "bytes": sum(e["bytes"] for e in listed)}
-
-
-def totals(shards: Sequence[ShardEntry]) -> Dict[str, int]:
-    """A build's totals: records, bytes, images left out and images stored re-encoded; in a resized build also
-    the images decoded, resized and encoded (the others are stored as the full-size build stores them)."""
-    figures = figures_of(shards)
-    found = {"records": figures["records"], "bytes": figures["bytes"],
-             "skipped": sum(len(e["skipped"]) for e in shards),
-             "reencoded": sum(1 for e in shards for r in e["reencoded"] if r["reencoded"])}
-    if any("resized" in e for e in shards):
-        found["resized"] = resized_count(shards)
-    return found
-
-
-def resized_count(shards: Iterable[ShardEntry]) -> int:
-    """The images of a resized build's shards that were decoded, resized and encoded."""
-    return sum(e.get("resized", 0) for e in shards)
-
-
-def label_counts(counts: Mapping[int, int]) -> Dict[str, int]:
-    """A split's label counts as the manifest records them: {"<label>": records}, by label, none of 0 records."""
-    return {str(k): v for k, v in sorted(counts.items()) if v}
-
-
-def split_figures(num_shards: int, done: Sequence[ShardEntry], left_out: Iterable[tuple[str, str]],
-                  labels: Mapping[int, int] | None) -> SplitFigures:
-    """One split's figures from its shards done so far; `labels` ({label: records}) once all are done."""
-    figures = figures_of(done)
-    split = SplitFigures(shards=num_shards, shards_done=figures["shards"], records=figures["records"],
-                         bytes=figures["bytes"], left_out=[{"file": f, "reason": r} for f, r in left_out])
-    if labels is not None:
-        split["label_counts"] = label_counts(labels)
-    return split
-
-
-def assemble(base: Manifest, splits: Dict[str, SplitFigures], results: Sequence[ShardResult],
-             complete: bool) -> Manifest:
-    """The manifest of a build: `base`'s format, options, inputs and classes, the splits' figures, the shards
-    done in plan order (their inputs' state under inputs.shards) and the totals."""
-    shards = [result.entry for result in results]
-    return Manifest(
-        format=base["format"],
-        options=base["options"],
-        num_classes=base["num_classes"],
-        synsets=base["synsets"],
-        inputs=dict(base["inputs"], **{SHARD_INPUTS: {r.entry["name"]: r.input_state for r in results}}),
-        complete=complete,
-        splits=splits,
-        shards=shards,
-        totals=totals(shards),
-    )
-
-
 def carries_real_labels(manifest: Manifest) -> bool:
     """The manifest's word that every validation record carries image/class/real_labels (and no other does)."""
     return bool(manifest.get("options", {}).get(REAL_LABELS_OPTION))
@@ -184,7 +118,7 @@ def write_manifest(output_dir: PathLike, manifest: Manifest) -> Manifest:
     return written
 
 
-def record_schema(manifest: Manifest) -> tfds_metadata.RecordSchema:
+def tfds_record_schema(manifest: Manifest) -> tfds_metadata.RecordSchema:
     """slim's schema as the build's records hold it: with image/class/real_labels where the manifest says so."""
     types = dict(SCHEMA, **EXTRA) if carries_real_labels(manifest) else SCHEMA
     return tfds_metadata.RecordSchema(types, ONE_VALUE, IMAGE_KEY, LABEL_KEY)
@@ -211,7 +145,7 @@ def tfds_documents(manifest: Manifest, shards: Mapping[str, tuple[int, int]] | N
               for split, numbered in by_split.items()]
     encodings = {split.get("encoding") for split in manifest["splits"].values()}
     image_format = "png" if encodings == {"PNG"} else "jpeg"  # write_arrays' lossless=True: every split PNG
-    schema = record_schema(manifest)
+    schema = tfds_record_schema(manifest)
     return tfds_metadata.tfds_documents(tfds_metadata.features_json(schema, manifest["synsets"], image_format),
                                         tfds_metadata.dataset_info_json(splits, schema, TFDS_DESCRIPTION))
 

@@ -1,10 +1,10 @@
-"""writer/manifest.py: the manifest's schema, each wrong field named; another tool's or a newer format refused."""
+"""format/manifest.py: the manifest's schema, each wrong field named; another tool's or a newer format refused."""
 
 import json
 
 import pytest
 
-from imagenet_build.writer import manifest
+from imagenet_build.format import manifest
 
 
 def good_manifest():
