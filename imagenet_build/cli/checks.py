@@ -121,8 +121,8 @@ def _floats3(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 
 def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """--show's file: refused in one line before the run, not after minutes of training (one that cannot be
-    written, or that would land on a build's file: writer/outputs.py)."""
-    from imagenet_build.writer.outputs import PICTURE, check_output_file
+    written, or that would land on a build's file: format/output_guard.py)."""
+    from imagenet_build.format.output_guard import PICTURE, check_output_file
 
     if value is not None:
         check_output_file(value, "--show", may_write=[PICTURE])

@@ -32,8 +32,8 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     """
     from imagenet_build.catalog.boxes import boxes_to_csv_lines
     from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
+    from imagenet_build.format.output_guard import check_output_file
     from imagenet_build.infra.atomic import write_atomic
-    from imagenet_build.writer.outputs import check_output_file
 
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")

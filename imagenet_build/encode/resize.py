@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from imagenet_build.encode import images, jpeg_encode, resample
 from imagenet_build.encode.jpeg_header import exif_orientation, is_jpeg
+from imagenet_build.format.naming import resized_folder
 from imagenet_build.infra.errors import InputError, UsageError
 
 # Decode at 1/8, 1/4 or 1/2 (the smallest) where that leaves at least DCT_GAP times the target on both sides.
@@ -54,9 +55,6 @@ DEFAULT_PIXEL_CAP = 2 * 89_478_485
 _TRANSPOSE = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
 
 
-RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")  # a resized build's folder: Target.folder
-
-
 class Target(NamedTuple):
     """One size to build: the shorter (or longer) side becomes `size`, the aspect kept."""
 
@@ -70,7 +68,7 @@ class Target(NamedTuple):
     @property
     def folder(self) -> str:
         """The build's folder under --output-dir: shorter-256, longer-500."""
-        return f"{self.side}-{self.size}"
+        return resized_folder(self.side, self.size)
 
     def fits(self, width: int, height: int) -> bool:
         """True when the image is already within the size (the side is not larger)."""

@@ -39,6 +39,8 @@ REPORT_FILES = frozenset((VERIFY_JSON, TRAINER_CHECK_JSON, TRAINER_CHECK_PNG, RE
 # trainer-check --show's picture carries its layout in a PNG text chunk of this key: what tells it, under any name
 TRAINER_PICTURE_KEY = "imagenet-build"
 
+# A --resize run's top folder holds one build per size, each in a folder named by its target: shorter-256, longer-500
+RESIZED_FOLDER = re.compile(r"^(shorter|longer)-\d+$")
 SPLIT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")  # a split another dataset may name (test, train_small)
 _SHARD = re.compile(r"^(?P<split>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})$")
 # What `index` takes from a folder: shard-named files and the usual TFRecord suffixes.
@@ -111,11 +113,23 @@ def shard_set_problems(split: str, names: Sequence[str]) -> list[tuple[str, str]
     return problems
 
 
+def resized_folder(side: str, size: int) -> str:
+    """The folder of a resized build under its run's top folder: shorter-256, longer-500."""
+    return f"{side}-{size}"
+
+
+def builds_below(folder: str) -> list[str]:
+    """The names of the builds a folder holds in its sub-folders, sorted: the size folders of a --resize run's
+    top folder (named as resized_folder names them) that hold a manifest. The one rule of which sub-folders
+    are builds: `report` shows each of them, and a verb given the top folder names them."""
+    return sorted(name for name, is_dir in storage.listdir(folder).items() if is_dir and RESIZED_FOLDER.match(name)
+                  and storage.exists(storage.join(folder, name, MANIFEST_NAME)))
+
+
 def no_shards_message(folder: str, what: str) -> str:
     """`<folder>: holds no <what>`, naming the builds in its sub-folders (a --resize build's top folder
     holds one per size: shorter-224/, ...), so the user sees which folder to name instead."""
-    below = sorted(name for name, is_dir in storage.listdir(folder).items()
-                   if is_dir and storage.exists(storage.join(folder, name, MANIFEST_NAME)))
+    below = builds_below(folder)
     message = f"{folder}: holds no {what}"
     if below:
         message += f"; its sub-folders {', '.join(n + '/' for n in below)} hold builds: name one of them"

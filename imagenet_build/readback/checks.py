@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Protocol, Tuple, TypedDict
 
 from imagenet_build.format.build_figures import label_counts
+from imagenet_build.format.output_guard import PICTURE, check_output_file
 from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.writer.outputs import PICTURE, check_output_file
 
 if TYPE_CHECKING:
     from imagenet_build.readback.show_grid import BatchCapture

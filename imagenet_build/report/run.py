@@ -15,9 +15,9 @@ from imagenet_build.catalog.classes import (
     read_labels_file,
     read_metadata_file,
 )
-from imagenet_build.encode.resize import RESIZED_FOLDER
 from imagenet_build.format.manifest import Manifest, read_manifest
-from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, index_dir_of
+from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, RESIZED_FOLDER, index_dir_of
+from imagenet_build.format.output_guard import check_output_file
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, check_count
 from imagenet_build.infra.optional import require_all
@@ -27,7 +27,6 @@ from imagenet_build.report.records import Fields, Place, RecordError, Shards
 from imagenet_build.report.sample import Sampled, chosen_labels, classes_given, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
 from imagenet_build.verify.run import folder_problems
-from imagenet_build.writer.outputs import check_output_file
 
 
 class ReportResult(TypedDict):

@@ -16,11 +16,11 @@ from imagenet_build.catalog.classes import (
     DEFAULT_VALIDATION_LABELS_FILE,
     read_validation_labels,
 )
+from imagenet_build.format.output_guard import check_output_folder
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
 from imagenet_build.sources.ilsvrc import SYNSET
-from imagenet_build.writer.outputs import check_output_folder
 
 METHODS = ("link", "copy", "move")
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_build.catalog.boxes import boxes_to_csv_lines
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
+from imagenet_build.format.output_guard import check_output_folder
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
 from imagenet_build.sources.samples import tar_add, tar_gz
-from imagenet_build.writer.outputs import check_output_folder
 
 if TYPE_CHECKING:
     from PIL.Image import Image

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 
+from imagenet_build.format.folder_contents import MAY_HOLD, folder_entries
 from imagenet_build.format.naming import (
     index_placement,
     no_shards_message,
@@ -19,7 +20,6 @@ from imagenet_build.format.naming import (
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.verify.problems import Problems
-from imagenet_build.writer.folder import MAY_HOLD, folder_entries
 
 
 def list_shards(root: str, index_dir: str, problems: Problems) -> dict[str, list[tuple[int, str]]]:

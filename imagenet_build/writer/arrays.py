@@ -18,6 +18,7 @@ from typing import Any
 from imagenet_build.encode.example import encode_example_parts
 from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
 from imagenet_build.format.destination import destination
+from imagenet_build.format.folder_contents import folder_entries
 from imagenet_build.format.manifest import (
     Manifest,
     ShardEntry,
@@ -32,7 +33,7 @@ from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.request import QUALITY, is_quality
-from imagenet_build.writer.folder import folder_entries, locked
+from imagenet_build.writer.output_folder import locked
 from imagenet_build.writer.shard_writer import shard_entry, write_records
 
 

@@ -21,8 +21,8 @@ from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
 from imagenet_build.writer.dispatch import earlier_shards
-from imagenet_build.writer.folder import check_output_dir
 from imagenet_build.writer.inputs import Inputs, describe
+from imagenet_build.writer.output_folder import check_output_dir
 from imagenet_build.writer.resume import read_previous, shards_to_keep
 from imagenet_build.writer.shard_writer import ShardResult
 

@@ -1,9 +1,9 @@
 """convert's execute stage: a request -> inputs listed, the plan, one ShardTask per shard through an engine -> manifest.
 
-With every build's folders held (writer/folder.py's lock) from the start: list the inputs
+With every build's folders held (output_folder.py's lock) from the start: list the inputs
 (writer/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run
 vouches for (writer/builds.py, resume.py), write the rest (shard_writer.py, through the engine --runner chose:
-dispatch.py), and record each finished shard in the manifest, written complete last (manifest.py).
+dispatch.py), and record each finished shard in the manifest, written complete last (format/manifest.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import spool
 from imagenet_build.writer.builds import Build, destinations, make_builds, ready_builds
 from imagenet_build.writer.dispatch import Planned, run_job
-from imagenet_build.writer.folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.writer.inputs import Inputs, list_inputs
+from imagenet_build.writer.output_folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.writer.shard_writer import ShardResult, ShardTask
 from imagenet_build.writer.summary import Summary, Timing, run_summary
 

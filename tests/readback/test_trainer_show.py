@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from helpers import trainer_report
+from imagenet_build.format.folder_contents import is_trainer_picture
 from imagenet_build.readback.show_grid import read_layout, unnormalise
-from imagenet_build.writer.folder import is_trainer_picture
 
 MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)  # not the defaults: the picture takes the reader's
 FRAMEWORKS = {

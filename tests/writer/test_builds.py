@@ -190,7 +190,8 @@ def test_output_holding_something_else_is_refused(sample_dir, tmp_path):
     (out / "notes.txt").write_text("mine")
     result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
     assert result.exit_code == 1 and "notes.txt" in result.stderr and "not a resized build" in result.stderr
-    # what a build folder may hold besides builds (writer/folder.py: folder_entries): an interrupted Beam run's figures
+    # what a build folder may hold besides builds (format/folder_contents.py: folder_entries): an interrupted
+    # Beam run's figures
     (out / "notes.txt").unlink()
     (out / ".beam-results").mkdir()
     result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))

@@ -1,4 +1,4 @@
-"""What a build folder may hold: one rule (writer/folder.py) that convert, verify and write_arrays share.
+"""What a build folder may hold: one rule (format/folder_contents.py) that convert, verify and write_arrays share.
 
 Besides a build's own files, a run's lock, a temporary file, a spool of decompressed .tar.gz inputs, an
 interrupted Beam run's figures and the kept listings: convert resumes such a folder, verify passes it
@@ -12,7 +12,7 @@ import pytest
 
 from conftest import run_cli, sample_args
 from imagenet_build import write_arrays
-from imagenet_build.writer.folder import MAY_HOLD, folder_entries
+from imagenet_build.format.folder_contents import MAY_HOLD, folder_entries
 
 # what a run keeps or uses in a build folder, made in a test: (name, a folder?)
 RUN_ENTRIES = {

@@ -3,7 +3,7 @@
 The one guard every option naming something to write goes through (`report -o`, `trainer-check --show`,
 `bboxes -o`, `prepare-val`'s and `sample`'s folders), before any work: a path that is a build's file (a
 shard, an index, manifest.json, labels.txt, verify.json, trainer-check.json), a new file among them (verify
-would fail the build for it: folder.py's rule), anything below a build folder (its index folder, a resized
+would fail the build for it: folder_contents.py's rule), anything below a build folder (its index folder, a resized
 build's size folders), an input or anything inside an input folder, is refused in one line naming it. A
 build folder takes only the one file a verb leaves there for `report` (the page, report.html; trainer-check's
 picture). Paths are compared as real paths, so `b/dali_idx/../manifest.json`, a link into a build or a
@@ -15,11 +15,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
-from imagenet_build.encode.resize import RESIZED_FOLDER
+from imagenet_build.format.folder_contents import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
 from imagenet_build.format.naming import (
     LABELS_NAME,
     MANIFEST_NAME,
     REPORT_FILES,
+    RESIZED_FOLDER,
     TRAINER_CHECK_PNG,
     is_shard_index,
     parse_shard_name,
@@ -27,7 +28,6 @@ from imagenet_build.format.naming import (
 from imagenet_build.infra import storage
 from imagenet_build.infra.atomic import check_writable
 from imagenet_build.infra.errors import InputError, PathLike
-from imagenet_build.writer.folder import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
 
 PICTURE = "picture"  # may_write: trainer-check's picture, trainer-check.png or any new *.png name
 

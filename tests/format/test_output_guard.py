@@ -1,5 +1,5 @@
 """Nothing the tool writes lands on a build or in an input: every option naming a file or folder to write, against
-every file of a build and every way of reaching one (writer/outputs.py), is refused in one line naming the path,
+every file of a build and every way of reaching one (format/output_guard.py), is refused in one line naming the path,
 and the build and the inputs are byte for byte what they were."""
 
 import json
@@ -78,8 +78,8 @@ def test_no_option_writes_onto_a_build_or_an_input(setting, writer, target):
 
 def test_each_verb_writes_its_own_file_in_a_build_folder(setting):
     """The page (report.html) and trainer-check's picture are what a build folder takes; a picture under another
-    name is trainer-check's too (verify passes it: writer/folder.py)."""
-    from imagenet_build.writer.outputs import PICTURE, check_output_file
+    name is trainer-check's too (verify passes it: format/folder_contents.py)."""
+    from imagenet_build.format.output_guard import PICTURE, check_output_file
 
     build, _ = setting
     check_output_file(build / "report.html", "report -o", may_write=["report.html"])
@@ -91,8 +91,8 @@ def test_each_verb_writes_its_own_file_in_a_build_folder(setting):
 
 
 def test_a_resized_builds_size_folder_takes_its_page_and_nothing_below_it(resized_build):
+    from imagenet_build.format.output_guard import check_output_file
     from imagenet_build.infra.errors import InputError
-    from imagenet_build.writer.outputs import check_output_file
 
     size = resized_build / "shorter-40"
     for fine in (resized_build / "report.html", size / "report.html"):
