@@ -138,8 +138,8 @@ def test_the_command_line_calls_the_api(monkeypatch, verb, args, called):
 def test_importing_the_api_imports_no_verb(tmp_path):
     code = ("import sys, imagenet_build.api as api\n"
             "loaded = sorted(m for m in sys.modules if m.startswith('imagenet_build.'))\n"
-            "assert loaded == ['imagenet_build.api', 'imagenet_build.infra', 'imagenet_build.infra.errors',\n"
-            "                  'imagenet_build.report'], loaded\n"
+            "assert loaded == ['imagenet_build._version', 'imagenet_build.api', 'imagenet_build.infra',\n"
+            "                  'imagenet_build.infra.errors', 'imagenet_build.report'], loaded\n"
             "from imagenet_build.api import ConvertResult, IndexResult, ReportResult, VerifyResult, write_arrays\n"
             "import imagenet_build\n"
             "assert write_arrays.__module__ == 'imagenet_build.writer.arrays'\n"

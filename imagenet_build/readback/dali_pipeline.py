@@ -6,7 +6,7 @@ DLE's ImageNet pipeline: `readers.tfrecord` over a split's shards and indexes, r
 mean and std, `label - 1` (0-based, as a loss takes it); evaluation: the shorter side to 256, the centre
 224. On a GPU it decodes with "mixed" (nvJPEG, the GPU's hardware JPEG decoder where DALI uses it) and
 runs the image ops there; on the CPU (device_id None) the same pipeline with the device switched. DALI
-checks nothing it is given: the split is opened by shards.open_split first (manifest, whole shard set,
+checks nothing it is given: the split is opened by format/build_folder.py first (manifest, whole shard set,
 every index covering its shard), and ReaL labels are asked only of shards that carry them.
 nvidia.dali comes with the `dali` extra and is imported inside the functions.
 """
@@ -17,13 +17,13 @@ import re
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
 from imagenet_build.format.record_schema import FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, Seen, TrainerResult
 from imagenet_build.readback.readers import Reader, require_reader
 from imagenet_build.readback.real_labels import require_real_labels
-from imagenet_build.readback.shards import SplitShards, open_split
 
 IMAGE_SIZE = 224
 READER_NAME = "Reader"  # the reader's name in every pipeline: DALI's iterators take it as reader_name
@@ -112,7 +112,7 @@ def pipeline(folder: PathLike, split: str = "train", *, batch_size: int, device_
              index_dir: str | None = None) -> Any:
     """A DALI pipeline over a build's split, for a training loop: (images, labels[, real_labels]).
 
-    The split is checked before DALI sees it (shards.open_split); each problem is one BuildError line.
+    The split is checked before DALI sees it (BuildFolder.open, then its split); each problem is one BuildError line.
     training (default: split == "train") shuffles and augments; otherwise every record of this shard once
     an epoch (with pad_last_batch: DALI's iterators drop the padding given reader_name=READER_NAME),
     resized and centre-cropped. shard_id / num_shards: DALI's, contiguous equal ranges of the split's
@@ -124,7 +124,7 @@ def pipeline(folder: PathLike, split: str = "train", *, batch_size: int, device_
         raise BuildError(f"layout {layout!r}: one of {', '.join(LAYOUTS)}")
     if not 0 <= shard_id < num_shards:
         raise BuildError(f"shard_id {shard_id} is not in [0, {num_shards})")
-    opened = open_split(folder, split, index_dir)
+    opened = BuildFolder.open(folder, index_dir).split(split)
     if real_labels:
         require_real_labels(opened.paths)
     require("nvidia.dali", "imagenet_build.dali")
@@ -172,12 +172,12 @@ def dali_failure(error: BaseException) -> str:
 
 
 def checked_run(folder: PathLike, split: str, reader: Reader, framework: str,
-                check: Callable[[SplitShards], TrainerResult]) -> TrainerResult:
+                check: Callable[[OpenedSplit], TrainerResult]) -> TrainerResult:
     """A DALI trainer's check: the split opened first (the data's own problems need no DALI to be named),
     then what the reader needs, then the check. DALI reports bad data it reaches (an index entry off by a
     byte, a truncated record) as a RuntimeError mid-run: one BuildError line naming the folder and DALI's
     words."""
-    opened = open_split(folder, split)
+    opened = BuildFolder.open(folder).split(split)
     require_reader(reader, framework)
     try:
         return check(opened)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Callable
 
+from imagenet_build.format.build_folder import OpenedSplit
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import PLUGIN, require
 from imagenet_build.infra.workers import progress_bar
@@ -29,7 +30,6 @@ from imagenet_build.readback.dali_pipeline import (
     training_pipeline,
 )
 from imagenet_build.readback.readers import Option, Reader, register, with_defaults
-from imagenet_build.readback.shards import SplitShards
 from imagenet_build.readback.show_grid import BatchCapture
 
 
@@ -155,14 +155,14 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
     """Run every check through DALI into Keras; the report dict (ok, checks, images_per_second, loss, ...)."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-    def check(opened: SplitShards) -> TrainerResult:
+    def check(opened: OpenedSplit) -> TrainerResult:
         _load_tf_plugin()
         return _trainer_check(opened, device, **options)
 
     return checked_run(folder, split, READER, framework, check)
 
 
-def _trainer_check(opened: SplitShards, device: str, steps: int | None = None, batch_size: int | None = None,
+def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, batch_size: int | None = None,
                    model: str | None = None, workers: int | None = None, num_shards: int = 1,
                    mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD, compare_tf: bool = False,
                    show: str | None = None) -> TrainerResult:

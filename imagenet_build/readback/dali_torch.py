@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Generator
 
+from imagenet_build.format.build_folder import OpenedSplit
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import progress_bar
@@ -30,7 +31,6 @@ from imagenet_build.readback.dali_pipeline import (
     training_pipeline,
 )
 from imagenet_build.readback.readers import Option, Reader, register, with_defaults
-from imagenet_build.readback.shards import SplitShards
 from imagenet_build.readback.show_grid import BatchCapture
 from imagenet_build.readback.torch_training import build_model, sync, to_host, train, train_timed
 
@@ -77,7 +77,7 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
     return checked_run(folder, split, READER, framework, lambda opened: _trainer_check(opened, device, **options))
 
 
-def _trainer_check(opened: SplitShards, device: str, steps: int | None = None, batch_size: int | None = None,
+def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, batch_size: int | None = None,
                    model: str | None = None, workers: int | None = None, num_shards: int = 1,
                    mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
                    show: str | None = None) -> TrainerResult:
@@ -107,7 +107,7 @@ class _DaliTorchReader:
 
     name = "DALI's PyTorch iterator"
 
-    def __init__(self, settings: Settings, opened: SplitShards, mean: Sequence[float], std: Sequence[float],
+    def __init__(self, settings: Settings, opened: OpenedSplit, mean: Sequence[float], std: Sequence[float],
                  threads: int) -> None:
         self.settings, self.opened, self.mean, self.std, self.threads = settings, opened, mean, std, threads
         self.gpu = settings.device == "gpu"

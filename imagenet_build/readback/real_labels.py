@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from imagenet_build.format.manifest import Manifest, carries_real_labels, read_manifest
+from imagenet_build.format.build_folder import BuildFolder
+from imagenet_build.format.manifest import Manifest, carries_real_labels
 from imagenet_build.format.naming import parse_shard_name
 from imagenet_build.format.record_schema import REAL_LABELS, decode_example
 from imagenet_build.format.tfrecord import FramingError, read_records
@@ -28,10 +29,7 @@ def require_real_labels(paths: Sequence[str]) -> None:
     for path in paths:
         folder = os.path.dirname(path) if not storage.is_url(path) else path.rsplit("/", 1)[0]
         if folder not in manifests:
-            try:
-                manifests[folder] = read_manifest(folder or ".")
-            except ValueError as e:
-                raise BuildError(str(e)) from None
+            manifests[folder] = BuildFolder.open(folder or ".").manifest
         manifest = manifests[folder]
         if manifest is None:
             _first_record_carries(path)

@@ -27,7 +27,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, Union
 
-from imagenet_build.format.naming import is_shard_index, no_shards_message, shard_set_problems, split_shards
+from imagenet_build.format.build_folder import BuildFolder
+from imagenet_build.format.naming import is_shard_index
 from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
@@ -41,26 +42,19 @@ ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pat
 
 def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
     """Sorted shard paths: a list as given, a glob pattern (the DALI indexes it matches left out), or a
-    folder (its train or validation shards, found by the rule every reader finds them by)."""
+    folder (its train or validation shards: the build opened as every reader opens one, its manifest sound
+    and the split a whole set; its indexes are not read). What lists no shard is a BuildError, in one line."""
     if isinstance(pattern_or_dir, (list, tuple)):
         return sorted(str(p) for p in pattern_or_dir)
     where = os.fspath(pattern_or_dir)
     if storage.is_url(where):
-        raise ValueError(f"{where}: make_dataset lists local folders and glob patterns; "
+        raise BuildError(f"{where}: make_dataset lists local folders and glob patterns; "
                          "give it the list of the shards' URLs for TensorFlow to open")
-    if os.path.isdir(where):
-        split = "train" if training else "validation"
-        files = split_shards(where, split)
-        if not files:
-            raise ValueError(no_shards_message(where, f"{split} shards ({split}-NNNNN-of-NNNNN)"))
-        gaps = shard_set_problems(split, files)
-        if gaps:  # a shard missing: the epoch would be short without a word
-            raise ValueError(f"{os.path.join(where, gaps[0][0])}: {gaps[0][1]}: the {split} split is not whole; "
-                             f"run imagenet-build verify {where}")
-        return files
+    if os.path.isdir(where):  # a shard missing: the epoch would be short without a word
+        return BuildFolder.open(where).split_paths("train" if training else "validation")
     files = [f for f in glob.glob(where) if not is_shard_index(os.path.basename(f))]
     if not files:
-        raise ValueError(f"no TFRecord files match {where}")
+        raise BuildError(f"no TFRecord files match {where}")
     return sorted(files)
 
 
@@ -74,7 +68,8 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     With training=False nothing is shuffled: one pass gives every record of this worker's files once.
     real_labels=True (the validation shards of a build made with convert --real-labels) adds a third
     element, the ReaL labels: int32 [B, L], 0-based as the labels, padded with -1 (L: the most a record
-    of the batch has; a row of -1 only: ReaL gives the image no label). Shards without them: ValueError.
+    of the batch has; a row of -1 only: ReaL gives the image no label). Shards without them, a folder that is
+    no whole split, workers that cannot share the files: the tool's own error, BuildError, in one line.
     """
     tf = require("tensorflow", "imagenet_build.tfdata")
 
@@ -83,14 +78,11 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     augment = training if augment is None else augment
     files = list_files(pattern_or_dir, training)
     if real_labels:
-        try:
-            require_real_labels(files)
-        except BuildError as e:
-            raise ValueError(str(e)) from None
+        require_real_labels(files)
     if not 0 <= worker_index < num_workers:
-        raise ValueError(f"worker_index {worker_index} is not in [0, {num_workers})")
+        raise BuildError(f"worker_index {worker_index} is not in [0, {num_workers})")
     if len(files) < num_workers:
-        raise ValueError(f"{len(files)} files cannot be shared by {num_workers} workers: each worker needs at "
+        raise BuildError(f"{len(files)} files cannot be shared by {num_workers} workers: each worker needs at "
                          "least one (convert with more shards, or use fewer workers)")
     parse_batch = _batch_parser(tf, augment, image_size, mean, std, real_labels)
     dataset = tf.data.Dataset.from_tensor_slices(files).shard(num_workers, worker_index)

@@ -17,6 +17,7 @@ import contextlib
 import time
 from typing import Any, Sequence
 
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
@@ -78,11 +79,12 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
                    batch_size: int | None = None, model: str | None = None, num_shards: int = 1,
                    mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
                    workers: int | None = None, show: str | None = None) -> TrainerResult:
+    started = time.monotonic()
+    opened = BuildFolder.open(folder).split(split)  # the data's own problems, named before PyTorch is needed
     torch = require("torch", "trainer-check --framework torch")
     from imagenet_build.readback.torch_records import Records, share
 
-    started = time.monotonic()
-    records = Records(folder, split)  # a missing or unreadable index: one line, before anything starts
+    records = Records(folder, split, opened=opened)
     device = resolve_device(device)
     gpu = device == "cuda"
     chosen = with_defaults(READER, gpu, {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers})

@@ -12,12 +12,12 @@ import os
 from array import array
 from typing import Any, Callable
 
+from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
 from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
 from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
-from imagenet_build.readback.shards import open_split
 from imagenet_build.readback.torch_transform import decode_images
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -28,13 +28,16 @@ class Records:
 
     Held in arrays (24 bytes a record: ~30 MB for ImageNet's train split), so
     DataLoader workers forked from the process share them without copying.
-    The split is opened by shards.open_split: the shard set whole and each index covering its
-    shard exactly (the rules verify holds a build to), or the dataset is refused before anything is read.
-    A folder is a local path or an fsspec URL (s3://, gs://: the `s3`, `gcs` extras).
+    The split is opened as every reader opens a build (format/build_folder.py): the shard set whole and each
+    index covering its shard exactly (the rules verify holds a build to), or the dataset is refused before
+    anything is read; `opened`: a split opened so already. A folder is a local path or an fsspec URL (s3://,
+    gs://: the `s3`, `gcs` extras).
     """
 
-    def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None) -> None:
-        opened = open_split(folder, split, index_dir)  # every index covers its shard, the shard set is whole
+    def __init__(self, folder: str | os.PathLike, split: str = "train", index_dir: str | None = None,
+                 opened: OpenedSplit | None = None) -> None:
+        if opened is None:  # every index covers its shard, the shard set is whole
+            opened = BuildFolder.open(folder, index_dir).split(split)
         self.manifest, self.paths = opened.manifest, opened.paths
         self.shard, self.offset, self.size = array("i"), array("q"), array("q")
         self.starts = []  # first record number of each shard

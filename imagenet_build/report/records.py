@@ -12,12 +12,10 @@ import bisect
 import os
 from typing import IO, NamedTuple
 
-from imagenet_build.format.dali_index import index_entries
-from imagenet_build.format.naming import index_path, split_shards
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.record_schema import decode_example, varint
 from imagenet_build.format.tfrecord import HEADER_SIZE, OVERHEAD, FramingError, unframe
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError
 
 HEAD = 1024  # bytes read from a record's start: the keys before image/encoded, and its length
 LABEL_HEAD = 128  # bytes read from a record's start for its label alone (image/class/label is its second key)
@@ -58,23 +56,21 @@ class Shards:
     """A build's records in order (its splits' shards by name, each shard's records by index), addressed by
     one number 0..total-1. A shard whose index does not cover it is left out and named in `problems`."""
 
-    def __init__(self, folder: str, index_dir: str, splits: list[str]) -> None:
+    def __init__(self, build: BuildFolder, splits: list[str]) -> None:
         self.places: list[tuple[str, str, list[tuple[int, int]]]] = []  # (path, name, index entries)
         self.problems: list[tuple[str, str]] = []  # (file, what is wrong)
         self.starts: list[int] = []
         self.split_records = {split: 0 for split in splits}  # by the indexes (shards whose index is refused: none)
         total = 0
         for split in splits:
-            for path in split_shards(folder, split):
-                try:
-                    entries = index_entries(path, index_path(path, index_dir))
-                except BuildError as e:
-                    self.problems.append((storage.basename(path), str(e)))
+            for shard in build.indexed(split):  # each index checked against its shard, as every reader checks it
+                if shard.entries is None:
+                    self.problems.append((storage.basename(shard.path), shard.problem))
                     continue
-                self.places.append((path, storage.basename(path), entries))
+                self.places.append((shard.path, storage.basename(shard.path), shard.entries))
                 self.starts.append(total)
-                self.split_records[split] += len(entries)
-                total += len(entries)
+                self.split_records[split] += len(shard.entries)
+                total += len(shard.entries)
         self.total = total
 
     def records(self) -> dict[str, int]:

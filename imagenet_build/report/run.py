@@ -5,7 +5,6 @@ its page shows it, and the page written atomically.
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Mapping
 from typing import Any, Dict, List, TypedDict
 
@@ -15,8 +14,9 @@ from imagenet_build.catalog.classes import (
     read_labels_file,
     read_metadata_file,
 )
-from imagenet_build.format.manifest import Manifest, read_manifest
-from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, RESIZED_FOLDER, index_dir_of
+from imagenet_build.format.build_folder import BuildFolder
+from imagenet_build.format.manifest import Manifest
+from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, builds_below
 from imagenet_build.format.output_guard import check_output_file
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, check_count
@@ -39,22 +39,14 @@ class ReportResult(TypedDict):
     read: Dict[str, int]  # what it read: "records" in the builds, "heads" read, "whole" records read
 
 
-def builds_in(folder: str) -> list[tuple[str, Manifest]]:
-    """The builds `folder` holds: itself, or each size folder of a resized build. BuildError when none."""
-    if not storage.is_url(folder) and not os.path.isdir(folder):
-        raise BuildError(f"{folder}: not a folder")
-    try:
-        manifest = read_manifest(folder)
-        if manifest is not None:
-            return [(folder, manifest)]
-        found = []
-        for name, is_dir in sorted(storage.listdir(folder).items()):
-            if is_dir and RESIZED_FOLDER.match(name):
-                sub = read_manifest(storage.join(folder, name))
-                if sub is not None:
-                    found.append((storage.join(folder, name), sub))
-    except ValueError as e:
-        raise BuildError(str(e)) from None
+def builds_in(folder: str) -> list[tuple[BuildFolder, Manifest]]:
+    """The builds `folder` holds, each opened with its manifest: itself, or the builds in its sub-folders (a
+    resized build's size folders: format/naming.py's builds_below, the rule every verb names them by).
+    BuildError when none."""
+    top = BuildFolder.open(folder)
+    opened = [top] if top.manifest is not None else [
+        BuildFolder.open(storage.join(top.path, name)) for name in builds_below(top.path)]
+    found = [(build, build.manifest) for build in opened if build.manifest is not None]
     if not found:
         raise BuildError(f"{folder}: holds no build (no manifest.json, nor resized builds' folders holding one)")
     return found
@@ -119,10 +111,11 @@ def _names(manifest: Manifest, sampled: Sampled) -> dict[int, str]:
     return {k: f"{s} {texts.get(k) or shipped.get(s, '')}".strip() for k, s in enumerate(manifest["synsets"], 1)}
 
 
-def build_view(folder: str, manifest: Manifest, title: str, per_class: int, classes: int | None,
+def build_view(build: BuildFolder, manifest: Manifest, title: str, per_class: int, classes: int | None,
                verify: figures.Found, read: dict[str, int]) -> page.BuildView:
     """One build's section: its figures, verify's and trainer-check's results, charts and contact sheets."""
-    shards = Shards(folder, index_dir_of(folder, manifest), list(manifest["splits"]))
+    folder = build.path
+    shards = Shards(build, list(manifest["splits"]))
     labels = chosen_labels(manifest["num_classes"], classes)
     bar = progress_bar(None, 0, f"report {storage.basename(folder)}", "record")
     try:
@@ -148,17 +141,18 @@ def build_view(folder: str, manifest: Manifest, title: str, per_class: int, clas
         boxes=(len(sampled.stats), sum(1 for f in sampled.stats if f.boxes), sum(len(f.boxes) for f in sampled.stats)),
         options=figures.options_shown(manifest), verify=verify,
         verify_tiles=verify_tiles, trainer=trainer, trainer_picture=picture,
-        charts=drawn, sheets=sheets, problems=_build_problems(folder, manifest, shards, sampled, sheets, expected),
+        charts=drawn, sheets=sheets, problems=_build_problems(build, manifest, shards, sampled, sheets, expected),
         notes=notes)
 
 
-def _build_problems(folder: str, manifest: Manifest, shards: Shards, sampled: Sampled,
+def _build_problems(build: BuildFolder, manifest: Manifest, shards: Shards, sampled: Sampled,
                     sheets: list[tuple[str, list[page.Tile]]], expected: dict[int, int]) -> list[str]:
     """What the page finds wrong with a build: what verify's folder checks find (the shard set against its
     names and the manifest, records counted by the indexes), indexes that do not cover their shards, classes out
     of ImageNet's order, and records that could not be read or shown."""
+    folder = build.path
     try:
-        found = [_where(folder, p) for p in folder_problems(folder, manifest, shards.records())]
+        found = [_where(folder, p) for p in folder_problems(build, shards.records())]
     except BuildError as e:  # no shard at all
         found = [str(e)]
     found += [why for _, why in shards.problems]  # each names the index and its shard
@@ -198,13 +192,15 @@ def report(folder: str, output: str | None = None, per_class: int | None = None,
     check_output_file(target, "report" if output is None else "report -o", may_write=[REPORT_HTML])
     sections, problems = [], []
     read = {"records": 0, "heads": 0, "whole": 0}
-    for path, manifest in found:
+    for build, manifest in found:
+        path = build.path
         verify = _verify_now(path, workers) if run_verify else figures.verify_found(path)
         title = path if len(found) == 1 else storage.basename(path)
-        view = build_view(path, manifest, title, per_class, shown, verify, read)
+        view = build_view(build, manifest, title, per_class, shown, verify, read)
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
     storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
     listed = list(dict.fromkeys(problems))
-    return ReportResult(ok=not listed, page=target, builds=[path for path, _ in found], problems=listed, read=read)
+    return ReportResult(ok=not listed, page=target, builds=[build.path for build, _ in found], problems=listed,
+                        read=read)

@@ -1,10 +1,12 @@
 """Prove a folder of shards sound: framing, CRCs, DALI indexes, the shard set, the manifest, the records.
 
-Reads only what was written. The folder is listed first (listing.py); then one task per shard on the
-workers, reading it once through every record and shard check (shard.py); then the folder checks on
-the driver, on what the tasks returned (folder.py). Problems are collected, never raised: the report
-(report.py) lists them all (a bounded number per check) with file, record number and byte offset.
-The checks themselves are the registered classes (check.py).
+Reads only what was written. The build is opened as every reader opens one (format/build_folder.py), but
+judging: a manifest that cannot be read is a problem found, not the end. The folder is listed first
+(listing.py); then one task per shard on the workers, reading it once through every record and shard
+check (shard.py); then the folder checks on the driver, on what the tasks returned (folder.py).
+Problems are collected, never raised: the report (report.py) lists them all (a bounded number per
+check) with file, record number and byte offset. The checks themselves are the registered classes
+(check.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from imagenet_build.format.manifest import Manifest, read_manifest
-from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name
+from imagenet_build.format.build_folder import BuildFolder
+from imagenet_build.format.naming import MANIFEST_NAME, index_path, parse_shard_name
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_count
 from imagenet_build.infra.lock import writing_now
@@ -39,16 +41,17 @@ def verify(
 ) -> VerifyResult:
     """Check a build folder; returns {"ok", "problems", "warnings", "summary"} (never raises for a bad shard)."""
     started = time.monotonic()
-    folder = str(root).rstrip("/") if storage.is_url(root) else str(root)
-    if not storage.is_url(folder) and not os.path.isdir(folder):
-        raise BuildError(f"{folder}: not a folder")
+    build = BuildFolder.open(root, index_dir, judging=True)
     if quick and deep:
         raise UsageError("--quick and --deep exclude each other")
     check_count(workers, "--workers", 0)
     problems, warnings = Problems(), Problems()
     notes: list[str] = []
-    manifest = _read_manifest(folder, problems, notes)
-    index_dir = index_dir_of(folder, manifest, index_dir)
+    if build.manifest_problem:
+        problems.add("manifest", MANIFEST_NAME, None, None, build.manifest_problem)
+    if build.manifest is None:
+        notes.append("no manifest.json: shards verified structurally only")
+    folder, manifest, index_dir = build.path, build.manifest, build.index_dir
     _refuse_while_written([folder, index_dir])
     by_split = list_shards(folder, index_dir, problems)
     mode = Mode(quick, deep, expect_imagenet, bool(manifest))
@@ -71,13 +74,13 @@ def _run_folder_checks(view: Folder, checks: list[type[Check]], problems: Proble
                 found.add(check.name, *finding)
 
 
-def folder_problems(root: str, manifest: Manifest | None, index_records: Mapping[str, int]) -> list[Problem]:
+def folder_problems(build: BuildFolder, index_records: Mapping[str, int]) -> list[Problem]:
     """The problems verify --quick finds at the folder's level (the listing's, and the folder checks that read
     no payload), without reading the shards whose records `index_records` counts ({shard name: records, by its
     index}); any other shard's records are counted by its framing, as --quick counts them. What `report`
     lists of a build, so that it finds what verify's folder checks find. BuildError for a folder with no shard."""
     problems = Problems()
-    index_dir = index_dir_of(root, manifest)
+    root, manifest, index_dir = build.path, build.manifest, build.index_dir
     by_split = list_shards(root, index_dir, problems)
     mode = Mode(quick=True, deep=False, expect_imagenet=False, manifest=bool(manifest))
     results = {}
@@ -90,18 +93,6 @@ def folder_problems(root: str, manifest: Manifest | None, index_records: Mapping
     view = Folder(root, index_dir, manifest, mode, by_split, results, {}, {}, [])
     _run_folder_checks(view, checks_run(mode), problems, Problems())
     return problems.shown
-
-
-def _read_manifest(folder: str, problems: Problems, notes: list[str]) -> Manifest | None:
-    """The folder's manifest; one that cannot be read is a `manifest` problem, and none a note."""
-    try:
-        manifest = read_manifest(folder)
-    except ValueError as e:
-        problems.add("manifest", MANIFEST_NAME, None, None, str(e))
-        manifest = None
-    if manifest is None:
-        notes.append("no manifest.json: shards verified structurally only")
-    return manifest
 
 
 def _refuse_while_written(folders: list[str]) -> None:

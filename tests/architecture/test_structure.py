@@ -68,7 +68,7 @@ def lint_imports(root):
 def test_the_import_contracts_hold():
     code, output = lint_imports(ROOT)
     assert code == 0, output[-3000:]
-    assert "Contracts: 3 kept, 0 broken." in output
+    assert "Contracts: 4 kept, 0 broken." in output
 
 
 def package_copy(tmp_path, module, added):
@@ -95,6 +95,19 @@ def test_a_require_counts_as_an_import(tmp_path, added, contract, chain):
     assert code == 1, output
     broken = output.split("Broken contracts")[1]
     assert contract in broken and chain in broken, output
+
+
+@pytest.mark.parametrize("module", ["report/figures.py", "readback/readers.py", "verify/run.py", "tfdata.py"])
+def test_the_readers_verify_and_report_never_import_the_writer(tmp_path, module):
+    """The readers stand beside the writer on the on-disk contract (format/): a writer's module imported by any
+    of them, even inside a function, breaks the contract that forbids it."""
+    added = "\n\ndef _writer():\n    from imagenet_build.writer import summary  # noqa: F401\n"
+    code, output = lint_imports(package_copy(tmp_path, module, added))
+    assert code == 1, output
+    broken = output.split("Broken contracts")[1]
+    importer = "imagenet_build." + module.removesuffix(".py").replace("/", ".")
+    assert "The readers, verify and report never import the writer" in broken, output
+    assert f"{importer} -> imagenet_build.writer.summary" in broken, output
 
 
 def test_a_require_whose_module_cannot_be_read_is_refused(tmp_path):

@@ -114,16 +114,15 @@ def read_real_json(folder):
 
 def page_of(folder):
     """What report makes of verify.json and trainer-check.json: their section of the page, notes in one line."""
-    from imagenet_build.format.manifest import read_manifest
-    from imagenet_build.format.naming import index_dir_of
+    from imagenet_build.format.build_folder import BuildFolder
     from imagenet_build.report import figures, page
     from imagenet_build.report.records import Shards
     from imagenet_build.report.run import _verify_tiles, _where
 
     verify = figures.verify_found(str(folder))
     trainer, picture = figures.trainer_found(str(folder))
-    manifest = read_manifest(folder)
-    shards = Shards(str(folder), index_dir_of(str(folder), manifest), list(manifest["splits"]))
+    build = BuildFolder.open(folder)
+    shards = Shards(build, list(build.manifest["splits"]))
     tiles = _verify_tiles(shards, verify.document, {})
     lines = [_where(str(folder), p) for p in (verify.document or {}).get("problems", [])]
     page.build_section(page.BuildView(

@@ -7,6 +7,7 @@ exactly, whatever the indexes say), and DALI into TensorFlow and into PyTorch (t
 each, and the public pipeline, imagenet_build.dali). A reader registered without its rows in READS fails a test.
 """
 
+import json
 import shutil
 import sys
 from collections import Counter
@@ -17,6 +18,7 @@ from PIL import Image
 
 from conftest import run_process, sample_args
 from helpers import OTHER, SHARD
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.dali_index import record_entries
 from imagenet_build.format.manifest import read_manifest
 from imagenet_build.infra.errors import BuildError
@@ -73,9 +75,8 @@ def dali_epoch(folder, ranks=2, split="train"):
     """trainer-check's epoch through DALI's reader (CPU, pipeline.run): [(rank, shard, offset, file name, label)]."""
     pytest.importorskip("nvidia.dali")
     from imagenet_build.readback import dali_tf
-    from imagenet_build.readback.shards import open_split
 
-    opened = open_split(folder, split)
+    opened = BuildFolder.open(folder).split(split)
     return dali_tf.read_epoch(opened.paths, opened.indexes, ranks)
 
 
@@ -83,9 +84,8 @@ def dali_torch_epoch(folder, ranks=2, split="train"):
     """trainer-check's epoch through DALI's PyTorch iterator, as dali_epoch."""
     pytest.importorskip("nvidia.dali")
     from imagenet_build.readback import dali_torch
-    from imagenet_build.readback.shards import open_split
 
-    opened = open_split(folder, split)
+    opened = BuildFolder.open(folder).split(split)
     return dali_torch.read_epoch(opened.paths, opened.indexes, ranks, batch_size=5)
 
 
@@ -179,11 +179,23 @@ def test_every_reader_refuses_a_split_with_a_shard_missing(build, reader):
     read, _ = READERS[reader]
     (build / OTHER).unlink()
     (build / "dali_idx" / f"{OTHER}.idx").unlink()
-    with pytest.raises((BuildError, ValueError)) as refused:  # tf.data's reader raises ValueError, as it does
+    with pytest.raises(BuildError) as refused:  # the tool's own error, from every reader (tf.data's too)
         read(build)
     message = str(refused.value)
     assert "\n" not in message and message.startswith(f"{build / OTHER}: shard missing: the train split is not "
                                                       "whole"), message
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_every_reader_refuses_an_unsound_manifest_in_one_line(build, reader):
+    """Every reader opens a build the one way (format/build_folder.py): a manifest that is not sound is refused
+    before anything is read, in the tool's own error naming it (tf.data's reader read no manifest)."""
+    read, _ = READERS[reader]
+    manifest = json.loads((build / "manifest.json").read_text())
+    (build / "manifest.json").write_text(json.dumps(dict(manifest, num_classes="four")))
+    with pytest.raises(BuildError) as refused:
+        read(build)
+    assert str(refused.value) == f'{build / "manifest.json"}: num_classes: "four" is not a whole number >= 0'
 
 
 @pytest.mark.parametrize("reader", READERS)

@@ -88,10 +88,9 @@ def test_every_reader_returns_each_records_real_labels(with_real, reader):
 
 @pytest.mark.parametrize("reader", READERS)
 def test_every_reader_refuses_real_labels_of_a_build_without_them(converted, with_real, reader):
-    error = ValueError if reader == "tf-data" else BuildError
-    with pytest.raises(error, match=r"manifest.json: the build carries no ReaL labels \(convert --real-labels"):
+    with pytest.raises(BuildError, match=r"manifest.json: the build carries no ReaL labels \(convert --real-labels"):
         READERS[reader](converted)
-    with pytest.raises(error, match="train-00000-of-00004: a train shard: ReaL labels are in the validation"):
+    with pytest.raises(BuildError, match="train-00000-of-00004: a train shard: ReaL labels are in the validation"):
         READERS[reader](with_real, "train")
 
 
@@ -104,7 +103,7 @@ def test_shards_without_a_manifest_are_judged_by_their_first_record(converted, w
         for shard in build.glob("validation-*"):
             (folder / shard.name).write_bytes(shard.read_bytes())
     first = tmp_path / "without" / "validation-00000-of-00002"
-    with pytest.raises(ValueError, match=f"{first}: its records carry no {REAL_LABELS}"):
+    with pytest.raises(BuildError, match=f"{first}: its records carry no {REAL_LABELS}"):
         make_dataset(sorted(str(p) for p in (tmp_path / "without").iterdir()), training=False, batch_size=4,
                      real_labels=True)
     dataset = make_dataset(str(tmp_path / "with" / "validation-*"), training=False, batch_size=4, image_size=16,

@@ -11,6 +11,7 @@ from PIL import Image
 
 from helpers import write_shard
 from imagenet_build.encode.example import encode_example
+from imagenet_build.infra.errors import BuildError
 
 tf = pytest.importorskip("tensorflow")
 np = pytest.importorskip("numpy")
@@ -111,7 +112,7 @@ def test_files_are_listed_from_a_list_a_pattern_or_a_folder(tmp_path):
     ("{tmp}", "{tmp}: holds no train shards (train-NNNNN-of-NNNNN)"),
 ])
 def test_what_lists_no_shards_is_one_line(tmp_path, where, message):
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(BuildError) as caught:  # the tool's own error, as every reader raises it
         list_files(where.format(tmp=tmp_path))
     assert str(caught.value) == message.format(tmp=tmp_path)
 
@@ -123,7 +124,7 @@ def test_what_lists_no_shards_is_one_line(tmp_path, where, message):
            "use fewer workers)"),
 ])
 def test_workers_are_checked(ramp_shard, workers, index, message):
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(BuildError) as caught:
         make_dataset([ramp_shard], training=False, batch_size=1, num_workers=workers, worker_index=index)
     assert str(caught.value) == message
     assert make_dataset([ramp_shard], training=False, batch_size=1, num_workers=1, worker_index=0) is not None

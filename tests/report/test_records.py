@@ -7,6 +7,7 @@ import os
 import pytest
 
 from imagenet_build.encode.example import encode_example
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.record_schema import example_message_class, varint
 from imagenet_build.format.tfrecord import OVERHEAD, frame
@@ -293,7 +294,7 @@ def test_shards_number_the_records_across_shards_and_name_an_index_that_does_not
         (tmp_path / name).write_bytes(data)
         (index / f"{name}.idx").write_text(index_text((p.offset, p.size) for p in places))
     (tmp_path / "test-00000-of-00001").write_bytes(b"")  # of no split asked for below: left out
-    shards = Shards(str(tmp_path), str(index), ["train", "validation"])
+    shards = Shards(BuildFolder.open(tmp_path, str(index)), ["train", "validation"])
     assert shards.total == 6 and shards.problems == [] and shards.starts == [0, 3, 5]
     assert shards.split_records == {"train": 5, "validation": 1}
     assert shards.records() == counts
@@ -306,7 +307,7 @@ def test_shards_number_the_records_across_shards_and_name_an_index_that_does_not
     assert shards.find("train-00001-of-00002", 2) is None and shards.find("train-00001-of-00002", -1) is None
     assert shards.find("nothing", 0) is None
     (index / "train-00000-of-00002.idx").write_text("0 10\n")
-    shards = Shards(str(tmp_path), str(index), ["validation", "train"])
+    shards = Shards(BuildFolder.open(tmp_path, str(index)), ["validation", "train"])
     assert shards.total == 3 and shards.split_records == {"validation": 1, "train": 2}
     assert [name for name, _ in shards.problems] == ["train-00000-of-00002"]
     assert "train-00000-of-00002.idx" in shards.problems[0][1]

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import run_cli
 from helpers import expect_error
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.report.records import HEAD, LABEL_HEAD, TAIL, Shards, read_fields, read_label
 
 pytest.importorskip("matplotlib")
@@ -35,7 +36,7 @@ def test_a_records_fields_come_from_its_head_and_tail_alone(build):
     """Fields read from a record's head and tail are those of the whole record; only the image is left unread."""
     from imagenet_build.verify.record import Record
 
-    shards = Shards(str(build), str(build / "dali_idx"), ["train", "validation"])
+    shards = Shards(BuildFolder.open(build), ["train", "validation"])
     assert shards.total == 64 and not shards.problems
     for k in range(shards.total):
         place = shards.place(k)

@@ -11,6 +11,7 @@ from PIL import Image
 
 from conftest import run_cli, tree_digest
 from imagenet_build import write_arrays
+from imagenet_build.infra.errors import BuildError
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_workers_share_the_files_and_together_read_everything(converted):
                                           worker_index=w)) for w in range(2)]
     assert all(sum(p.values()) > 0 for p in parts)
     assert parts[0] + parts[1] == manifest_counts(converted)
-    with pytest.raises(ValueError, match="4 files cannot be shared by 5 workers"):
+    with pytest.raises(BuildError, match="4 files cannot be shared by 5 workers"):
         make_dataset(converted, training=True, batch_size=4, num_workers=5, worker_index=0)
 
 
@@ -166,7 +167,6 @@ def test_arrays_convert_verify_and_read_back(cifar_like, tmp_path, lossless, tf,
 
 
 def test_arrays_refuse_an_unreadable_manifest_before_writing(np, tmp_path):
-    from imagenet_build.infra.errors import BuildError
 
     (tmp_path / "manifest.json").write_text("{not json")
     with pytest.raises(BuildError, match="manifest.json: not valid JSON"):
@@ -175,7 +175,6 @@ def test_arrays_refuse_an_unreadable_manifest_before_writing(np, tmp_path):
 
 
 def test_arrays_bad_input(np):
-    from imagenet_build.infra.errors import BuildError
 
     with pytest.raises(BuildError, match="uint8"):
         write_arrays(np.zeros((4, 8, 8), np.uint8), [0, 1, 2, 3], "/nonexistent", "train", 1)
@@ -186,7 +185,6 @@ def test_arrays_bad_input(np):
 def test_arrays_rewriting_a_split_replaces_its_shards_and_holds_the_folder(np, tmp_path):
     """A split written again with another shard count leaves none of its old shards (a glob would read
     both layouts as one split); other splits and their shards stay; a second writer is refused."""
-    from imagenet_build.infra.errors import BuildError
     from imagenet_build.infra.lock import FolderLock
 
     images, labels = np.zeros((12, 8, 8, 3), np.uint8), np.arange(12) % 3
@@ -213,7 +211,6 @@ def test_arrays_refuse_what_would_make_a_build_verify_rejects(np, tmp_path, conv
     """Each mistake one BuildError before anything is written: a split name that is a path or empty, a
     quality outside 1..100, class names that repeat or break labels.txt, no images, a file for a folder,
     and a convert build's folder (writing there would take its manifest over)."""
-    from imagenet_build.infra.errors import BuildError
 
     images, labels = np.zeros((4, 8, 8, 3), np.uint8), np.array([0, 1, 0, 1])
     out = tmp_path / "out"
