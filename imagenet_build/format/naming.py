@@ -16,7 +16,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.atomic import is_temp_name, temp_name  # noqa: F401  (a build's file names, all here)
 from imagenet_build.infra.lock import LOCK_NAME  # noqa: F401
 
-SPLITS = ("train", "validation")  # the splits convert writes
+SPLITS = ("train", "validation")  # the splits convert writes, in the order a copy's are scanned
 MANIFEST_NAME = "manifest.json"
 LABELS_NAME = "labels.txt"  # the class of each label, for builds whose classes are not the labels file's
 # What makes a build folder a TensorFlow Datasets folder (format/tfds_metadata.py), written with the manifest

@@ -26,8 +26,6 @@ if TYPE_CHECKING:
     from imagenet_build.infra.workers import Workers
     from imagenet_build.model import SplitInput
 
-SPLITS = ("train", "validation")  # the splits a copy may hold, in the order they are scanned
-
 
 @dataclass(frozen=True)
 class Piece:
@@ -49,7 +47,8 @@ class Copy(Protocol):
 
     @property
     def splits(self) -> tuple[str, ...]:
-        """The splits it holds, of SPLITS and in that order: scan_train and scan_validation list them."""
+        """The splits it holds, of format/naming.py's SPLITS and in that order: scan_train and scan_validation
+        list them."""
         ...
 
     @property

@@ -54,13 +54,13 @@ import tempfile
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Callable, List, Tuple
 
-from imagenet_build.format.naming import LISTINGS_NAME, SPOOL_PREFIX
+from imagenet_build.format.naming import LISTINGS_NAME, SPLITS, SPOOL_PREFIX
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.sources import listings
 from imagenet_build.sources.base import Reader, will_need
-from imagenet_build.sources.copies import SPLITS, Copy
+from imagenet_build.sources.copies import Copy
 from imagenet_build.sources.inflate import spool_and_list
 from imagenet_build.sources.listings import Listing
 from imagenet_build.sources.tars import BLOCK, read_member
