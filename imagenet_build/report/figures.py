@@ -25,6 +25,7 @@ class SplitRow(NamedTuple):
     classes: int
     reencoded: int
     skipped: int
+    resized: int | None  # a resized build's images decoded, resized and re-encoded (None: a full-size build)
 
 
 class Found(NamedTuple):
@@ -36,7 +37,7 @@ class Found(NamedTuple):
 
 def split_rows(manifest: Manifest, records: Mapping[str, int]) -> list[SplitRow]:
     """Each split's figures: records (`records`: by the shards' indexes), shards, bytes, classes, inputs stored
-    re-encoded and left out."""
+    re-encoded and left out, and in a resized build the images resized."""
     rows = []
     for split, figures in manifest["splits"].items():
         shards = [s for s in manifest["shards"] if s["split"] == split]
@@ -45,6 +46,7 @@ def split_rows(manifest: Manifest, records: Mapping[str, int]) -> list[SplitRow]
             len(figures.get("label_counts", {})),
             sum(1 for s in shards for r in s["reencoded"] if r.get("reencoded")),
             sum(len(s["skipped"]) for s in shards) + len(figures.get("left_out", [])),
+            sum(s.get("resized", 0) for s in shards) if any("resized" in s for s in shards) else None,
         ))
     return rows
 
