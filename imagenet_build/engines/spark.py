@@ -30,13 +30,14 @@ if TYPE_CHECKING:
     from imagenet_build.infra.workers import Workers
 
 JAVA = 17  # the oldest Java the pinned Spark runs on
+JAVA_TIMEOUT = 30.0  # seconds `java -version` may take before the Java is called one that does not run
 JAVA_HINT = "set JAVA_HOME, or install it (Debian: apt-get install openjdk-17-jre-headless)"
 
 
 def java_version(java: str) -> int | None:
     """The major version `java -version` reports (1.8 -> 8), or None when it does not run."""
     try:
-        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+        shown = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=JAVA_TIMEOUT).stderr
     except (OSError, subprocess.TimeoutExpired):
         return None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', shown)

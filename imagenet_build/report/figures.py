@@ -26,6 +26,7 @@ class SplitRow(NamedTuple):
     classes: int
     reencoded: int
     skipped: int
+    resized: int | None  # a resized build's images decoded, resized and re-encoded (None: a full-size build)
 
 
 class Found(NamedTuple):
@@ -37,13 +38,13 @@ class Found(NamedTuple):
 
 def split_rows(manifest: Manifest, records: Mapping[str, int]) -> list[SplitRow]:
     """Each split's figures: records (`records`: by the shards' indexes), shards, bytes, classes, inputs stored
-    re-encoded and left out."""
+    re-encoded and left out, and in a resized build the images resized."""
     rows = []
     for split, figures in manifest["splits"].items():
         found = split_totals(manifest, split)
         rows.append(SplitRow(split, records.get(split, 0), figures["shards"], figures.get("bytes", 0),
                              len(figures.get("label_counts", {})), found["reencoded"],
-                             found["skipped"] + found["left_out"]))
+                             found["skipped"] + found["left_out"], found.get("resized")))
     return rows
 
 

@@ -77,12 +77,14 @@ def _listed(title: str, count: int, items: Sequence[tuple[str, str]]) -> str:
 
 
 def _figures(view: BuildView) -> str:
-    rows = [(r.split, f"{r.records:,}", f"{r.shards:,}", f"{r.bytes / 1e6:,.1f}", r.classes, r.reencoded, r.skipped)
-            for r in view.rows]
+    resized = any(r.resized is not None for r in view.rows)  # a resized build: how many of its images were
+    rows = [(r.split, f"{r.records:,}", f"{r.shards:,}", f"{r.bytes / 1e6:,.1f}", r.classes,
+             *([f"{r.resized or 0:,}"] if resized else []), r.reencoded, r.skipped) for r in view.rows]
     seen, boxed, boxes = view.boxes
     state = "" if view.complete else "<p class=bad>the manifest says this build is not complete</p>"
     return (f"<h3>Figures</h3>{state}"
-            + _table(("split", "records", "shards", "MB", "classes", "re-encoded", "skipped"), rows)
+            + _table(("split", "records", "shards", "MB", "classes", *(["resized"] if resized else []), "re-encoded",
+                      "skipped"), rows)
             + f"<p>{view.num_classes:,} classes; boxes: {boxed:,} of {seen:,} records looked at hold "
               f"{boxes:,} box(es)</p>"
             + _listed("Inputs stored re-encoded", *view.reencoded) + _listed("Inputs left out", *view.skipped)

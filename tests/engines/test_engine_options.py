@@ -249,6 +249,17 @@ def test_the_java_version_is_read_as_java_prints_it(tmp_path, shown, major):
     assert java_version(str(tmp_path / "no-such-java")) is None
 
 
+def test_a_java_that_does_not_answer_is_one_that_does_not_run(tmp_path, monkeypatch):
+    from imagenet_build.engines import spark as spark_module
+
+    java = tmp_path / "java"
+    java.write_text("#!/bin/sh\nexec sleep 30\n")
+    java.chmod(0o755)
+    monkeypatch.setattr(spark_module, "JAVA_TIMEOUT", 0.2)
+    started = time.monotonic()
+    assert java_version(str(java)) is None and time.monotonic() - started < 10
+
+
 def test_java_is_found_in_java_home_first(tmp_path, monkeypatch):
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     assert find_java() is None

@@ -107,11 +107,21 @@ def test_a_labels_file_that_swaps_two_classes_shows_in_the_captions_and_is_a_pro
 
 
 @pytest.mark.slow
-def test_a_resized_builds_page_shows_each_size(sample_dir, tmp_path):
+def test_a_resized_builds_page_shows_each_size(sample_dir, converted, tmp_path):
     out = tmp_path / "resized"
     assert run_cli(*sample_args(sample_dir, out, "--resize", "shorter:40,64", "--workers", 1)).exit_code == 0
     html = make_page(out)
     assert "<h2>shorter-40</h2>" in html and "<h2>shorter-64</h2>" in html
+    manifests = {size: json.loads((out / size / "manifest.json").read_text()) for size in ("shorter-40", "shorter-64")}
+    for size, manifest in manifests.items():  # each size's figures say how many of its images were resized
+        section = html.split(f"<h2>{size}</h2>", 1)[1]
+        for split in ("train", "validation"):
+            resized = sum(s["resized"] for s in manifest["shards"] if s["split"] == split)
+            row = re.search(rf"<tr><td class=l>{split}</td>((?:<td>[^<]*</td>)+)</tr>", section).group(1)
+            assert re.findall(r"<td>([^<]*)</td>", row)[4] == f"{resized:,}", (size, split, row)
+    full = tmp_path / "full-size"
+    shutil.copytree(converted, full)
+    assert "<th>resized</th>" in html and "<th>resized</th>" not in make_page(full)  # a full-size build resizes none
     assert len(tiles(html)) == 2 * 4 * 8
     rerun = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:40,64", "--workers", 1))
     assert rerun.exit_code == 0, rerun.output  # the page beside the size folders is no stranger
