@@ -246,6 +246,10 @@ def _hand_on_running(pending: dict[Future[Any], Any], on_result: Callable[[Any, 
 def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
     from tqdm import tqdm
 
+    # tqdm's monitor thread (started by every bar, shown or not) would make the process threaded before a
+    # pool opens: the workers were then spawned, not forked (each importing the package), and spawning
+    # leaves multiprocessing's resource tracker running past the tool's exit. The bars refresh themselves.
+    tqdm.monitor_interval = 0
     return tqdm(
         total=total,
         initial=initial,

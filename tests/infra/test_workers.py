@@ -3,6 +3,8 @@ itself, a worker killed as one clear error."""
 
 import os
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -42,3 +44,21 @@ def test_a_task_error_reaches_the_caller_as_itself(count):
 def test_a_worker_killed_mid_task_is_one_clear_error():
     with Workers(2) as pool, pytest.raises(BuildError, match="a worker process died"):
         pool.run(die, [(1,)], lambda task, result: None)
+
+
+def test_a_progress_bar_shown_first_leaves_the_workers_forked_and_nothing_behind():
+    """A bar made before the pool opens (verify's) starts no thread: the workers are forked, not spawned (each
+    importing the package), and no resource tracker outlives the process."""
+    script = (
+        "import threading\n"
+        "from imagenet_build.infra.workers import Workers, progress_bar\n"
+        "bar = progress_bar(3, 0, 'verify', 'shard')\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
+        "with Workers(2) as pool:\n"
+        "    print(pool._pool._mp_context.get_start_method())\n"
+        "from multiprocessing import resource_tracker\n"
+        "print(resource_tracker._resource_tracker._pid)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fork", "None"]
