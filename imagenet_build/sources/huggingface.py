@@ -37,7 +37,7 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import SHIFT, Spool, SpooledCopy, SpoolReader, stamp
 
@@ -233,4 +233,4 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
            ((f"ILSVRC2012_test_{n:08d}.JPEG", p.read_bytes()) for n, (p, _) in enumerate(validation[:2], start=1)))
 
 
-register(Layout(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))
+register(CopyKind(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))

@@ -309,9 +309,9 @@ class Spool:
 class SpooledCopy(Copy):
     """A copy read from a spool of its decompressed archives (Spool): the build's calls passed on to it."""
 
-    def __init__(self, layout: str, description: str, archives: dict[str, list[str]],
+    def __init__(self, kind: str, description: str, archives: dict[str, list[str]],
                  task: SpoolTask = spool_and_list) -> None:
-        self.layout, self.description, self.notes = layout, description, []
+        self.kind, self.description, self.notes = kind, description, []
         self.spool = Spool({split: archives[split] for split in SPLITS if split in archives}, task)
 
     @property

@@ -146,8 +146,8 @@ def _apply_subset(
 
 
 def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
-    """The inputs as the manifest records them: the list files' sha256, the copy --from found, each split's
-    layout and size."""
+    """The inputs as the manifest records them: the list files' sha256, the kind of copy --from found, each
+    split's arrangement and size."""
     def sha(path: PathLike | None) -> str | None:
         return storage.sha256(str(path)) if path else None
 
@@ -157,7 +157,8 @@ def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
         "bounding_box_file_sha256": sha(request.bounding_box_file or request.bbox_tar),
     }
     if request.from_paths:
-        described["source"] = {"layout": request.copy.layout, "description": request.copy.description,
+        # the key keeps its name "layout" for the manifests already written; it holds the copy's kind
+        described["source"] = {"layout": request.copy.kind, "description": request.copy.description,
                                **request.copy.recorded(inputs.catalog)}
     for s in inputs.splits:
         described[s.split] = {"layout": s.layout, "images": len(s)}

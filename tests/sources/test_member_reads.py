@@ -111,9 +111,9 @@ def _damage_header(path, offset, change):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("layout", ["ilsvrc", "wds", "hf"])
+@pytest.mark.parametrize("kind", ["ilsvrc", "wds", "hf"])
 @pytest.mark.parametrize("change", ["renamed", "resized"])
-def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_listed(tmp_path, layout, change):
+def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_listed(tmp_path, kind, change):
     """ILSVRC tarballs, WebDataset shards and a decompressed .tar.gz are read by offset: the header block before
     the data, read with it, must be the one the listing read (read_member), else the bytes are another member's."""
     from imagenet_build.catalog.classes import load_catalog
@@ -123,7 +123,7 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     from imagenet_build.sources import find_copy, reader_for
 
     source = tmp_path / "copy"
-    make_sample(source, layout=layout, tarballs=True, classes=2, per_class=3, validation_per_class=2)
+    make_sample(source, kind=kind, tarballs=True, classes=2, per_class=3, validation_per_class=2)
     catalog = load_catalog(source / "labels.txt")
     copy = find_copy([source])
     copy.work_dir = str(tmp_path / "out")
@@ -134,9 +134,9 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     with reader_for(spec) as reader:
         reader.read(0)  # as listed: read
     entry = spec.entries[0]
-    if layout == "ilsvrc":
+    if kind == "ilsvrc":
         path = source / "ILSVRC2012_img_train.tar"
-    elif layout == "wds":
+    elif kind == "wds":
         path = source / entry.relpath.rsplit("/", 1)[0]
     else:  # the decompressed archive the entry lies in, in the spool
         path = Path(spec.source_root) / sorted(n for n in os.listdir(spec.source_root) if n.endswith(".tar"))[

@@ -22,7 +22,7 @@ from imagenet_build.tools.sample import make_sample
 @pytest.fixture(scope="module")
 def blurred(tmp_path_factory):
     out = tmp_path_factory.mktemp("blurred")
-    make_sample(out, layout="blurred", **SAMPLE)
+    make_sample(out, kind="blurred", **SAMPLE)
     return out
 
 

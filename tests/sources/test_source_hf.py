@@ -17,7 +17,7 @@ from imagenet_build.tools.sample import make_sample
 @pytest.fixture(scope="module")
 def hf(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf") / "imagenet-1k"
-    make_sample(out, layout="hf", **SAMPLE)
+    make_sample(out, kind="hf", **SAMPLE)
     return out
 
 
@@ -165,7 +165,7 @@ def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
 def hf_parquet(tmp_path_factory):
     pytest.importorskip("pyarrow", reason="Hugging Face's parquet files need pyarrow (the parquet extra)")
     out = tmp_path_factory.mktemp("hf-parquet") / "imagenet-1k"
-    make_sample(out, layout="hf-parquet", **SAMPLE)
+    make_sample(out, kind="hf-parquet", **SAMPLE)
     return out
 
 

@@ -28,7 +28,7 @@ def kaggle(tmp_path_factory):
     from imagenet_build.tools.sample import make_sample
 
     out = tmp_path_factory.mktemp("kaggle") / "copy"
-    make_sample(out, layout="kaggle", classes=2, per_class=3, validation_per_class=2)
+    make_sample(out, kind="kaggle", classes=2, per_class=3, validation_per_class=2)
     return out
 
 
