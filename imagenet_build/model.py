@@ -111,7 +111,7 @@ class SplitInput:
 
     split: str
     root: str
-    layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
+    arrangement: str  # how the copy holds it: "folders", "flat", "tar" (train tar-of-tars), "flat-tar", ...
     reader: ReaderClass  # what its shards' images are read with
     relpaths: StringColumn = field(default_factory=StringColumn)
     labels: array[int] = field(default_factory=lambda: array("I"))
@@ -136,7 +136,7 @@ class SplitInput:
 
     def only(self, names: frozenset[str] | set[str]) -> SplitInput:
         """A copy holding only the images whose file name is in `names`, in the same order."""
-        kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
+        kept = SplitInput(self.split, self.root, self.arrangement, reader=self.reader, ignored=self.ignored,
                           left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
                           stamp=self.stamp, member_prefix=self.member_prefix, path_names=self.path_names)
         archive = self.archive

@@ -173,7 +173,7 @@ class EvalCopy(Copy):
                         labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
         """Labelled by class folder; the validation labels file (ILSVRC2012's images) has no say."""
         result, items = self.listed(pool)
-        if result.layout == "folders":
+        if result.arrangement == "folders":
             return scan_set(self.the_set, result, items, catalog, on_error, self.path)
         top, inside = split_top(items, self.path, self.the_set, self.variant, on_error, result)
         result.member_prefix = f"{top}/"  # a zip's members are read by name; a tar's errors name them whole

@@ -73,7 +73,7 @@ def identify(path: str) -> list[Piece]:
 class HfCopy(SpooledCopy):
     """The archives (or parquet files, hf_parquet.py), read from their spool: the names say the synsets."""
 
-    listed_as = "flat-tar"  # the listing's layout (SplitInput.layout)
+    listed_as = "flat-tar"  # the listing's arrangement (SplitInput.arrangement)
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         return scan_train(self.spool, catalog, on_error, pool, self.listed_as)
@@ -83,11 +83,11 @@ class HfCopy(SpooledCopy):
         return scan_validation(self.spool, catalog, on_error, pool, labels_loader, str(labels_file), self.listed_as)
 
 
-def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, layout: str) -> SplitInput:
+def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, arrangement: str) -> SplitInput:
     """The train archives (or parquet files): one listing each, merged class by class."""
     archives = spool.archives["train"]
     folder, listings = spool.take("train", pool)
-    result = SplitInput("train", folder, layout, reader=SpoolReader, stamp=stamp(archives))
+    result = SplitInput("train", folder, arrangement, reader=SpoolReader, stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): the image number of its original name
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
     # archive number << SHIFT | offset in its decompressed tar, size, header CRC. No string per image
@@ -147,12 +147,12 @@ def _archive_of(archives: list, where: tuple) -> str:
 
 
 def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers,
-                    labels_loader: Callable[[], list[str]], labels_file: str, layout: str) -> SplitInput:
+                    labels_loader: Callable[[], list[str]], labels_file: str, arrangement: str) -> SplitInput:
     """The validation archive (or parquet files): flat, labelled by the validation labels file."""
     archives = spool.archives["validation"]
     folder, listings = spool.take("validation", pool)
     validation_labels = labels_loader()
-    result = SplitInput("validation", folder, layout, reader=SpoolReader, stamp=stamp(archives))
+    result = SplitInput("validation", folder, arrangement, reader=SpoolReader, stamp=stamp(archives))
     items: list[tuple[str, Any]] = []
     disagree: list[tuple[str, str]] = []
     found = []

@@ -161,7 +161,8 @@ def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
         described["source"] = {"layout": request.copy.kind, "description": request.copy.description,
                                **request.copy.recorded(inputs.catalog)}
     for s in inputs.splits:
-        described[s.split] = {"layout": s.layout, "images": len(s)}
-        if s.layout == "flat":
+        # the key keeps its name "layout" for the manifests already written; it holds the split's arrangement
+        described[s.split] = {"layout": s.arrangement, "images": len(s)}
+        if s.arrangement == "flat":
             described[s.split]["validation_labels_file_sha256"] = sha(request.validation_labels_file)
     return described
