@@ -56,9 +56,9 @@ class Copy(Protocol):
         """Whether it has box annotations of its own (boxes() reads them), known without reading them."""
         return False
 
-    def prepare(self, pool: Workers) -> None:
-        """Work for every split at once, before the scans (a .tar.gz copy decompresses all its archives in one
-        batch)."""
+    def before_scans(self, pool: Workers) -> None:
+        """The work it does once for both splits, before either is scanned (a .tar.gz copy decompresses all its
+        archives in one batch)."""
         return None
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:

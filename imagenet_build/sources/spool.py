@@ -326,7 +326,7 @@ class SpooledCopy(Copy):
     def work_dir(self, folder: str) -> None:
         self.spool.work_dir = folder
 
-    def prepare(self, pool: Workers) -> None:
+    def before_scans(self, pool: Workers) -> None:
         """Every split's archives decompressed in one batch (Spool.decompress)."""
         self.spool.decompress(pool)
 

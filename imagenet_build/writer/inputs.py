@@ -96,13 +96,13 @@ def read_boxes(request: ConvertRequest, catalog: catalog_mod.Catalog) -> dict[st
 
 
 def _scan(request: ConvertRequest, catalog: catalog_mod.Catalog, pool: Workers) -> list[SplitInput]:
-    """Both splits of the copy, after the work it does for both at once (copy.prepare)."""
+    """Both splits of the copy, after the work it does for both at once (copy.before_scans)."""
     copy = request.copy
 
     def validation_labels() -> list[str]:
         return catalog_mod.read_validation_labels(request.validation_labels_file)
 
-    copy.prepare(pool)
+    copy.before_scans(pool)
     splits = []
     if "train" in copy.splits:
         splits.append(copy.scan_train(catalog, request.on_error, pool))

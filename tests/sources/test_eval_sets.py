@@ -276,7 +276,7 @@ def test_a_labels_file_naming_none_of_the_sets_classes_builds_nothing(sets, tmp_
 
 
 def test_a_spooled_sets_scan_decompresses_its_archive_when_nothing_did_before(sets, tmp_path):
-    """The build decompresses every archive first (prepare); a scan without that does it itself, on the pool."""
+    """The build decompresses every archive first (before_scans); a scan without that does it itself, on the pool."""
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.infra.workers import Workers
 

@@ -128,7 +128,7 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     copy = find_copy([source])
     copy.work_dir = str(tmp_path / "out")
     with Workers(1) as pool:
-        copy.prepare(pool)
+        copy.before_scans(pool)
         split = copy.scan_train(catalog, "fail", pool)
     spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
     with reader_for(spec) as reader:

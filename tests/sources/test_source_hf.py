@@ -306,7 +306,7 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
     assert copy.spool.archives == archives
     copy.spool.task = recorded
     with Workers(1) as pool:  # one worker: the tasks run in submission order, here
-        copy.prepare(pool)
+        copy.before_scans(pool)
         assert calls == sorted(archives["train"] + archives["validation"], key=lambda a: -Path(a).stat().st_size)
         folder, listings = copy.spool.take("validation", pool)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone

@@ -119,7 +119,7 @@ def list_and_read(source, tmp_path):
     read = 0
     try:
         with Workers(1) as pool:
-            copy.prepare(pool)
+            copy.before_scans(pool)
             splits = [copy.scan_train(catalog, "fail", pool)] if "train" in copy.splits else []
             if "validation" in copy.splits:
                 splits.append(copy.scan_validation(catalog, "fail", pool, lambda: (source / "validation_labels.txt")
