@@ -339,7 +339,7 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
         mapping = {s: s for s in sample_synsets}
     archive, variant = next(iter(the_set.archives.items()))
     top = next(name for name, v in the_set.tops.items() if v == variant)
-    members = [(f"{top}/{extra}", f"The {the_set.name} sample.\n".encode()) for extra in the_set.other_files]
+    members = [(f"{top}/{other}", f"The {the_set.name} sample.\n".encode()) for other in the_set.other_files]
     members += [(f"{top}/{the_set.folder_of(mapping[synset])}/{path.stem}{the_set.suffix}", path.read_bytes())
                 for path, synset in validation_images(ilsvrc_sample)]
     target = Path(out) / archive

@@ -197,12 +197,12 @@ def assemble(pieces: list[Piece]) -> HfCopy:
     if train:
         wanted = [f"train_images_{k}.tar.gz" for k in range(TRAIN_ARCHIVES)]
         missing = [name for k, name in enumerate(wanted) if k not in train]
-        extra = sorted(k for k in train if k >= TRAIN_ARCHIVES)
-        if missing or extra:
+        surplus = sorted(k for k in train if k >= TRAIN_ARCHIVES)
+        if missing or surplus:
             first = next(iter(train.values()))
             problem = (f"{', '.join(missing)} missing: the train split is spread over {', '.join(wanted)}; "
                        "give all five (a partial download would build a train split lacking images)"
-                       if missing else f"train_images_{extra[0]}.tar.gz is not one of {', '.join(wanted)}")
+                       if missing else f"train_images_{surplus[0]}.tar.gz is not one of {', '.join(wanted)}")
             raise InputError(storage.parent(first), problem)
         splits["train"] = [train[k] for k in range(TRAIN_ARCHIVES)]
     if "validation" in roles:

@@ -214,10 +214,10 @@ class KaggleZip(KaggleCopy):
         listed = self.listing
         if name not in listed.files:
             return None
-        offset, csize, extra = listed.files[name]
+        offset, csize, member_info = listed.files[name]
         where = self._where(name)
         with open_zip(self.path) as f:
-            data = member_bytes(f, offset, csize, extra, listed.prefix + name, where)
+            data = member_bytes(f, offset, csize, member_info, listed.prefix + name, where)
         try:
             return data.decode("utf-8-sig").splitlines()
         except UnicodeDecodeError as e:
@@ -262,9 +262,9 @@ class KaggleZip(KaggleCopy):
 
         def files(fd: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
             for synset in sorted(listed.xml):
-                for stem, offset, csize, extra in listed.xml[synset].rows():
+                for stem, offset, csize, member_info in listed.xml[synset].rows():
                     name = f"{listed.prefix}{ANNOTATIONS}{synset}/{stem}.xml"
-                    yield synset, stem, member_bytes(fd, offset, csize, extra, name, f"{self.path}:{name}")
+                    yield synset, stem, member_bytes(fd, offset, csize, member_info, name, f"{self.path}:{name}")
 
         with open_zip(self.path) as f:
             lines, _, _ = boxes_to_csv_lines(source, catalog.synsets, files=files(f))

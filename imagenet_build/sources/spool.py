@@ -388,7 +388,7 @@ class SpoolReader(Reader):
         self.identities.append(self.identity(self.spec, entry))
         k, offset = entry.offset >> SHIFT, entry.offset & MASK
         fd = self._fd(k, f"{self.spec.source_root}/{self._name(k)}")
-        data, member = read_member(fd, offset, entry.size, entry.extra, f"{self._piece(k)}:{entry.relpath}")
+        data, member = read_member(fd, offset, entry.size, entry.member_info, f"{self._piece(k)}:{entry.relpath}")
         return data, f"{self._piece(k)}:{member}"
 
     @staticmethod

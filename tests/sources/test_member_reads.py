@@ -157,7 +157,7 @@ def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
     import zipfile
 
     from imagenet_build.infra.errors import InputError
-    from imagenet_build.sources.zips import DEFLATED, STORED, member_bytes, pack_extra, write_zip
+    from imagenet_build.sources.zips import DEFLATED, STORED, member_bytes, pack_member_info, write_zip
 
     jpeg, other = bytes(range(256)) * 20, bytes(range(255, -1, -1)) * 20
     path = tmp_path / "z.zip"
@@ -170,9 +170,10 @@ def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
     def read(name, as_name=None, **lie):
         i = info[name]
         fields = {**dict(csize=i.compress_size, usize=i.file_size, crc=i.CRC), **lie}
-        extra = pack_extra(i.compress_type, fields["usize"], fields["crc"])
+        member_info = pack_member_info(i.compress_type, fields["usize"], fields["crc"])
         shown = as_name or name
-        return member_bytes(io.BytesIO(bytes(data)), i.header_offset, fields["csize"], extra, shown, f"z.zip:{shown}")
+        return member_bytes(io.BytesIO(bytes(data)), i.header_offset, fields["csize"], member_info, shown,
+                            f"z.zip:{shown}")
 
     assert read("a/x.JPEG") == jpeg and read("a/z.JPEG") == jpeg
     with pytest.raises(InputError, match=r"z.zip:a/x.JPEG: the local header at byte \d+ is a/y.JPEG's"):
