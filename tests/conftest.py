@@ -39,7 +39,7 @@ def sample_dir(tmp_path_factory):
     return out
 
 
-def sample_args(sample, output, *extra, train=True, validation=True):
+def sample_args(sample, output, *more, train=True, validation=True):
     args = ["convert", "--output-dir", str(output), "--labels-file", str(sample / "labels.txt")]
     if train:
         args += ["--train-dir", str(sample / "train"), "--bounding-box-file", str(sample / "bboxes.csv")]
@@ -51,7 +51,7 @@ def sample_args(sample, output, *extra, train=True, validation=True):
             str(sample / "validation_labels.txt"),
         ]
     args += ["--train-shards", "4", "--validation-shards", "2", "--layout-threads", "2"]
-    return args + [str(a) for a in extra]
+    return args + [str(a) for a in more]
 
 
 def run_cli(*args):
@@ -253,10 +253,10 @@ def ilsvrc(tmp_path_factory):
     return out
 
 
-def layout_args(sample, *extra):
+def layout_args(sample, *more):
     """The labels files of a sample and the small shard layout the tests use (one worker)."""
     return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1, *extra]
+            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1, *more]
 
 
 def with_boxes(sample):

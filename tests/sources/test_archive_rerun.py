@@ -39,9 +39,9 @@ def written(ilsvrc, tmp_path, kind):
     return copy
 
 
-def convert(ilsvrc, copy, out, *extra):
+def convert(ilsvrc, copy, out, *more):
     labels = copy if (copy / "labels.txt").exists() else ilsvrc  # an evaluation set's sample may write its own
-    result = run_cli("convert", "--from", copy, "--output-dir", out, *layout_args(labels), "--json", *extra)
+    result = run_cli("convert", "--from", copy, "--output-dir", out, *layout_args(labels), "--json", *more)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

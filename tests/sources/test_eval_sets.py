@@ -55,8 +55,8 @@ def a_tar(tmp_path, sets, change):
     return folder / "imagenet-a.tar"
 
 
-def run(source, labels, out, *extra):
-    return run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *extra,
+def run(source, labels, out, *more):
+    return run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *more,
                    "--json")
 
 

@@ -59,8 +59,8 @@ def written(tmp_path_factory):
     return get
 
 
-def convert(source, labels, out, *extra):
-    result = run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *extra,
+def convert(source, labels, out, *more):
+    result = run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *more,
                      "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)

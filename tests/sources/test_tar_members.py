@@ -196,10 +196,10 @@ def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(smal
 IMAGE = b"\xff\xd8 an image's bytes"
 
 
-def links_tar(*extra):
-    """A tar of a/x.jpg and a/b/ (a folder), then `extra` members."""
+def links_tar(*more):
+    """A tar of a/x.jpg and a/b/ (a folder), then the members `more`."""
     folder = member("a/b", tarfile.DIRTYPE)
-    return retar([(member("a/x.jpg", tarfile.REGTYPE), IMAGE), (folder, None), *((m, None) for m in extra)])
+    return retar([(member("a/x.jpg", tarfile.REGTYPE), IMAGE), (folder, None), *((m, None) for m in more)])
 
 
 OUTSIDE = ("outside the archive: extracted, it would read whatever that path holds here, not an image of the "
@@ -208,7 +208,7 @@ NOT_A_FILE = (", not a file: extracted it is no image (reading a FIFO or device 
               "folder); remove it from the archive")
 
 
-@pytest.mark.parametrize("extra,problem", [
+@pytest.mark.parametrize("more,problem", [
     ((member("a/y.jpg", tarfile.SYMTYPE, "../../etc/hostname"),), "a symlink to ../../etc/hostname, " + OUTSIDE),
     ((member("a/y.jpg", tarfile.SYMTYPE, "../.."),), "a symlink to ../.., " + OUTSIDE),
     ((member("a/y.jpg", tarfile.SYMTYPE, "/etc/hostname"),), "a symlink to /etc/hostname, " + OUTSIDE),
@@ -232,12 +232,12 @@ NOT_A_FILE = (", not a file: extracted it is no image (reading a FIFO or device 
 ], ids=["climbs out", "climbs to ..", "absolute", "to nothing", "to a folder", "a loop", "hard link forward",
         "hard link to a folder", "hard link to a symlink", "block device", "unknown type", "sparse",
         "contiguous file"])
-def test_a_link_tar_x_cannot_make_an_image_of_is_one_error_naming_it(tmp_path, extra, problem):
+def test_a_link_tar_x_cannot_make_an_image_of_is_one_error_naming_it(tmp_path, more, problem):
     from imagenet_build.infra.errors import InputError
     from imagenet_build.sources.tars import outer_members
 
     path = tmp_path / "t.tar"
-    path.write_bytes(links_tar(*extra))
+    path.write_bytes(links_tar(*more))
     if problem is None:
         assert [m[:4] for m in outer_members(path)][-1][0] == "a/y.jpg"
         return
