@@ -70,7 +70,7 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as_json: bool) -> None:
-    """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
+    """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, the arrangement slim reads.
 
     convert never needs this (it reads the flat folder and the labels file).
     Safe to run twice, works on a partial set, never overwrites a file.

@@ -3,7 +3,7 @@
 Each row is `image` {bytes, path} and `label` (0-based, in the sorted-synset order of
 the repository's classes.py). `image.path` is the old tar member name
 (`n01440764_10026_n01440764.JPEG`), so names, labels and checks are those of the
-.tar.gz layout (huggingface.py), and the shards are the same bytes. The `label`
+.tar.gz copy (huggingface.py), and the shards are the same bytes. The `label`
 column must agree with the name's synset (an error under --on-error fail, left
 out under skip).
 
