@@ -22,7 +22,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import bench_parser, prepared_inputs, timed  # noqa: E402
+from common import bench_parser, kept_inputs, timed  # noqa: E402
 
 EXTRACT = (
     'set -e; mkdir -p "$2"; cd "$2"; tar xf "$1"; '
@@ -45,7 +45,7 @@ def main():
     parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-tar-"))
-    inputs = prepared_inputs(work, args.images)
+    inputs = kept_inputs(work, args.images)
     archive = work / "ILSVRC2012_img_train.tar"
     if not archive.exists():
         pack(inputs, archive)

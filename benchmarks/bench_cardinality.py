@@ -68,8 +68,8 @@ def tiny_jpeg():
 
 
 def class_counts(classes, total):
-    base, extra = divmod(total, classes)
-    return [base + (1 if c < extra else 0) for c in range(classes)]
+    base, left = divmod(total, classes)
+    return [base + (1 if c < left else 0) for c in range(classes)]
 
 
 def write_linked(folder, names, data):

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import bench_parser, prepared_inputs  # noqa: E402
+from common import bench_parser, kept_inputs  # noqa: E402
 
 ENGINES = {
     "local": ["--workers", "2"],
@@ -88,7 +88,7 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(args.work or scratch)
-        inputs = prepared_inputs(work, args.images)
+        inputs = kept_inputs(work, args.images)
         times = {name: [] for name in ENGINES}
         names = list(ENGINES)
         for repeat in range(args.repeats):

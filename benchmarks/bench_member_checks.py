@@ -50,7 +50,7 @@ def write_copies(work, images):
     import zipfile
 
     from imagenet_build.sources.tars import list_members
-    from imagenet_build.sources.zips import STORED, pack_extra, write_zip
+    from imagenet_build.sources.zips import STORED, pack_member_info, write_zip
 
     names = [f"ILSVRC/Data/CLS-LOC/val/ILSVRC2012_val_{n:08d}.JPEG" for n in range(1, len(images) + 1)]
     zip_path, tar_path = Path(work) / "stored.zip", Path(work) / "flat.tar"
@@ -61,7 +61,7 @@ def write_copies(work, images):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     with zipfile.ZipFile(zip_path) as z:
-        zipped = [(i.filename, i.header_offset, i.compress_size, pack_extra(STORED, i.file_size, i.CRC))
+        zipped = [(i.filename, i.header_offset, i.compress_size, pack_member_info(STORED, i.file_size, i.CRC))
                   for i in z.infolist()]
     with open(tar_path, "rb") as f:
         tarred = list_members(f, tar_path.stat().st_size, str(tar_path))
@@ -84,8 +84,8 @@ def passes(zip_fd, zipped, tar_fd, tarred, images):
             assert len(data) == size
 
     def zip_checked():
-        for name, offset, size, extra in zipped:
-            member_bytes(zip_fd, offset, size, extra, name, name, read_range(zip_fd, offset, HEAD_READ))
+        for name, offset, size, member_info in zipped:
+            member_bytes(zip_fd, offset, size, member_info, name, name, read_range(zip_fd, offset, HEAD_READ))
 
     def tar_bytes_only():
         for _, offset, size, _, _ in tarred:

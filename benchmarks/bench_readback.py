@@ -140,7 +140,7 @@ def training_rates(build, classes, args):
     return rates
 
 
-def prepared_build(args):
+def build_to_read(args):
     if args.build:
         return Path(args.build), json.loads((Path(args.build) / "manifest.json").read_text())["num_classes"]
     work = Path(tempfile.mkdtemp(prefix="ib-bench-readback-"))
@@ -168,7 +168,7 @@ def main():
     args = parser.parse_args()
     args.model = args.model or ("resnet50" if args.device == "cuda" else "small")
     torch.backends.cudnn.benchmark = args.device == "cuda"
-    build, classes = prepared_build(args)
+    build, classes = build_to_read(args)
     import nvidia.dali
 
     name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"

@@ -50,8 +50,8 @@ def labels_of(split, synsets):
     if split == "validation":
         label_of = {s: k for k, s in enumerate(synsets, start=1)}
         return [label_of[s] for s in read_validation_labels()]
-    base, extra = divmod(TRAIN_IMAGES, len(synsets))
-    labels = [k for k in range(1, len(synsets) + 1) for _ in range(base + (1 if k <= extra else 0))]
+    base, left = divmod(TRAIN_IMAGES, len(synsets))
+    labels = [k for k in range(1, len(synsets) + 1) for _ in range(base + (1 if k <= left else 0))]
     random.Random(12345).shuffle(labels)
     return labels
 

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from common import bench_parser, fresh_memory_seconds, measure, prepared_inputs  # noqa: E402
+from common import bench_parser, fresh_memory_seconds, kept_inputs, measure  # noqa: E402
 
 
 def pack(inputs, data):
@@ -97,7 +97,7 @@ def main():
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-gzip-"))
     if args.cardinality:
         return cardinality(work)
-    inputs = prepared_inputs(work, args.images)
+    inputs = kept_inputs(work, args.images)
     data = work / "hf" / "data"
     if not data.exists():
         pack(inputs, data)

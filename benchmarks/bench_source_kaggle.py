@@ -21,7 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import alternate, bench_parser, prepared_inputs  # noqa: E402
+from common import alternate, bench_parser, kept_inputs  # noqa: E402
 
 from imagenet_build.sources.kaggle_listing import MAPPING, SOLUTION, TRAIN, VAL  # noqa: E402
 from imagenet_build.sources.zips import DEFLATED, STORED, write_zip  # noqa: E402
@@ -53,7 +53,7 @@ def main():
     parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-kaggle-"))
-    inputs, tree = prepared_inputs(work, args.images), work / "tree"
+    inputs, tree = kept_inputs(work, args.images), work / "tree"
     if not (tree / SOLUTION).exists():
         shutil.rmtree(tree, ignore_errors=True)
         kaggle_tree(inputs, tree)

@@ -25,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import alternate, bench_parser, prepared_inputs  # noqa: E402
+from common import alternate, bench_parser, kept_inputs  # noqa: E402
 
 
 def pack(inputs, folder, per_shard=1250):
@@ -66,7 +66,7 @@ def main():
     parser = bench_parser(__doc__)
     args = parser.parse_args()
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-wds-"))
-    inputs = prepared_inputs(work, args.images)
+    inputs = kept_inputs(work, args.images)
     shards = work / "wds"
     if not shards.exists():
         pack(inputs, shards)

@@ -1,8 +1,8 @@
 """convert --from every copy of ImageNet the tool knows, against converting the extracted folders.
 
 The same N ImageNet-sized JPEGs (and N/10 validation images) are written once as the extracted
-folders with the three ILSVRC2012 archives, then rewritten in every layout `sample --layout`
-knows (each layout's own writer, shaped as the real download). Each source is converted as a
+folders with the three ILSVRC2012 archives, then rewritten as every copy kind `sample --layout`
+knows (each kind's own writer, shaped as the real download). Each source is converted as a
 whole process (`sync` first, commands alternating, medians), 128 train and 16 validation shards,
 and its time is given as a ratio to the folders' (above 1: faster than the folders).
 Usage: python benchmarks/bench_sources.py [--images 10000] [--repeats 3] [--work DIR]
@@ -47,7 +47,7 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", help="scratch folder (default: a temporary one); inputs are kept and reused")
     args = parser.parse_args()
-    from imagenet_build.sources.copies import sample_layouts
+    from imagenet_build.sources.copies import sample_kinds
 
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-sources-"))
     ilsvrc = work / "ilsvrc"
@@ -59,8 +59,8 @@ def main():
     ib = [sys.executable, "-m", "imagenet_build", "convert", *labels, *layout]
     commands = {"folders": ib + ["--train-dir", str(ilsvrc / "train"), "--validation-dir",
                                  str(ilsvrc / "validation"), "--output-dir", str(work / "out-folders")]}
-    for short, known in sorted(sample_layouts().items()):
-        source = work / f"layout-{short}"
+    for short, known in sorted(sample_kinds().items()):
+        source = work / f"layout-{short}"  # the scratch folder keeps its name: a kept --work is reused
         if not source.exists():
             source.mkdir()
             known.write_sample(ilsvrc, source)

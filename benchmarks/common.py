@@ -21,7 +21,7 @@ def bench_parser(doc):
     return parser
 
 
-def prepared_inputs(work, images, classes=100):
+def kept_inputs(work, images, classes=100):
     """`work/inputs` made by make_inputs once, and reused by later runs of the benchmark."""
     inputs = Path(work) / "inputs"
     if not (inputs / "labels.txt").exists():

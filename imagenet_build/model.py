@@ -19,7 +19,7 @@ from imagenet_build.format.naming import shard_name
 from imagenet_build.infra.errors import InputError
 
 FORMAT_VERSION = 1  # bump when the bytes written for the same plan change
-Where = Optional[Tuple[int, ...]]  # an image's (offset, size[, extra]) in an archive; None in a folder
+Where = Optional[Tuple[int, ...]]  # an image's (offset, size[, member info]) in an archive; None in a folder
 
 
 NOT_UTF8 = "file name is not UTF-8 (slim's image/filename is UTF-8 text): rename it"
@@ -111,13 +111,13 @@ class SplitInput:
 
     split: str
     root: str
-    layout: str  # "folders", "flat", "tar" (train tar-of-tars) or "flat-tar"
+    arrangement: str  # how the copy holds it: "folders", "flat", "tar" (train tar-of-tars), "flat-tar", ...
     reader: ReaderClass  # what its shards' images are read with
     relpaths: StringColumn = field(default_factory=StringColumn)
     labels: array[int] = field(default_factory=lambda: array("I"))
     offsets: array[int] = field(default_factory=lambda: array("Q"))
     sizes: array[int] = field(default_factory=lambda: array("Q"))
-    extras: array[int] = field(default_factory=lambda: array("Q"))  # optional: one more number a Reader needs
+    member_infos: array[int] = field(default_factory=lambda: array("Q"))  # optional: ImageEntry.member_info
     ignored: list[str] = field(default_factory=list)  # files present but not images slim would take
     left_out: list[tuple[str, str]] = field(default_factory=list)  # (relpath, reason) left out: --on-error skip
     empty_classes: list[str] = field(default_factory=list)  # synsets with no images
@@ -136,7 +136,7 @@ class SplitInput:
 
     def only(self, names: frozenset[str] | set[str]) -> SplitInput:
         """A copy holding only the images whose file name is in `names`, in the same order."""
-        kept = SplitInput(self.split, self.root, self.layout, reader=self.reader, ignored=self.ignored,
+        kept = SplitInput(self.split, self.root, self.arrangement, reader=self.reader, ignored=self.ignored,
                           left_out=self.left_out, empty_classes=self.empty_classes, notes=list(self.notes),
                           stamp=self.stamp, member_prefix=self.member_prefix, path_names=self.path_names)
         archive = self.archive
@@ -144,7 +144,7 @@ class SplitInput:
             if file_name(relpath) in names:
                 where: Where = None  # a folder's image: no byte range
                 if archive:
-                    where = (self.offsets[i], self.sizes[i]) + ((self.extras[i],) if self.extras else ())
+                    where = (self.offsets[i], self.sizes[i]) + ((self.member_infos[i],) if self.member_infos else ())
                 kept.add(relpath, self.labels[i], where)
         return kept
 
@@ -154,8 +154,8 @@ class SplitInput:
         if where is not None:
             self.offsets.append(where[0])
             self.sizes.append(where[1])
-            if len(where) > 2:  # (offset, size, extra): e.g. a zip member's CRC-32 and inflated size
-                self.extras.append(where[2])
+            if len(where) > 2:  # (offset, size, member info): e.g. a zip member's CRC-32 and inflated size
+                self.member_infos.append(where[2])
 
 
 class ImageEntry(NamedTuple):
@@ -168,7 +168,7 @@ class ImageEntry(NamedTuple):
     boxes: tuple[tuple[float, ...], ...] = ()  # (xmin, ymin, xmax, ymax) each
     offset: int = -1
     size: int = 0
-    extra: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
+    member_info: int = 0  # what else its Reader needs to read it (a zip member: method, CRC-32, inflated size)
     real_labels: Optional[Tuple[int, ...]] = None
 
     @property

@@ -123,7 +123,7 @@ class SplitPlan:
             real = None if real_labels is None else real_labels[file_name(relpath)]
             if source.archive:
                 entries.append(ImageEntry(relpath, source.labels[i], boxes, source.offsets[i], source.sizes[i],
-                                          source.extras[i] if source.extras else 0, real))
+                                          source.member_infos[i] if source.member_infos else 0, real))
             else:
                 entries.append(ImageEntry(relpath, source.labels[i], boxes, real_labels=real))
         cat = self._catalog

@@ -107,12 +107,12 @@ class ConvertRequest:
 def _check_real_labels(options: ConvertOptions, copy: Copy) -> None:
     """--real-labels relabels ILSVRC2012's validation images: a build without them, or an evaluation set's
     own images (whatever their files are called), is refused before anything is read."""
-    from imagenet_build.sources.copies import layout_named
+    from imagenet_build.sources.copies import copy_kind_named
 
     if not options.real_labels:
         return
-    layout = layout_named(copy.layout)
-    if layout is not None and layout.evaluation:
+    kind = copy_kind_named(copy.kind)
+    if kind is not None and kind.evaluation:
         raise UsageError(f"--real-labels labels ILSVRC2012's validation images, and {copy.description} holds "
                          "images of its own: ReaL has no labels for them")
     if "validation" not in copy.splits:
@@ -123,10 +123,10 @@ def _check_real_labels(options: ConvertOptions, copy: Copy) -> None:
 def _note_unused_validation_labels(options: ConvertOptions, copy: Copy) -> None:
     """--validation-labels-file labels ILSVRC2012's validation images by number: an evaluation set is labelled by
     its class folders, and a note says the file given was not used."""
-    from imagenet_build.sources.copies import layout_named
+    from imagenet_build.sources.copies import copy_kind_named
 
-    layout = layout_named(copy.layout)
-    if options.validation_labels_file and layout is not None and layout.evaluation:
+    kind = copy_kind_named(copy.kind)
+    if options.validation_labels_file and kind is not None and kind.evaluation:
         copy.notes.append(f"--validation-labels-file {options.validation_labels_file} not used: {copy.description} "
                           "is labelled by its class folders (the file labels ILSVRC2012's validation images)")
 

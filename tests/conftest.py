@@ -27,9 +27,9 @@ def pytest_collection_modifyitems(items):
 
     for item in items:
         given = [v for v in item.callspec.params.values() if isinstance(v, str)] if hasattr(item, "callspec") else []
-        for layout, (module, extra) in COPY_NEEDS.items():
-            if layout in given and not is_installed(module):
-                item.add_marker(pytest.mark.skip(reason=f"{layout} needs {module} (the {extra} extra), not installed"))
+        for kind, (module, extra) in COPY_NEEDS.items():
+            if kind in given and not is_installed(module):
+                item.add_marker(pytest.mark.skip(reason=f"{kind} needs {module} (the {extra} extra), not installed"))
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +39,7 @@ def sample_dir(tmp_path_factory):
     return out
 
 
-def sample_args(sample, output, *extra, train=True, validation=True):
+def sample_args(sample, output, *more, train=True, validation=True):
     args = ["convert", "--output-dir", str(output), "--labels-file", str(sample / "labels.txt")]
     if train:
         args += ["--train-dir", str(sample / "train"), "--bounding-box-file", str(sample / "bboxes.csv")]
@@ -51,7 +51,7 @@ def sample_args(sample, output, *extra, train=True, validation=True):
             str(sample / "validation_labels.txt"),
         ]
     args += ["--train-shards", "4", "--validation-shards", "2", "--layout-threads", "2"]
-    return args + [str(a) for a in extra]
+    return args + [str(a) for a in more]
 
 
 def run_cli(*args):
@@ -226,21 +226,21 @@ def request_for(sample_dir, out, engine):
     return dataclasses.replace(convert_request(options), engine=engine(EngineSettings(1)))
 
 
-SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every layout is written from
+SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every copy kind is written from
 SMALL_SAMPLE = dict(classes=2, per_class=3, validation_per_class=2)  # the smallest: a test that damages each copy
 
 
 @pytest.fixture(scope="module")
 def small_copy(tmp_path_factory):
-    """layout -> the small sample written in it, once per layout for the module (ilsvrc: as `sample --tarballs`
+    """copy kind -> the small sample written as it, once per kind for the module (ilsvrc: as `sample --tarballs`
     writes it, the folders and the three archives beside them, which --from reads)."""
     made = {}
 
-    def get(layout):
-        if layout not in made:
-            made[layout] = tmp_path_factory.mktemp(layout) / "copy"
-            make_sample(made[layout], layout=layout, tarballs=layout == "ilsvrc", **SMALL_SAMPLE)
-        return made[layout]
+    def get(kind):
+        if kind not in made:
+            made[kind] = tmp_path_factory.mktemp(kind) / "copy"
+            make_sample(made[kind], kind=kind, tarballs=kind == "ilsvrc", **SMALL_SAMPLE)
+        return made[kind]
 
     return get
 
@@ -253,10 +253,10 @@ def ilsvrc(tmp_path_factory):
     return out
 
 
-def layout_args(sample, *extra):
+def layout_args(sample, *more):
     """The labels files of a sample and the small shard layout the tests use (one worker)."""
     return ["--labels-file", sample / "labels.txt", "--validation-labels-file", sample / "validation_labels.txt",
-            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1, *extra]
+            "--train-shards", 4, "--validation-shards", 2, "--layout-threads", 2, "--workers", 1, *more]
 
 
 def with_boxes(sample):

@@ -42,10 +42,10 @@ def segments(data):
         pos += 2 + struct.unpack(">H", data[pos + 2 : pos + 4])[0]
 
 
-def insert_before(data, marker, extra, nth=0):
-    """data with `extra` inserted just before the nth header segment of `marker`."""
+def insert_before(data, marker, inserted, nth=0):
+    """data with `inserted` put just before the nth header segment of `marker`."""
     at = [pos for m, pos in segments(data) if m == marker][nth]
-    return data[:at] + extra + data[at:]
+    return data[:at] + inserted + data[at:]
 
 
 def segment(marker, body):

@@ -10,11 +10,11 @@ from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 
 
-def convert_json(sample, out, *extra):
+def convert_json(sample, out, *more):
     """convert of the sample as a whole process, two workers: its --json summary."""
     from conftest import run_process, sample_args
 
-    result = run_process(*sample_args(sample, out, "--workers", 2, "--json", *extra))
+    result = run_process(*sample_args(sample, out, "--workers", 2, "--json", *more))
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -39,13 +39,13 @@ def hold_lock(folder):
 TRAIN_RECORDS = 48  # the sample's train records (conftest.sample_dir)
 
 
-def verify_json(folder, *extra):
+def verify_json(folder, *more):
     """verify FOLDER --json in this process, one worker: (exit code, the document)."""
     import json
 
     from conftest import run_cli
 
-    result = run_cli("verify", folder, "--workers", 1, "--json", *extra)
+    result = run_cli("verify", folder, "--workers", 1, "--json", *more)
     return result.exit_code, json.loads(result.stdout)
 
 

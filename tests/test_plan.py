@@ -144,7 +144,8 @@ def expected_specs(split, cat, boxes, num_shards, threads):
             name = split.relpaths[i].rsplit("/", 1)[-1]
             box = tuple(tuple(array("d", boxes[name])[j : j + 4]) for j in range(0, len(boxes[name]) // 8, 4)) \
                 if boxes and name in boxes else ()
-            where = (split.offsets[i], split.sizes[i], split.extras[i] if split.extras else 0) if split.offsets else ()
+            info = split.member_infos[i] if split.member_infos else 0
+            where = (split.offsets[i], split.sizes[i], info) if split.offsets else ()
             entries.append(ImageEntry(split.relpaths[i], split.labels[i], box, *where))
         specs.append(ShardSpec(
             split=split.split, index=k, num_shards=num_shards, source_root=split.root, reader=split.reader,
@@ -173,20 +174,20 @@ def test_plan_specs_of_a_folder_are_slims_layout_with_boxes_and_classes():
 
 
 @pytest.mark.parametrize("boxes", [None, {}])
-@pytest.mark.parametrize("extras", [False, True])
-def test_plan_specs_of_an_archive_carry_each_images_byte_range(boxes, extras):
-    """An archive's entries keep their offset, size and (a zip's) extra; no box file: no boxes."""
+@pytest.mark.parametrize("member_infos", [False, True])
+def test_plan_specs_of_an_archive_carry_each_images_byte_range(boxes, member_infos):
+    """An archive's entries keep their offset, size and (a zip's) member info; no box file: no boxes."""
     split = SplitInput("validation", "/data/val.zip", "flat", ZipReader, stamp="123 456",
                        member_prefix="val/")
     for i in range(10):
-        split.add(f"img{i}.JPEG", 3 - i % 3, (1000 + 10 * i, 7 + i) + ((90 + i,) if extras else ()))
+        split.add(f"img{i}.JPEG", 3 - i % 3, (1000 + 10 * i, 7 + i) + ((90 + i,) if member_infos else ()))
     cat = load_catalog()
     planned = plan.SplitPlan(split, cat, boxes, 2, 1)
     expected = expected_specs(split, cat, None, 2, 1)
     assert list(planned) == expected
     entries = [e for s in expected for e in s.entries]
-    assert sorted((e.offset, e.size, e.extra) for e in entries) == [
-        (1000 + 10 * i, 7 + i, 90 + i if extras else 0) for i in range(10)]
+    assert sorted((e.offset, e.size, e.member_info) for e in entries) == [
+        (1000 + 10 * i, 7 + i, 90 + i if member_infos else 0) for i in range(10)]
     assert expected[1].imagenet and expected[1].source_stamp == "123 456" and expected[1].member_prefix == "val/"
     assert expected[1].classes == {label: (cat.synsets[label - 1], cat.texts[cat.synsets[label - 1]])
                                    for label in {e.label for e in expected[1].entries}}

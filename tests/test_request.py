@@ -121,7 +121,7 @@ def test_the_per_split_options_are_a_copy_like_one_from_finds(sample_dir, tmp_pa
                                               labels_file)
     expected = scan_validation(sample_dir / "validation", catalog, lambda: read_validation_labels(labels_file),
                                labels_file, "fail")
-    assert (validation.layout, list(validation.relpaths)) == ("flat", list(expected.relpaths))
+    assert (validation.arrangement, list(validation.relpaths)) == ("flat", list(expected.relpaths))
     only_train = convert_request(options(sample_dir, tmp_path / "out", validation_dir=None))
     assert only_train.copy.splits == ("train",) and not only_train.copy.carries_boxes
 

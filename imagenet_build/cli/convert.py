@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 @cli.command()
 @click.option("--from", "from_paths", multiple=True, type=click.Path(),
-              help="Any copy of ImageNet, recognised by its layout: the ILSVRC2012 archives (or a folder holding "
+              help="Any copy of ImageNet, recognised by its shape: the ILSVRC2012 archives (or a folder holding "
               "them), the folders extracted from them, ... Repeat for each file of one copy. Instead of "
               "--train-dir/--train-tar/--validation-dir/--validation-tar.")
 @click.option("--subset", help="Only the images named in this file (original file names, one a line), or a shipped "

@@ -70,7 +70,7 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
 @click.option("--dry-run", is_flag=True, help="Say what would be done; change nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as_json: bool) -> None:
-    """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, as slim's layout wants.
+    """Put flat ILSVRC2012_val_*.JPEG files into <synset>/ folders, the arrangement slim reads.
 
     convert never needs this (it reads the flat folder and the labels file).
     Safe to run twice, works on a partial set, never overwrites a file.
@@ -93,8 +93,8 @@ def prepare_val(val_dir: str, labels: str | None, method: str, dry_run: bool, as
         sys.exit(1)
 
 
-class _LayoutChoice(click.Choice):
-    """`sample --layout`: the layouts of the copies registered in sources (sample_layouts), listed in --help
+class _CopyKindChoice(click.Choice):
+    """`sample --layout`: the kinds of copy registered in sources (sample_kinds), listed in --help
     and checked; looked up when first needed, so that other commands do not import every copy's module."""
 
     def __init__(self) -> None:
@@ -102,9 +102,9 @@ class _LayoutChoice(click.Choice):
 
     @property
     def choices(self) -> tuple[str, ...]:
-        from imagenet_build.sources.copies import sample_layouts
+        from imagenet_build.sources.copies import sample_kinds
 
-        return tuple(sample_layouts())
+        return tuple(sample_kinds())
 
 
 @cli.command()
@@ -120,7 +120,7 @@ class _LayoutChoice(click.Choice):
 @click.option("--seed", default=0, show_default=True, type=int)
 @click.option("--tarballs", is_flag=True,
               help="Also write the three ILSVRC2012 archives (train tar-of-tars, validation tar, bbox .tar.gz).")
-@click.option("--layout", default="ilsvrc", show_default=True, type=_LayoutChoice(),
+@click.option("--layout", "kind", default="ilsvrc", show_default=True, type=_CopyKindChoice(),
               help="Write the same images as that copy of ImageNet lays them out (see convert --from): one "
               "for each copy the tool knows.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -142,7 +142,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
         f"{out}: {counts['train']} train and {counts['validation']} validation images in "
         f"{counts['classes']} classes, {counts['boxes']} boxes; special: {special}"
     )
-    click.echo(f"convert it with: {convert_command(out, options['layout'])}")
+    click.echo(f"convert it with: {convert_command(out, options['kind'])}")
 
 
 @cli.command()

@@ -70,14 +70,14 @@ PICTURE_SUFFIX = ".png"
 def report_entry(name: str, is_dir: bool, path: str = "") -> bool:
     """What the checking verbs leave in a build folder (or a resized build's top folder) for `report` to pick
     up: verify --json's and trainer-check --json's output, trainer-check's picture (trainer-check.png, or under
-    another name a PNG carrying its layout: `path` is read for that), the report page."""
+    another name a PNG carrying its legend: `path` is read for that), the report page."""
     if is_dir:
         return False
     return name in REPORT_FILES or (bool(path) and name.endswith(PICTURE_SUFFIX) and is_trainer_picture(path))
 
 
 def is_trainer_picture(path: str) -> bool:
-    """A PNG that trainer-check --show wrote: its layout in the text chunk it alone writes (read without decoding
+    """A PNG that trainer-check --show wrote: its legend in the text chunk it alone writes (read without decoding
     the picture)."""
     from PIL import Image
 

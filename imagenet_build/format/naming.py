@@ -36,7 +36,7 @@ TRAINER_CHECK_JSON = "trainer-check.json"
 TRAINER_CHECK_PNG = "trainer-check.png"
 REPORT_HTML = "report.html"
 REPORT_FILES = frozenset((VERIFY_JSON, TRAINER_CHECK_JSON, TRAINER_CHECK_PNG, REPORT_HTML))
-# trainer-check --show's picture carries its layout in a PNG text chunk of this key: what tells it, under any name
+# trainer-check --show's picture carries its legend in a PNG text chunk of this key: what tells it, under any name
 TRAINER_PICTURE_KEY = "imagenet-build"
 
 # A --resize run's top folder holds one build per size, each in a folder named by its target: shorter-256, longer-500

@@ -1,4 +1,4 @@
-"""slim's record: its schema (the 15 keys, their types, which hold one value, ReaL labels' extra key) and
+"""slim's record: its schema (the 15 keys, their types, which hold one value, ReaL labels' added key) and
 its decoding, without TensorFlow. The on-disk contract every reader and verify read records by; the
 encoder (encode/example.py) writes them by it.
 

@@ -25,7 +25,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 
 DATASET_NAME = "imagenet_build"  # TFDS's name of the dataset (its builder's); the same for every build
-DATASET_VERSION = "1.0.0"  # TFDS requires one; the layout of these two files, bumped if it changes
+DATASET_VERSION = "1.0.0"  # TFDS requires one; the form of these two files, bumped if it changes
 FILE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}"  # TFDS's template of slim's shard names: train-00000-of-01024
 BACKGROUND = "background"  # label 0's name, as slim's readable names have it
 _CLASSES = "tensorflow_datasets.core.features."

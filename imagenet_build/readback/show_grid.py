@@ -8,7 +8,7 @@ normalised with (x * std + mean, rounded, clipped to 0-255) in the channel order
 R G B, and captioned with its label as trained (0-based), the class's synset and text. So a repeated
 image, a caption that does not match its image, swapped channels (blue faces) or pixels never normalised
 (white) or normalised twice (grey) are seen at once. The PNG is written atomically and carries its
-layout (each row's title, each tile's box and caption) as a text chunk named "imagenet-build", so a
+legend (each row's title, each tile's box and caption) as a text chunk named "imagenet-build", so a
 reader of the picture finds a tile without guessing where it is drawn.
 numpy is imported inside the functions (the `tf` and `torch` extras both bring it).
 """
@@ -28,7 +28,7 @@ from imagenet_build.infra.jsonfile import parse_json
 
 STEPS = 4  # training steps shown, one row each
 TILES = 8  # images shown of each batch (a batch of 256 would be a picture 57,000 pixels wide)
-PNG_KEY = TRAINER_PICTURE_KEY  # the PNG text chunk holding the layout
+PNG_KEY = TRAINER_PICTURE_KEY  # the PNG text chunk holding the legend
 _PAD, _FONT_SIZE = 8, 12
 _INK, _PAPER, _GREY = (0, 0, 0), (255, 255, 255), (110, 110, 110)
 
@@ -148,7 +148,7 @@ def heading(capture: BatchCapture, what: str) -> list[str]:
 
 
 def draw_grid(capture: BatchCapture, classes: Sequence[tuple[str, str]] | None, what: str) -> tuple[Any, dict]:
-    """The picture (a PIL image) and its layout: {"rows": [{"title", "tiles": [{"box": [x, y, w, h],
+    """The picture (a PIL image) and its legend: {"rows": [{"title", "tiles": [{"box": [x, y, w, h],
     "caption"}]}], "mean", "std"}. `what`: the reader, split and device, for the heading."""
     from PIL import Image, ImageDraw
 
@@ -162,7 +162,7 @@ def draw_grid(capture: BatchCapture, classes: Sequence[tuple[str, str]] | None, 
     for text in header:
         draw.text((_PAD, y), _fit(draw, text, font, picture.width - 2 * _PAD), fill=_INK, font=font)
         y += line
-    layout: dict[str, Any] = {"rows": [], "mean": capture.mean, "std": capture.std}
+    legend: dict[str, Any] = {"rows": [], "mean": capture.mean, "std": capture.std}
     for row in rows:
         shown = f"{len(row.labels)} of {row.batch}" if len(row.labels) < row.batch else f"{row.batch}"
         shown += " image" if row.batch == 1 else " images"
@@ -178,26 +178,26 @@ def draw_grid(capture: BatchCapture, classes: Sequence[tuple[str, str]] | None, 
             for n, part in enumerate(text.split("\n")[:2]):
                 draw.text((x, y + height + 2 + n * line), _fit(draw, part, font, width), fill=_INK, font=font)
             tiles.append({"box": [x, y, int(width), int(height)], "caption": text})
-        layout["rows"].append({"title": title, "tiles": tiles})
+        legend["rows"].append({"title": title, "tiles": tiles})
         y += height + 2 * line + _PAD
-    return picture, layout
+    return picture, legend
 
 
 def write_grid(path: PathLike, capture: BatchCapture, manifest: Mapping[str, Any] | None, what: str) -> str:
     """Draw the picture and write it to `path` as PNG, atomically; returns the path written, absolute."""
     from PIL.PngImagePlugin import PngInfo
 
-    picture, layout = draw_grid(capture, class_names(manifest), what)
+    picture, legend = draw_grid(capture, class_names(manifest), what)
     info = PngInfo()
-    info.add_text(PNG_KEY, json.dumps(layout))
+    info.add_text(PNG_KEY, json.dumps(legend))
     data = io.BytesIO()
     picture.save(data, format="PNG", pnginfo=info)
     write_atomic(path, data.getvalue())
     return os.path.abspath(path)
 
 
-def read_layout(path: PathLike) -> dict:
-    """The layout a picture written by write_grid carries (its rows, tiles and captions)."""
+def read_legend(path: PathLike) -> dict:
+    """The legend a picture written by write_grid carries (its rows, tiles and captions)."""
     from PIL import Image
 
     with Image.open(path) as picture:

@@ -1,8 +1,8 @@
 """The copies of ImageNet a build reads: each one module that registers itself (copies.py), with its listing,
-its Reader and its sample layout; and the formats and rules they share (base, folders, tars, zips, spool).
+its Reader and its sample writer; and the formats and rules they share (base, folders, tars, zips, spool).
 
-Every module of this package is imported with it, so a copy's module registers its Layout by
-being there: adding a copy edits nothing else. Layout.rank orders them for `--from`.
+Every module of this package is imported with it, so a copy's module registers its CopyKind by
+being there: adding a copy edits nothing else. CopyKind.rank orders them for `--from`.
 """
 
 import importlib

@@ -44,7 +44,7 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 
@@ -190,4 +190,4 @@ def _blurred(path: Path, n: int) -> bytes:
         return again.getvalue()
 
 
-register(Layout(NAME, identify, assemble, rank=60, short="blurred", write_sample=write_sample, totals=TOTALS))
+register(CopyKind(NAME, identify, assemble, rank=60, short="blurred", write_sample=write_sample, totals=TOTALS))

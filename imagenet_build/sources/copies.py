@@ -1,12 +1,12 @@
-"""What a copy of ImageNet is (Copy), the one registry of the copies `convert --from` knows (LAYOUTS), and
+"""What a copy of ImageNet is (Copy), the one registry of the kinds of copy `convert --from` knows (COPY_KINDS), and
 telling which copy some paths are (find_copy).
 
-A copy is one module of this package that registers a Layout: `identify(path)` says what one
+A kind of copy is one module of this package that registers a CopyKind: `identify(path)` says what one
 path is (a train archive of that copy, its validation archive, its extracted root, ...) as
 Pieces, `assemble(pieces)` turns the pieces of one copy into a Copy, and `write_sample` writes
 the ILSVRC sample in the copy's shape (`sample --layout`). Every module of the package is
 imported with it (sources/__init__.py), so registering is all a new copy does. Paths of two
-different copies, a copy with a piece missing, and a path no layout recognises are each refused
+different copies, a copy with a piece missing, and a path no copy kind recognises are each refused
 with one line.
 """
 
@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Piece:
-    """What one path is: a `role` (e.g. "train-tar") of a copy of kind `layout`."""
+    """What one path is: a `role` (e.g. "train-tar") of a copy of kind `kind`."""
 
-    layout: str
+    kind: str
     role: str
     path: str
 
@@ -40,7 +40,7 @@ class Copy(Protocol):
     """One copy of ImageNet, as found: a listing of each split it holds, the boxes it carries, and what the
     build asks of it around them. A copy's class names Copy as its base, taking the defaults below."""
 
-    layout: str  # the name of the Layout that found it (the manifest's inputs.source.layout)
+    kind: str  # the name of the CopyKind that found it (the manifest's inputs.source.layout)
     description: str  # what it is, as convert's "found:" line says it: "Kaggle zip"
     notes: list[str]  # what its listing noticed, for the summary
     work_dir: str  # a local folder it may write into (the output folder; "" for the temporary one), set by convert
@@ -56,9 +56,9 @@ class Copy(Protocol):
         """Whether it has box annotations of its own (boxes() reads them), known without reading them."""
         return False
 
-    def prepare(self, pool: Workers) -> None:
-        """Work for every split at once, before the scans (a .tar.gz copy decompresses all its archives in one
-        batch)."""
+    def before_scans(self, pool: Workers) -> None:
+        """The work it does once for both splits, before either is scanned (a .tar.gz copy decompresses all its
+        archives in one batch)."""
         return None
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
@@ -77,7 +77,7 @@ class Copy(Protocol):
         return {}
 
     def recorded(self, catalog: Catalog) -> dict[str, Any]:
-        """What the manifest's inputs.source records of it beside its layout and description (an evaluation set
+        """What the manifest's inputs.source records of it beside its kind and description (an evaluation set
         of a fixed subset of the classes: their labels)."""
         return {}
 
@@ -97,16 +97,16 @@ class Copy(Protocol):
 
 
 @dataclass(frozen=True)
-class Layout:
-    """A copy of ImageNet that --from knows."""
+class CopyKind:
+    """A kind of copy of ImageNet that --from knows."""
 
     name: str  # as --from reports it, e.g. "ILSVRC2012 tarballs"
-    identify: Callable[[str], list[Piece]]  # path -> the pieces it is (empty: not this layout)
+    identify: Callable[[str], list[Piece]]  # path -> the pieces it is (empty: not this kind)
     assemble: Callable[[list[Piece]], Copy]  # the pieces of one copy -> the copy (InputError when partial)
     rank: int  # where --from tries it among the copies and names it (lower first)
     short: str  # its name for `sample --layout`
     # write_sample(ilsvrc_sample, out): the sample (an ILSVRC-shaped tree with its three archives,
-    # see tools/sample.py) rewritten in this layout under `out`, shaped as the real copy is: every copy has
+    # see tools/sample.py) rewritten in this kind's shape under `out`, shaped as the real copy is: every copy has
     # one, so that the tests over the registry (tests/sources/) hold it to the ILSVRC build and the damage table
     write_sample: Callable[[Path, Path], None]
     totals: Optional[Dict[str, int]] = None  # images per split of the full copy where they differ from ILSVRC2012's
@@ -118,16 +118,16 @@ class Layout:
     folder: bool = False
 
 
-LAYOUTS: list[Layout] = []  # filled by each copy's module as it is imported, in rank order
+COPY_KINDS: list[CopyKind] = []  # filled by each copy's module as it is imported, in rank order
 
 
-def register(layout: Layout) -> Layout:
+def register(kind: CopyKind) -> CopyKind:
     """Add a copy to the ones --from and `sample --layout` know."""
-    if any(known.name == layout.name or known.short == layout.short for known in LAYOUTS):
-        raise ValueError(f"a copy named {layout.name!r} ({layout.short!r}) is registered already")
-    LAYOUTS.append(layout)
-    LAYOUTS.sort(key=lambda known: known.rank)
-    return layout
+    if any(known.name == kind.name or known.short == kind.short for known in COPY_KINDS):
+        raise ValueError(f"a copy named {kind.name!r} ({kind.short!r}) is registered already")
+    COPY_KINDS.append(kind)
+    COPY_KINDS.sort(key=lambda known: known.rank)
+    return kind
 
 
 def listing(path: str) -> dict[str, bool]:
@@ -140,26 +140,26 @@ def find_copy(paths: Sequence[Any]) -> Copy:
     if not paths:
         raise UsageError("--from needs at least one path")
     pieces: list[Piece] = []
-    layouts: dict[str, Layout] = {}  # the copies that claimed a path, by name
+    claimed: dict[str, CopyKind] = {}  # the kinds of copy that claimed a path, by name
     for path in map(str, paths):
         if not storage.is_url(path) and not os.path.exists(path):
             raise InputError(path, "not found")
         found: list[Piece] = []
-        for layout in LAYOUTS:
-            found = layout.identify(path)
+        for kind in COPY_KINDS:
+            found = kind.identify(path)
             if found:
-                layouts[layout.name] = layout
+                claimed[kind.name] = kind
                 break
         if not found:
             if not storage.is_url(path) and os.path.isdir(path) and not os.listdir(path):
                 raise InputError(path, "an empty folder: --from takes a copy of ImageNet (its archives, or the "
                                        "folders extracted from them); is the download or extraction unfinished?")
-            known = ", ".join(layout.name for layout in LAYOUTS)
+            known = ", ".join(kind.name for kind in COPY_KINDS)
             raise InputError(path, f"is none of the copies of ImageNet that --from knows ({known})")
         pieces.extend(found)
-    kinds = sorted({piece.layout for piece in pieces})
+    kinds = sorted({piece.kind for piece in pieces})
     if len(kinds) > 1:
-        first = {kind: next(p.path for p in pieces if p.layout == kind) for kind in kinds}
+        first = {kind: next(p.path for p in pieces if p.kind == kind) for kind in kinds}
         raise UsageError("--from was given two different copies of ImageNet: "
                          + " and ".join(f"{first[k]} ({k})" for k in kinds)
                          + "; give the paths of one copy")
@@ -169,26 +169,26 @@ def find_copy(paths: Sequence[Any]) -> Copy:
             raise UsageError(f"--from was given two paths for one piece of the copy ({piece.role}): "
                              f"{roles[piece.role]} and {piece.path}; give each piece once")
         roles[piece.role] = piece.path
-    return layouts[kinds[0]].assemble(pieces)
+    return claimed[kinds[0]].assemble(pieces)
 
 
 def copy_folders(paths: Sequence[Any]) -> list[tuple[str, str]]:
     """[(path given, its folder)] for each local file given to --from that is a piece of a copy which is a
-    folder (Layout.folder): that folder is an input as much as when it is given itself."""
+    folder (CopyKind.folder): that folder is an input as much as when it is given itself."""
     found = []
     for path in map(str, paths):
         if storage.is_url(path) or not os.path.isfile(path):
             continue
-        if any(layout.folder and layout.identify(path) for layout in LAYOUTS):
+        if any(kind.folder and kind.identify(path) for kind in COPY_KINDS):
             found.append((path, os.path.dirname(os.path.abspath(path))))
     return found
 
 
-def layout_named(name: str | None) -> Layout | None:
-    """The registered copy of that name (a Copy's `layout`, a manifest's inputs.source.layout), or None."""
-    return next((layout for layout in LAYOUTS if layout.name == name), None)
+def copy_kind_named(name: str | None) -> CopyKind | None:
+    """The registered kind of copy of that name (a Copy's `kind`, a manifest's inputs.source.layout), or None."""
+    return next((kind for kind in COPY_KINDS if kind.name == name), None)
 
 
-def sample_layouts() -> dict[str, Layout]:
-    """{short name: Layout} of every copy, as `sample --layout` names them, in rank order."""
-    return {layout.short: layout for layout in LAYOUTS}
+def sample_kinds() -> dict[str, CopyKind]:
+    """{short name: CopyKind} of every kind of copy, as `sample --layout` names them, in rank order."""
+    return {kind.short: kind for kind in COPY_KINDS}

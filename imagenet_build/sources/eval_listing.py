@@ -10,7 +10,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import input_errors
 from imagenet_build.model import Where
 from imagenet_build.sources.base import scan_folder
-from imagenet_build.sources.zips import LOCAL_SIZE, Places, central_members, check_member, end_record, pack_extra
+from imagenet_build.sources.zips import LOCAL_SIZE, Places, central_members, check_member, end_record, pack_member_info
 
 Item = Tuple[str, Where]  # (a file's path below the top folder's parent, or below the top folder; where it lies)
 
@@ -30,7 +30,7 @@ def zip_items(path: str) -> list[Item]:
                     items.append((name, None))
                 else:
                     check_member(path, name, csize, usize, method, flags)
-                    items.append((name, (offset, csize, pack_extra(method, usize, crc))))
+                    items.append((name, (offset, csize, pack_member_info(method, usize, crc))))
             places.check(f, path, (cd_offset, cd_size, count), overlap)
     return items
 

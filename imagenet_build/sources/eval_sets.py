@@ -32,7 +32,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.eval_listing import Item, folder_items, zip_items
 from imagenet_build.sources.folders import FolderReader
 from imagenet_build.sources.samples import tar_add, tar_gz, validation_images
@@ -54,7 +54,7 @@ def sorted_synsets() -> tuple[str, ...]:
 class EvalSet:
     """One evaluation set: its names, where it comes from, its classes and size."""
 
-    name: str  # the Layout's name, as --from reports it and the manifest records it
+    name: str  # the CopyKind's name, as --from reports it and the manifest records it
     short: str  # its name for `sample --layout`
     archives: Dict[str, str]  # an archive's file name -> the variant it holds ("" for a set of one)
     tops: Dict[str, str]  # the top folder's name (as the archive unpacks) -> its variant
@@ -143,12 +143,12 @@ def assemble_set(the_set: EvalSet, pieces: list[Piece]) -> EvalCopy:
 class EvalCopy(Copy):
     """One evaluation set, as its .tar or .zip archive (read in place) or its extracted top folder."""
 
-    layout: str
+    kind: str
 
     def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
-        kind = "archive" if storage.basename(path) in the_set.archives else "folder"
-        self.layout, self.notes, self.work_dir = the_set.name, [], ""
-        self.description = f"{the_set.name} {variant}".strip() + f" {kind}"
+        form = "archive" if storage.basename(path) in the_set.archives else "folder"
+        self.kind, self.notes, self.work_dir = the_set.name, [], ""
+        self.description = f"{the_set.name} {variant}".strip() + f" {form}"
         self.the_set, self.path, self.variant = the_set, path, variant
 
     @property
@@ -173,7 +173,7 @@ class EvalCopy(Copy):
                         labels_loader: Callable[[], list[str]], labels_file: PathLike) -> SplitInput:
         """Labelled by class folder; the validation labels file (ILSVRC2012's images) has no say."""
         result, items = self.listed(pool)
-        if result.layout == "folders":
+        if result.arrangement == "folders":
             return scan_set(self.the_set, result, items, catalog, on_error, self.path)
         top, inside = split_top(items, self.path, self.the_set, self.variant, on_error, result)
         result.member_prefix = f"{top}/"  # a zip's members are read by name; a tar's errors name them whole
@@ -339,7 +339,7 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
         mapping = {s: s for s in sample_synsets}
     archive, variant = next(iter(the_set.archives.items()))
     top = next(name for name, v in the_set.tops.items() if v == variant)
-    members = [(f"{top}/{extra}", f"The {the_set.name} sample.\n".encode()) for extra in the_set.other_files]
+    members = [(f"{top}/{other}", f"The {the_set.name} sample.\n".encode()) for other in the_set.other_files]
     members += [(f"{top}/{the_set.folder_of(mapping[synset])}/{path.stem}{the_set.suffix}", path.read_bytes())
                 for path, synset in validation_images(ilsvrc_sample)]
     target = Path(out) / archive
@@ -354,9 +354,9 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
                 tar_add(tar, name, data)
 
 
-def register_set(the_set: EvalSet) -> Layout:
+def register_set(the_set: EvalSet) -> CopyKind:
     """The set as a copy --from and `sample --layout` know."""
-    return register(Layout(
+    return register(CopyKind(
         the_set.name, functools.partial(identify_set, the_set), functools.partial(assemble_set, the_set),
         rank=the_set.rank, short=the_set.short, write_sample=functools.partial(write_set_sample, the_set),
         totals={"validation": the_set.images}, classes=len(the_set.synsets), evaluation=True))

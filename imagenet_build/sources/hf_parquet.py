@@ -3,7 +3,7 @@
 Each row is `image` {bytes, path} and `label` (0-based, in the sorted-synset order of
 the repository's classes.py). `image.path` is the old tar member name
 (`n01440764_10026_n01440764.JPEG`), so names, labels and checks are those of the
-.tar.gz layout (huggingface.py), and the shards are the same bytes. The `label`
+.tar.gz copy (huggingface.py), and the shards are the same bytes. The `label`
 column must agree with the name's synset (an error under --on-error fail, left
 out under skip).
 
@@ -34,7 +34,7 @@ from imagenet_build.infra import optional, storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.model import utf8_name
 from imagenet_build.sources import huggingface
-from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.listings import Listing
 from imagenet_build.sources.samples import enough_for, validation_images
 from imagenet_build.sources.tars import BLOCK, write_header
@@ -216,4 +216,4 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
           [(f"ILSVRC2012_test_{n:08d}.JPEG", p, -1) for n, (p, _) in enumerate(validation[:2], start=1)])
 
 
-register(Layout(NAME, identify, assemble, rank=50, short="hf-parquet", write_sample=write_sample, folder=True))
+register(CopyKind(NAME, identify, assemble, rank=50, short="hf-parquet", write_sample=write_sample, folder=True))

@@ -37,7 +37,7 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import Layout, Piece, listing, register
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import SHIFT, Spool, SpooledCopy, SpoolReader, stamp
 
@@ -73,7 +73,7 @@ def identify(path: str) -> list[Piece]:
 class HfCopy(SpooledCopy):
     """The archives (or parquet files, hf_parquet.py), read from their spool: the names say the synsets."""
 
-    listed_as = "flat-tar"  # the listing's layout (SplitInput.layout)
+    listed_as = "flat-tar"  # the listing's arrangement (SplitInput.arrangement)
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         return scan_train(self.spool, catalog, on_error, pool, self.listed_as)
@@ -83,11 +83,11 @@ class HfCopy(SpooledCopy):
         return scan_validation(self.spool, catalog, on_error, pool, labels_loader, str(labels_file), self.listed_as)
 
 
-def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, layout: str) -> SplitInput:
+def scan_train(spool: Spool, catalog: Catalog, on_error: str, pool: Workers, arrangement: str) -> SplitInput:
     """The train archives (or parquet files): one listing each, merged class by class."""
     archives = spool.archives["train"]
     folder, listings = spool.take("train", pool)
-    result = SplitInput("train", folder, layout, reader=SpoolReader, stamp=stamp(archives))
+    result = SplitInput("train", folder, arrangement, reader=SpoolReader, stamp=stamp(archives))
     # compact columns over all archives (1.28 M images): the image number of its original name
     # (`<synset>_<number>.JPEG`; a name whose number is not written plainly is kept in `odd`), synset,
     # archive number << SHIFT | offset in its decompressed tar, size, header CRC. No string per image
@@ -147,12 +147,12 @@ def _archive_of(archives: list, where: tuple) -> str:
 
 
 def scan_validation(spool: Spool, catalog: Catalog, on_error: str, pool: Workers,
-                    labels_loader: Callable[[], list[str]], labels_file: str, layout: str) -> SplitInput:
+                    labels_loader: Callable[[], list[str]], labels_file: str, arrangement: str) -> SplitInput:
     """The validation archive (or parquet files): flat, labelled by the validation labels file."""
     archives = spool.archives["validation"]
     folder, listings = spool.take("validation", pool)
     validation_labels = labels_loader()
-    result = SplitInput("validation", folder, layout, reader=SpoolReader, stamp=stamp(archives))
+    result = SplitInput("validation", folder, arrangement, reader=SpoolReader, stamp=stamp(archives))
     items: list[tuple[str, Any]] = []
     disagree: list[tuple[str, str]] = []
     found = []
@@ -197,12 +197,12 @@ def assemble(pieces: list[Piece]) -> HfCopy:
     if train:
         wanted = [f"train_images_{k}.tar.gz" for k in range(TRAIN_ARCHIVES)]
         missing = [name for k, name in enumerate(wanted) if k not in train]
-        extra = sorted(k for k in train if k >= TRAIN_ARCHIVES)
-        if missing or extra:
+        surplus = sorted(k for k in train if k >= TRAIN_ARCHIVES)
+        if missing or surplus:
             first = next(iter(train.values()))
             problem = (f"{', '.join(missing)} missing: the train split is spread over {', '.join(wanted)}; "
                        "give all five (a partial download would build a train split lacking images)"
-                       if missing else f"train_images_{extra[0]}.tar.gz is not one of {', '.join(wanted)}")
+                       if missing else f"train_images_{surplus[0]}.tar.gz is not one of {', '.join(wanted)}")
             raise InputError(storage.parent(first), problem)
         splits["train"] = [train[k] for k in range(TRAIN_ARCHIVES)]
     if "validation" in roles:
@@ -233,4 +233,4 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
            ((f"ILSVRC2012_test_{n:08d}.JPEG", p.read_bytes()) for n, (p, _) in enumerate(validation[:2], start=1)))
 
 
-register(Layout(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))
+register(CopyKind(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))

@@ -35,7 +35,7 @@ from imagenet_build.sources.base import (
     match_classes,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.tars import ArchiveReader, RangeFile, list_members, outer_members
 
 if TYPE_CHECKING:
@@ -100,7 +100,7 @@ def identify(path: str) -> list[Piece]:
 @dataclass
 class IlsvrcCopy(Copy):
     """The ILSVRC2012 archives or folders, one of them a split (any mix), and the bbox archive; what the
-    per-split options (--train-tar, --train-dir, ...) name too, under their own `layout` and `description`.
+    per-split options (--train-tar, --train-dir, ...) name too, under their own `kind` and `description`.
 
     any_image: any dataset of class folders (--classes-from-folders): both splits are class folders
     of *.jpg, *.jpeg, *.png in any case.
@@ -111,7 +111,7 @@ class IlsvrcCopy(Copy):
     validation_tar: str | None = None
     validation_dir: str | None = None
     bbox_tar: str | None = None
-    layout: str = NAME
+    kind: str = NAME
     description: str = ""  # default: "ILSVRC2012 (image-net.org) tarballs" (or folders)
     any_image: bool = False
     notes: list[str] = field(default_factory=list)
@@ -281,10 +281,10 @@ def scan_validation_tar(
 
 
 def write_sample(ilsvrc_sample: Path, out: Path) -> None:
-    """The ILSVRC sample is this layout already: its tree and its three archives, as they are."""
+    """The ILSVRC sample is in this shape already: its tree and its three archives, as they are."""
     import shutil
 
     shutil.copytree(ilsvrc_sample, out, dirs_exist_ok=True)
 
 
-register(Layout(NAME, identify, assemble, rank=10, short="ilsvrc", write_sample=write_sample))
+register(CopyKind(NAME, identify, assemble, rank=10, short="ilsvrc", write_sample=write_sample))

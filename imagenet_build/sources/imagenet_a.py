@@ -2,7 +2,7 @@
 
 `imagenet-a.tar` (uncompressed, read in place), holding `imagenet-a/<synset>/<name>.jpg` and
 `imagenet-a/README.txt`, 200 of the 1000 classes (CLASSES: the project's `indices_in_1k`, indices in
-the sorted list of the 1000 synsets; TFDS's `imagenet_a` reads the same layout). Given as the archive,
+the sorted list of the 1000 synsets; TFDS's `imagenet_a` reads the same shape). Given as the archive,
 its extracted `imagenet-a` folder, or a folder holding either. Labels are the labels file's
 (1000-class), and the manifest records the 200 classes' labels (inputs.source.labels) to mask the
 logits with. image/filename is `<synset>/<name>.jpg`. The shared rules: eval_sets.py.

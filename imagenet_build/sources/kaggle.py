@@ -1,6 +1,6 @@
 """Kaggle's `imagenet-object-localization-challenge` for --from: the downloaded zip read in place, or its tree.
 
-The download's layout is kaggle_listing.py's. Train labels come from the synset folder,
+The download's shape is kaggle_listing.py's. Train labels come from the synset folder,
 validation labels from the validation labels file (as for the flat ILSVRC validation
 folder); LOC_val_solution.csv and LOC_synset_mapping.txt are checked against them and
 differences are reported as notes, the same checks for the zip and the tree (KaggleCopy).
@@ -31,7 +31,7 @@ from imagenet_build.sources.base import (
     match_classes,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.kaggle_listing import (
     ANNOTATIONS,
@@ -138,7 +138,7 @@ class KaggleCopy(Copy):
     """What the zip and its extracted tree share: both splits, the boxes of the train XML, and the LOC_* files
     checked against the labels files (the one home of those checks for both)."""
 
-    layout = NAME
+    kind = NAME
     splits = ("train", "validation")
     carries_boxes = True
 
@@ -214,10 +214,10 @@ class KaggleZip(KaggleCopy):
         listed = self.listing
         if name not in listed.files:
             return None
-        offset, csize, extra = listed.files[name]
+        offset, csize, member_info = listed.files[name]
         where = self._where(name)
         with open_zip(self.path) as f:
-            data = member_bytes(f, offset, csize, extra, listed.prefix + name, where)
+            data = member_bytes(f, offset, csize, member_info, listed.prefix + name, where)
         try:
             return data.decode("utf-8-sig").splitlines()
         except UnicodeDecodeError as e:
@@ -262,9 +262,9 @@ class KaggleZip(KaggleCopy):
 
         def files(fd: IO[bytes]) -> Iterator[tuple[str, str, bytes]]:
             for synset in sorted(listed.xml):
-                for stem, offset, csize, extra in listed.xml[synset].rows():
+                for stem, offset, csize, member_info in listed.xml[synset].rows():
                     name = f"{listed.prefix}{ANNOTATIONS}{synset}/{stem}.xml"
-                    yield synset, stem, member_bytes(fd, offset, csize, extra, name, f"{self.path}:{name}")
+                    yield synset, stem, member_bytes(fd, offset, csize, member_info, name, f"{self.path}:{name}")
 
         with open_zip(self.path) as f:
             lines, _, _ = boxes_to_csv_lines(source, catalog.synsets, files=files(f))
@@ -359,4 +359,4 @@ def assemble(pieces: list[Piece]) -> KaggleCopy:
     return KaggleZip(roles["zip"]) if "zip" in roles else KaggleTree(roles["tree"])
 
 
-register(Layout(NAME, identify, assemble, rank=20, short="kaggle", write_sample=write_sample))
+register(CopyKind(NAME, identify, assemble, rank=20, short="kaggle", write_sample=write_sample))

@@ -26,7 +26,7 @@ from imagenet_build.sources.zips import (
     central_members,
     check_member,
     end_record,
-    pack_extra,
+    pack_member_info,
 )
 
 ZIP_NAME = "imagenet-object-localization-challenge.zip"
@@ -40,28 +40,28 @@ MAPPING, SOLUTION = "LOC_synset_mapping.txt", "LOC_val_solution.csv"
 class Members:
     """Compact columns of a group of members (1.28 M images would be ~300 MB as tuples)."""
 
-    __slots__ = ("names", "offsets", "sizes", "extras")
+    __slots__ = ("names", "offsets", "sizes", "member_infos")
 
     def __init__(self) -> None:
         self.names: list[str] = []
-        self.offsets, self.sizes, self.extras = array("Q"), array("Q"), array("Q")
+        self.offsets, self.sizes, self.member_infos = array("Q"), array("Q"), array("Q")
 
-    def add(self, name: str, offset: int, csize: int, extra: int) -> None:
+    def add(self, name: str, offset: int, csize: int, member_info: int) -> None:
         self.names.append(name)
         self.offsets.append(offset)
         self.sizes.append(csize)
-        self.extras.append(extra)
+        self.member_infos.append(member_info)
 
     def rows(self) -> Iterator[tuple[str, int, int, int]]:
-        """(name, offset, size, extra) of each member; the columns grow together, so unequal lengths are a bug."""
-        if not len(self.names) == len(self.offsets) == len(self.sizes) == len(self.extras):
+        """(name, offset, size, member_info) of each member; the columns grow together, so unequal lengths are a bug."""
+        if not len(self.names) == len(self.offsets) == len(self.sizes) == len(self.member_infos):
             raise ValueError(f"Members: columns of {len(self.names)}, {len(self.offsets)}, {len(self.sizes)} and "
-                             f"{len(self.extras)} entries")
-        return zip(self.names, self.offsets, self.sizes, self.extras)
+                             f"{len(self.member_infos)} entries")
+        return zip(self.names, self.offsets, self.sizes, self.member_infos)
 
     def items(self) -> list[tuple[str, tuple[int, int, int]]]:
-        """[(name, (offset, size, extra))], as add_class and flat_validation take them."""
-        return [(name, (offset, size, extra)) for name, offset, size, extra in self.rows()]
+        """[(name, (offset, size, member_info))], as add_class and flat_validation take them."""
+        return [(name, (offset, size, member_info)) for name, offset, size, member_info in self.rows()]
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ZipListing:
     train_strangers: list[str] = field(default_factory=list)
     validation: Members = field(default_factory=Members)
     xml: dict[str, Members] = field(default_factory=dict)  # synset -> Members (names: stems)
-    files: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # LOC_* name -> (offset, size, extra)
+    files: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # LOC_* name -> (offset, size, member_info)
     tests: int = 0
     old_tarball: bool = False
 
@@ -150,13 +150,13 @@ def list_zip(path: str) -> ZipListing:
                     result.tests += 1
                     continue
                 check_member(path, name, csize, usize, method, flags)
-                _add_member(result, role, rest, offset, csize, pack_extra(method, usize, crc))
+                _add_member(result, role, rest, offset, csize, pack_member_info(method, usize, crc))
             places.check(f, path, (cd_offset, cd_size, count), overlap)
         result.prefix = prefix or ""
     return result
 
 
-def _add_member(result: ZipListing, role: str, rest: str, offset: int, csize: int, extra: int) -> None:
+def _add_member(result: ZipListing, role: str, rest: str, offset: int, csize: int, member_info: int) -> None:
     """File a checked member of the tree (`rest`: its name below the prefix) under its role."""
     if role == "train":
         synset, _, base = rest[len(TRAIN):].partition("/")
@@ -165,15 +165,15 @@ def _add_member(result: ZipListing, role: str, rest: str, offset: int, csize: in
         elif "/" in base:
             result.train_strangers.append(f"{synset}/{base}")
         else:
-            _group(result.train, synset).add(base, offset, csize, extra)
+            _group(result.train, synset).add(base, offset, csize, member_info)
     elif role == "validation":
-        result.validation.add(rest[len(VAL):], offset, csize, extra)
+        result.validation.add(rest[len(VAL):], offset, csize, member_info)
     elif role == "xml":
         synset, _, base = rest[len(ANNOTATIONS):].partition("/")
         if base.endswith(".xml") and "/" not in base:
-            _group(result.xml, synset).add(base[: -len(".xml")], offset, csize, extra)
+            _group(result.xml, synset).add(base[: -len(".xml")], offset, csize, member_info)
     else:
-        result.files[rest] = (offset, csize, extra)
+        result.files[rest] = (offset, csize, member_info)
 
 
 def _group(groups: dict[str, Members], synset: str) -> Members:

@@ -42,9 +42,9 @@ def validation_images(sample: Path) -> list[tuple[Path, str]]:
     return images
 
 
-def enough_for(images: int, needed: int, split: str, layout: str) -> None:
-    """A layout's writer, spreading a split's `images` over its files, needs at least `needed`: an empty file of
-    a copy is refused as a missing one, so the sample would not convert."""
+def enough_for(images: int, needed: int, split: str, kind: str) -> None:
+    """A copy kind's sample writer, spreading a split's `images` over its files, needs at least `needed`: an
+    empty file of a copy is refused as a missing one, so the sample would not convert."""
     if images < needed:
-        raise BuildError(f"--layout {layout}: {images} {split} image(s) are too few, it needs at least {needed} (no "
+        raise BuildError(f"--layout {kind}: {images} {split} image(s) are too few, it needs at least {needed} (no "
                          "file of a copy may be empty); raise --per-class or --validation-per-class")

@@ -309,9 +309,9 @@ class Spool:
 class SpooledCopy(Copy):
     """A copy read from a spool of its decompressed archives (Spool): the build's calls passed on to it."""
 
-    def __init__(self, layout: str, description: str, archives: dict[str, list[str]],
+    def __init__(self, kind: str, description: str, archives: dict[str, list[str]],
                  task: SpoolTask = spool_and_list) -> None:
-        self.layout, self.description, self.notes = layout, description, []
+        self.kind, self.description, self.notes = kind, description, []
         self.spool = Spool({split: archives[split] for split in SPLITS if split in archives}, task)
 
     @property
@@ -326,7 +326,7 @@ class SpooledCopy(Copy):
     def work_dir(self, folder: str) -> None:
         self.spool.work_dir = folder
 
-    def prepare(self, pool: Workers) -> None:
+    def before_scans(self, pool: Workers) -> None:
         """Every split's archives decompressed in one batch (Spool.decompress)."""
         self.spool.decompress(pool)
 
@@ -388,7 +388,7 @@ class SpoolReader(Reader):
         self.identities.append(self.identity(self.spec, entry))
         k, offset = entry.offset >> SHIFT, entry.offset & MASK
         fd = self._fd(k, f"{self.spec.source_root}/{self._name(k)}")
-        data, member = read_member(fd, offset, entry.size, entry.extra, f"{self._piece(k)}:{entry.relpath}")
+        data, member = read_member(fd, offset, entry.size, entry.member_info, f"{self._piece(k)}:{entry.relpath}")
         return data, f"{self._piece(k)}:{member}"
 
     @staticmethod

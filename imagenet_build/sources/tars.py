@@ -383,7 +383,7 @@ class ArchiveReader(Reader):
         entry = self.spec.entries[number]
         self.identities.append(self.identity(self.spec, entry))
         where = f"{self.spec.source_root}:{self.spec.member_prefix}{entry.relpath}"  # as the archive names it
-        return read_member(self._source, entry.offset, entry.size, entry.extra, where)[0], where
+        return read_member(self._source, entry.offset, entry.size, entry.member_info, where)[0], where
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

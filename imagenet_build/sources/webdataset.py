@@ -40,7 +40,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, Where, file_name
 from imagenet_build.sources.base import once_each, refuse_empty_pieces
-from imagenet_build.sources.copies import Copy, Layout, Piece, listing, register
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_add, validation_images
 from imagenet_build.sources.webdataset_shard import ShardColumns, ShardReader, cls_synsets, list_shard
 
@@ -101,7 +101,7 @@ def _shard_files(pieces: list[Piece]) -> dict[str, list[tuple[int, str]]]:
 class WdsCopy(Copy):
     """A folder of shards (or the shard files), each split's read in place."""
 
-    layout = description = NAME
+    kind = description = NAME
 
     def __init__(self, shards: dict[str, list[str]]) -> None:
         self.shards = shards  # split -> its shard files, by number
@@ -214,7 +214,7 @@ def _add_by_name(result: SplitInput, root: str, images: _Images, catalog: Catalo
             result.add(relpaths[i], label, (images.offsets[i], images.sizes[i], images.crcs[i]))
 
 
-# ------------------------------------------------------------------ the sample, in this layout
+# ------------------------------------------------------------------ the sample, in this shape
 
 
 def write_sample(ilsvrc_sample: Path, out: Path) -> None:
@@ -265,4 +265,4 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     (folder / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
 
 
-register(Layout(NAME, identify, assemble, rank=30, short="wds", write_sample=write_sample, folder=True))
+register(CopyKind(NAME, identify, assemble, rank=30, short="wds", write_sample=write_sample, folder=True))

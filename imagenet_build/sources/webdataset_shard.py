@@ -261,7 +261,8 @@ class ShardReader(Reader):
         if shardrel not in self._stamps:
             self._stamps[shardrel] = self.identity(self.spec, entry).split("|", 1)[1]
         self.identities.append(f"{shardrel}@{entry.offset}:{entry.size}|{self._stamps[shardrel]}")
-        data, member = read_member(self._source(shardrel), entry.offset, entry.size, entry.extra, f"{shard}:{name}")
+        data, member = read_member(self._source(shardrel), entry.offset, entry.size, entry.member_info,
+                                   f"{shard}:{name}")
         return data, f"{shard}:{member}"
 
     @staticmethod

@@ -41,7 +41,7 @@ UTF8_FLAG, DESCRIPTOR_FLAG = 0x800, 0x8
 HEAD_READ = LOCAL_SIZE + 512  # read with the local header: a small member's data comes with it
 FULL32, FULL16 = 0xFFFFFFFF, 0xFFFF
 
-# A member's `extra` (ImageEntry.extra): DEFLATED flag | inflated size << 32 | CRC-32
+# A zip member's `member_info` (ImageEntry.member_info): DEFLATED flag | inflated size << 32 | CRC-32
 DEFLATED_FLAG = 1 << 63
 MAX_SIZE = (1 << 31) - 1
 
@@ -52,7 +52,7 @@ CentralEntry = Tuple[str, int, int, int, int, int, int, int]
 ZipMember = Tuple[str, bytes, int, bool]
 
 
-def pack_extra(method: int, usize: int, crc: int) -> int:
+def pack_member_info(method: int, usize: int, crc: int) -> int:
     return (DEFLATED_FLAG if method == DEFLATED else 0) | usize << 32 | crc
 
 
@@ -146,7 +146,7 @@ def _zip64(
 
 
 def member_bytes(
-    source: Union[int, IO[bytes]], offset: int, csize: int, extra: int, name: str, where: str,
+    source: Union[int, IO[bytes]], offset: int, csize: int, member_info: int, name: str, where: str,
     head: bytes | None = None,
 ) -> bytes:
     """The bytes of member `name`, whose local header is at `offset`: a byte range, or inflated; checked.
@@ -157,16 +157,16 @@ def member_bytes(
     """
     if head is None:
         head = read_range(source, offset, HEAD_READ)
-    start = local_header(source, head, offset, name, csize, extra, where)
+    start = local_header(source, head, offset, name, csize, member_info, where)
     if start + csize <= len(head):
         data = head[start:start + csize]
     else:
         data = read_range(source, offset + start, csize)
     if len(data) != csize:
         raise InputError(where, f"truncated: the zip ends inside this member ({csize} bytes at {offset + start})")
-    usize, crc = (extra >> 32) & MAX_SIZE, extra & FULL32
+    usize, crc = (member_info >> 32) & MAX_SIZE, member_info & FULL32
     codec = deflate_codec()
-    deflated = bool(extra & DEFLATED_FLAG)
+    deflated = bool(member_info & DEFLATED_FLAG)
     if deflated:
         data = _inflate(data, usize, where)
     found = codec.crc32(data)
@@ -190,7 +190,7 @@ def _inflate(data: bytes, usize: int, where: str) -> bytes:
 
 
 def local_header(
-    source: Union[int, IO[bytes]], head: bytes, offset: int, name: str, csize: int, extra: int, where: str
+    source: Union[int, IO[bytes]], head: bytes, offset: int, name: str, csize: int, member_info: int, where: str
 ) -> int:
     """Where the member's data starts, from `offset`: its local header (in `head`, read from `offset`) checked
     against the central directory's entry.
@@ -211,13 +211,13 @@ def local_header(
     if found != name:
         raise InputError(where, f"the local header at byte {offset} is {found}'s: the zip's directory points this "
                                 "member at another member's data")
-    if method != (DEFLATED if extra & DEFLATED_FLAG else STORED):
+    if method != (DEFLATED if member_info & DEFLATED_FLAG else STORED):
         raise InputError(where, f"broken zip: its local header says method {method}, the directory "
-                                f"{DEFLATED if extra & DEFLATED_FLAG else STORED}")
+                                f"{DEFLATED if member_info & DEFLATED_FLAG else STORED}")
     if not flags & DESCRIPTOR_FLAG:
         if FULL32 in (lcsize, lusize):
             lusize, lcsize, _ = _zip64(head, LOCAL_SIZE + name_len, extra_len, lusize, lcsize, 0, where)
-        usize, ccrc = (extra >> 32) & MAX_SIZE, extra & FULL32
+        usize, ccrc = (member_info >> 32) & MAX_SIZE, member_info & FULL32
         if (lcsize, lusize, crc) != (csize, usize, ccrc):
             raise InputError(where, f"broken zip: its local header says {lcsize} bytes ({lusize} inflated), CRC-32 "
                                     f"{crc:08x}; the directory {csize} ({usize}), {ccrc:08x}")
@@ -298,8 +298,8 @@ def _names_at(f: IO[bytes], path: str, directory: tuple[int, int, int], numbers:
 class ZipReader(ArchiveReader):
     """A shard's images from the zip: the local header, then the data's byte range (inflated if deflated).
 
-    entry.offset is the member's local header, entry.size its compressed size, entry.extra
-    (pack_extra) its method, size and CRC-32 from the central directory, and the member's
+    entry.offset is the member's local header, entry.size its compressed size, entry.member_info
+    (pack_member_info) its method, size and CRC-32 from the central directory, and the member's
     name is spec.member_prefix + entry.relpath: member_bytes checks all of them. Read ahead
     as the archive reader does, the local header included.
     """
@@ -315,12 +315,12 @@ class ZipReader(ArchiveReader):
         name = self.spec.member_prefix + entry.relpath
         where = f"{self.spec.source_root}:{name}"
         head = read_range(self._source, entry.offset, HEAD_READ)
-        return member_bytes(self._source, entry.offset, entry.size, entry.extra, name, where, head), where
+        return member_bytes(self._source, entry.offset, entry.size, entry.member_info, name, where, head), where
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:
         """Its place, size and CRC-32 in the zip; the zip's own size and mtime are the shard's source_stamp."""
-        return f"@{entry.offset}:{entry.size}:{entry.extra:x}"
+        return f"@{entry.offset}:{entry.size}:{entry.member_info:x}"
 
 
 def write_zip(path: PathLike, members: Iterable[ZipMember]) -> None:

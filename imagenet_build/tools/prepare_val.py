@@ -1,6 +1,6 @@
-"""prepare-val: put flat ILSVRC2012_val_*.JPEG files into synset folders, slim's layout.
+"""prepare-val: put flat ILSVRC2012_val_*.JPEG files into synset folders, the arrangement slim reads.
 
-Only for users who want that layout: convert reads the flat folder directly.
+Only for users who want that arrangement: convert reads the flat folder directly.
 Unlike slim's helper it is safe to run twice, works on a partial set, never
 overwrites a file, and by default hard-links so the flat originals stay.
 """

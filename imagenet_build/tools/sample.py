@@ -1,6 +1,6 @@
 """A small ImageNet-shaped dataset to try everything on, made with Pillow.
 
-Layout, as the ILSVRC2012 archives unpack:
+The tree, as the ILSVRC2012 archives unpack:
   OUT/train/<synset>/<synset>_<n>.JPEG      train images, one folder per class
   OUT/validation/ILSVRC2012_val_%08d.JPEG   flat validation images
   OUT/validation_labels.txt                 synset of validation image i on line i
@@ -102,50 +102,50 @@ def _annotation(
     )
 
 
-def _sample_in_layout(out: PathLike, layout: str, **options: Any) -> dict[str, Any]:
-    """The ILSVRC sample made aside, then rewritten in the layout's shape under `out`."""
+def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
+    """The ILSVRC sample made aside, then rewritten in the shape of that kind of copy under `out`."""
     import shutil
     import tempfile
 
-    from imagenet_build.sources.copies import sample_layouts
+    from imagenet_build.sources.copies import sample_kinds
 
-    layouts = sample_layouts()
-    if layout not in layouts:
-        raise UsageError(f"--layout: one of {', '.join(sorted(layouts))}, not {layout!r}")
+    kinds = sample_kinds()
+    if kind not in kinds:
+        raise UsageError(f"--layout: one of {', '.join(sorted(kinds))}, not {kind!r}")
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise BuildError(f"{out}: not empty; choose a new folder for the sample")
     with tempfile.TemporaryDirectory(prefix="imagenet-build-sample-") as staging:
         counts = make_sample(Path(staging) / "ilsvrc", tarballs=True, **options)
         out.mkdir(parents=True, exist_ok=True)
-        layouts[layout].write_sample(Path(staging) / "ilsvrc", out)
+        kinds[kind].write_sample(Path(staging) / "ilsvrc", out)
         for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
             if not (out / name).exists():
                 shutil.copy(Path(staging) / "ilsvrc" / name, out / name)
-    if layouts[layout].evaluation:  # its validation images alone
+    if kinds[kind].evaluation:  # its validation images alone
         counts = dict(counts, train=0, boxes=0, special={})
-    return dict(counts, layout=layout)
+    return dict(counts, layout=kind)  # `sample --json`'s key
 
 
-def convert_command(out: PathLike, layout: str = "ilsvrc") -> str:
-    """The convert command `sample` prints for the sample it wrote in `layout` under `out` (OUTPUT to fill in).
+def convert_command(out: PathLike, kind: str = "ilsvrc") -> str:
+    """The convert command `sample` prints for the sample it wrote as copy kind `kind` under `out` (OUTPUT to fill in).
 
     Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images (an evaluation set:
     the validation split of its images):
     the same labels files and shard layout, and the boxes from bboxes.csv wherever the copy
-    carries none of its own (every layout but ilsvrc's archives and Kaggle's).
+    carries none of its own (every kind but ilsvrc's archives and Kaggle's).
     """
     import shlex
 
     def path(name: str) -> str:
         return shlex.quote(str(Path(out) / name))
 
-    from imagenet_build.sources.copies import sample_layouts
+    from imagenet_build.sources.copies import sample_kinds
 
-    if sample_layouts()[layout].evaluation:  # a validation split of its own, labelled by class folder
+    if sample_kinds()[kind].evaluation:  # a validation split of its own, labelled by class folder
         return (f"imagenet-build convert --from {shlex.quote(str(out))} --labels-file {path('labels.txt')} "
                 "--validation-shards 2 --layout-threads 2 --output-dir OUTPUT")
-    if layout == "ilsvrc":
+    if kind == "ilsvrc":
         where = (f"--train-dir {path('train')} --validation-dir {path('validation')} "
                  f"--bounding-box-file {path('bboxes.csv')}")
     else:
@@ -192,18 +192,18 @@ def _kind(position: int) -> str:
 
 def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation_per_class: int = 4,
                 min_size: int = 64, max_size: int = 160, quality: int = 90, seed: int = 0,
-                labels_file: PathLike | None = None, tarballs: bool = False, layout: str = "ilsvrc") -> dict[str, Any]:
+                labels_file: PathLike | None = None, tarballs: bool = False, kind: str = "ilsvrc") -> dict[str, Any]:
     """Write the sample tree under `out` (which must not hold files yet). Returns counts.
 
-    layout: another copy's shape (`sample --layout`): the same images (for the same seed)
-    written as that copy is laid out, with labels.txt, validation_labels.txt and
+    kind: another kind of copy's shape (`sample --layout`): the same images (for the same seed)
+    written as that copy lays them out, with labels.txt, validation_labels.txt and
     bboxes.csv beside them.
     """
     check_output_folder(out, "sample OUT")
-    if layout != "ilsvrc":
-        return _sample_in_layout(out, layout, classes=classes, per_class=per_class,
-                                 validation_per_class=validation_per_class, min_size=min_size, max_size=max_size,
-                                 quality=quality, seed=seed, labels_file=labels_file)
+    if kind != "ilsvrc":
+        return _sample_as_kind(out, kind, classes=classes, per_class=per_class,
+                               validation_per_class=validation_per_class, min_size=min_size, max_size=max_size,
+                               quality=quality, seed=seed, labels_file=labels_file)
     if classes < 1 or per_class < 1 or validation_per_class < 0:
         raise BuildError("--classes and --per-class must be at least 1")
     if not 8 <= min_size <= max_size:

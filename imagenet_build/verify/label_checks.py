@@ -227,16 +227,16 @@ class Imagenet(FolderCheck):
             yield Finding("classes", None, None, f"{classes:,} classes, {what} has {wanted_classes:,}")
 
 
-def _source_layout(manifest: Manifest | None) -> Any:
-    """The registered copy the build was converted from (its manifest's inputs.source.layout), or None."""
-    from imagenet_build.sources.copies import layout_named
+def _source_kind(manifest: Manifest | None) -> Any:
+    """The registered kind of copy the build was converted from (its manifest's inputs.source.layout), or None."""
+    from imagenet_build.sources.copies import copy_kind_named
 
-    return layout_named(((manifest or {}).get("inputs", {}).get("source") or {}).get("layout"))
+    return copy_kind_named(((manifest or {}).get("inputs", {}).get("source") or {}).get("layout"))
 
 
 def expected_classes(manifest: Manifest | None) -> int:
     """The classes a full build holds: ILSVRC2012's 1000, or the copy's own (ImageNet-A's and -R's 200)."""
-    known = _source_layout(manifest)
+    known = _source_kind(manifest)
     return known.classes if known is not None and known.classes else IMAGENET_CLASSES
 
 
@@ -245,7 +245,7 @@ def expected_totals(manifest: Manifest | None) -> tuple[dict[str, int], str]:
     release lacks a few images), and a shipped subset's train count."""
     expected, what = dict(IMAGENET_TOTALS), "ILSVRC2012"
     options = (manifest or {}).get("options", {})
-    known = _source_layout(manifest)
+    known = _source_kind(manifest)
     if known is not None and known.totals:
         expected, what = dict(known.totals), known.name
     subset = options.get("subset")

@@ -96,13 +96,13 @@ def read_boxes(request: ConvertRequest, catalog: catalog_mod.Catalog) -> dict[st
 
 
 def _scan(request: ConvertRequest, catalog: catalog_mod.Catalog, pool: Workers) -> list[SplitInput]:
-    """Both splits of the copy, after the work it does for both at once (copy.prepare)."""
+    """Both splits of the copy, after the work it does for both at once (copy.before_scans)."""
     copy = request.copy
 
     def validation_labels() -> list[str]:
         return catalog_mod.read_validation_labels(request.validation_labels_file)
 
-    copy.prepare(pool)
+    copy.before_scans(pool)
     splits = []
     if "train" in copy.splits:
         splits.append(copy.scan_train(catalog, request.on_error, pool))
@@ -146,8 +146,8 @@ def _apply_subset(
 
 
 def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
-    """The inputs as the manifest records them: the list files' sha256, the copy --from found, each split's
-    layout and size."""
+    """The inputs as the manifest records them: the list files' sha256, the kind of copy --from found, each
+    split's arrangement and size."""
     def sha(path: PathLike | None) -> str | None:
         return storage.sha256(str(path)) if path else None
 
@@ -157,10 +157,12 @@ def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
         "bounding_box_file_sha256": sha(request.bounding_box_file or request.bbox_tar),
     }
     if request.from_paths:
-        described["source"] = {"layout": request.copy.layout, "description": request.copy.description,
+        # the key keeps its name "layout" for the manifests already written; it holds the copy's kind
+        described["source"] = {"layout": request.copy.kind, "description": request.copy.description,
                                **request.copy.recorded(inputs.catalog)}
     for s in inputs.splits:
-        described[s.split] = {"layout": s.layout, "images": len(s)}
-        if s.layout == "flat":
+        # the key keeps its name "layout" for the manifests already written; it holds the split's arrangement
+        described[s.split] = {"layout": s.arrangement, "images": len(s)}
+        if s.arrangement == "flat":
             described[s.split]["validation_labels_file_sha256"] = sha(request.validation_labels_file)
     return described

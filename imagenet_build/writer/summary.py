@@ -22,7 +22,8 @@ from imagenet_build.writer.inputs import Inputs
 
 
 class SplitSummary(TypedDict):
-    layout: str  # the copy's listing of the split: folders, flat, tar, ...
+    # the split's arrangement (folders, flat, tar, ...), under the key --json documents have always had
+    layout: str
     images: int  # listed
     records: int  # written
     shards: int
@@ -91,7 +92,7 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summa
     for p in plans:
         s = p.input
         summary["splits"][p.split] = SplitSummary(
-            layout=s.layout,
+            layout=s.arrangement,
             images=len(s),
             records=figures_of(build.done[name].entry for name in p.names)["records"],
             shards=p.num_shards,

@@ -31,8 +31,8 @@ TABLE = extension_table()
 
 # what one more of each is: a module added to its package, registering it
 ADDED = {
-    "a copy": ("sources", "from imagenet_build.sources.copies import Layout, register\n"
-               "register(Layout(name='an added copy', identify=lambda path: [], assemble=lambda pieces: None,\n"
+    "a copy": ("sources", "from imagenet_build.sources.copies import CopyKind, register\n"
+               "register(CopyKind(name='an added copy', identify=lambda path: [], assemble=lambda pieces: None,\n"
                "                rank=999, short='added', write_sample=lambda sample, out: None))\n"),
     "a check": ("verify", "from imagenet_build.verify.folder import FolderCheck\n\n\n"
                 "class Added(FolderCheck):\n    name, covers, rank = 'added', 'an added check', 999\n\n"
@@ -48,7 +48,7 @@ ADDED = {
 SEEN = """
 import click
 from imagenet_build.cli import cli
-from imagenet_build.sources.copies import LAYOUTS
+from imagenet_build.sources.copies import COPY_KINDS
 from imagenet_build.verify.check import registered
 from imagenet_build.readback import readers
 from imagenet_build.request import RUNNERS
@@ -58,7 +58,7 @@ def choices(verb, option):
     return [p for p in command.get_params(click.Context(command)) if p.name == option][0].type.choices
 
 seen = {
-    "a copy": "added" in [layout.short for layout in LAYOUTS] and "added" in choices("sample", "layout"),
+    "a copy": "added" in [kind.short for kind in COPY_KINDS] and "added" in choices("sample", "kind"),
     "a check": "added" in [check.name for check in registered()],
     "a reader": "added" in readers.framework_choices() and "added" in choices("trainer-check", "framework"),
     "an engine": "added" in RUNNERS and "added" in choices("convert", "runner"),
@@ -107,16 +107,16 @@ def registered():
     import imagenet_build.verify  # noqa: F401  (registers every check)
     from imagenet_build.engines import ENGINES
     from imagenet_build.readback.readers import READERS, trainers
-    from imagenet_build.sources.copies import LAYOUTS
+    from imagenet_build.sources.copies import COPY_KINDS
     from imagenet_build.verify.check import REGISTRY
 
     reader_modules = {m.READER.name: name for name, m in sys.modules.items()
                       if name.startswith("imagenet_build.readback.") and hasattr(m, "READER")}
-    # an evaluation set's Layout is made by eval_sets.register_set from the EvalSet its module holds
+    # an evaluation set's CopyKind is made by eval_sets.register_set from the EvalSet its module holds
     sets = {value.short: name for name, m in list(sys.modules.items()) if name.startswith("imagenet_build.sources.")
             for value in vars(m).values() if type(value).__name__ == "EvalSet"}
     return {
-        "a copy": {layout.short: sets.get(layout.short) or layout.identify.__module__ for layout in LAYOUTS},
+        "a copy": {kind.short: sets.get(kind.short) or kind.identify.__module__ for kind in COPY_KINDS},
         "a check": {name: check.__module__ for name, check in REGISTRY.items()},
         "a reader": {name: reader_modules[name] for name in READERS},
         "a trainer": {reader.name: reader_modules[reader.name] for reader in trainers()},

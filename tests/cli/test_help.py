@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import run_cli
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 # each copy `sample --layout` knows -> how convert --help's first paragraph names it
 CONVERT_HELP_NAMES = {"ilsvrc": "the ILSVRC2012 archives or the folders extracted from them", "kaggle": "Kaggle's zip",
@@ -13,7 +13,7 @@ CONVERT_HELP_NAMES = {"ilsvrc": "the ILSVRC2012 archives or the folders extracte
 
 
 def test_convert_help_says_first_what_from_reads():
-    assert sorted(CONVERT_HELP_NAMES) == sorted(sample_layouts())  # a new copy is named there, and here
+    assert sorted(CONVERT_HELP_NAMES) == sorted(sample_kinds())  # a new copy is named there, and here
     result = run_cli("convert", "--help")
     first = " ".join(result.output.split("\n\n")[1].split())
     assert first.startswith("Convert any copy of ImageNet into shuffled, sharded TFRecords"), first

@@ -21,8 +21,8 @@ from conftest import (
 from imagenet_build.tools.sample import make_sample
 
 
-def convert_ok(sample, out, *extra, **kw):
-    result = run_cli(*sample_args(sample, out, "--workers", 1, *extra, **kw))
+def convert_ok(sample, out, *more, **kw):
+    result = run_cli(*sample_args(sample, out, "--workers", 1, *more, **kw))
     assert result.exit_code == 0, result.output
     return result
 

@@ -83,12 +83,12 @@ TRAINERS = [reader.name for reader in trainers()]  # every reader trainer-check 
 
 
 @contextlib.contextmanager
-def trainer_check_running(converted, framework, *extra):
+def trainer_check_running(converted, framework, *more):
     """trainer-check on the CPU, once it reads: the DataLoader's workers at work, or DALI's pipeline."""
     lacking = missing(READERS[framework])  # found, not imported: TensorFlow then torch in this process would crash
     if lacking:
         pytest.skip(f"not installed: {', '.join(lacking)}")
-    args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json", *extra]
+    args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json", *more]
     with Run(*args, *(["--workers", 2] if framework == "torch" else [])) as run:
         if framework == "torch":
             run.wait_for(lambda r: len(r.processes()) >= 3)

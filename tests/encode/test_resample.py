@@ -126,10 +126,10 @@ def test_no_simd_gives_the_same_bytes(tmp_path, kernel):
     """libjpeg-turbo without SIMD (JSIMD_FORCENONE) and fast_image_resize without it: the same bytes, with
     either filter."""
     paths = []
-    for i, (size, extra) in enumerate([((1024, 768), {}), ((500, 375), {}), ((375, 500), {"subsampling": 0}),
+    for i, (size, options) in enumerate([((1024, 768), {}), ((500, 375), {}), ((375, 500), {"subsampling": 0}),
                                        ((640, 427), {"progressive": True}), ((500, 333), {"mode": "L"})]):
         paths.append(tmp_path / f"{i}.JPEG")
-        paths[-1].write_bytes(jpeg(size, i, **extra))
+        paths[-1].write_bytes(jpeg(size, i, **options))
     digest = hashlib.sha256()
     options = resize.ResizeOptions(resize.parse_targets("shorter:100,224,288"), larger_only=False, filter=kernel)
     for path in paths:

@@ -116,7 +116,7 @@ def opened(folder):
 
 
 def test_an_evaluation_set_build_opens(tmp_path):
-    make_sample(tmp_path / "copy", layout="imagenet-a", **SAMPLE)
+    make_sample(tmp_path / "copy", kind="imagenet-a", **SAMPLE)
     out = tmp_path / "out"
     result = run_cli("convert", "--from", tmp_path / "copy" / "imagenet-a.tar", "--labels-file",
                      tmp_path / "copy" / "labels.txt", "--output-dir", out, "--validation-shards", 2,

@@ -98,8 +98,8 @@ def builds(tmp_path_factory):
         (root / "photos" / name / f"{name}.jpg").write_bytes(data)
     common = ["--train-dir", root / "photos", "--classes-from-folders", "--train-shards", 2, "--layout-threads", 1,
               "--workers", 1]
-    for out, extra in (("convert", []), ("resize", ["--resize", "shorter:24"])):
-        result = run_process("convert", *common, "--output-dir", root / out, *extra)
+    for out, more in (("convert", []), ("resize", ["--resize", "shorter:24"])):
+        result = run_process("convert", *common, "--output-dir", root / out, *more)
         assert result.returncode == 0, result.stderr
     arrays = np.stack([np.full((SIZE[1], SIZE[0], 3), colour, dtype=np.uint8) for colour in ARRAY_COLOURS])
     write_arrays(arrays, np.arange(len(arrays)), root / "arrays", num_shards=2)

@@ -24,7 +24,7 @@ from imagenet_build.format.manifest import read_manifest
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.readback.readers import READERS as REGISTRY
 from imagenet_build.readback.readers import trainers
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 from imagenet_build.tools.sample import make_sample
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)
@@ -199,14 +199,14 @@ def test_every_reader_refuses_an_unsound_manifest_in_one_line(build, reader):
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("layout", ["dali_idx", "beside the shards"])
-def test_every_reader_reads_a_sound_build_exactly(converted, beside, reader, layout):
-    folder = converted if layout == "dali_idx" else beside
+@pytest.mark.parametrize("indexes", ["dali_idx", "beside the shards"])
+def test_every_reader_reads_a_sound_build_exactly(converted, beside, reader, indexes):
+    folder = converted if indexes == "dali_idx" else beside
     read, _ = READERS[reader]
     assert_read_exactly(folder, read(folder))
 
 
-EVALUATION = [short for short, layout in sample_layouts().items() if layout.evaluation]
+EVALUATION = [short for short, kind in sample_kinds().items() if kind.evaluation]
 
 
 @pytest.fixture(scope="module")
@@ -215,28 +215,28 @@ def evaluation_builds(tmp_path_factory):
     the labels file's 7 or 12) may be a subset of the labels file's."""
     made = {}
 
-    def get(layout):
-        if layout not in made:
-            root = tmp_path_factory.mktemp(layout)
-            make_sample(root / "copy", layout=layout)
+    def get(kind):
+        if kind not in made:
+            root = tmp_path_factory.mktemp(kind)
+            make_sample(root / "copy", kind=kind)
             result = run_process("convert", "--from", root / "copy", "--labels-file", root / "copy" / "labels.txt",
                                  "--output-dir", root / "build", "--validation-shards", 2, "--layout-threads", 2,
                                  "--workers", 1)
             assert result.returncode == 0, result.stderr
-            made[layout] = root / "build"
-        return made[layout]
+            made[kind] = root / "build"
+        return made[kind]
 
     return get
 
 
 @pytest.mark.parametrize("reader", READERS)
-@pytest.mark.parametrize("layout", EVALUATION)
-def test_every_reader_reads_every_evaluation_sets_build_exactly(evaluation_builds, reader, layout):
+@pytest.mark.parametrize("kind", EVALUATION)
+def test_every_reader_reads_every_evaluation_sets_build_exactly(evaluation_builds, reader, kind):
     """Each evaluation set's build (its validation split, its classes a subset of the labels file's where the set
     has a fixed subset) is read by every reader, every record once."""
     assert EVALUATION, "no evaluation set registered"
     read, _ = READERS[reader]
-    folder = evaluation_builds(layout)
+    folder = evaluation_builds(kind)
     assert_read_exactly(folder, read(folder, split="validation"), split="validation", records=16)
 
 

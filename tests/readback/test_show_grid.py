@@ -15,7 +15,7 @@ from imagenet_build.readback.show_grid import (
     BatchCapture,
     caption,
     class_names,
-    read_layout,
+    read_legend,
     write_grid,
 )
 
@@ -29,8 +29,8 @@ def fed(count, height=24, width=40, seed=0):
     return pixels, ((pixels - np.float32(MEAN)) / np.float32(STD)).astype(np.float32)
 
 
-def tile(path, layout, row, k):
-    x, y, w, h = layout["rows"][row]["tiles"][k]["box"]
+def tile(path, legend, row, k):
+    x, y, w, h = legend["rows"][row]["tiles"][k]["box"]
     with Image.open(path) as picture:
         return np.asarray(picture.convert("RGB"))[y:y + h, x:x + w]
 
@@ -38,7 +38,7 @@ def tile(path, layout, row, k):
 def drawn(capture, tmp_path, manifest=MANIFEST):
     path = tmp_path / "batches.png"
     assert write_grid(path, capture, manifest, "a reader, train split, cpu") == str(path)
-    return path, read_layout(path)
+    return path, read_legend(path)
 
 
 def test_each_tile_is_the_image_fed_un_normalised(tmp_path):
@@ -47,14 +47,14 @@ def test_each_tile_is_the_image_fed_un_normalised(tmp_path):
     capture.step(first_fed, np.array([0, 1, 2, 0, 1]))
     subset, subset_fed = fed(3, seed=2)
     capture.subset(subset_fed, np.array([2, 2, 1]))
-    path, layout = drawn(capture, tmp_path)
-    assert [row["title"] for row in layout["rows"]] == [
+    path, legend = drawn(capture, tmp_path)
+    assert [row["title"] for row in legend["rows"]] == [
         "training step 1: 5 images", "the overfit check's fixed subset (evaluation crop): 3 images"]
     for k in range(5):  # (x - mean) / std in float32, then x * std + mean: back within rounding
-        assert np.abs(tile(path, layout, 0, k).astype(int) - first[k]).max() <= 1
+        assert np.abs(tile(path, legend, 0, k).astype(int) - first[k]).max() <= 1
     for k in range(3):
-        assert np.abs(tile(path, layout, 1, k).astype(int) - subset[k]).max() <= 1
-    assert layout["mean"] == list(MEAN) and layout["std"] == list(STD)
+        assert np.abs(tile(path, legend, 1, k).astype(int) - subset[k]).max() <= 1
+    assert legend["mean"] == list(MEAN) and legend["std"] == list(STD)
 
 
 def test_rows_and_tiles_are_capped_and_the_subset_is_the_first_batch_given(tmp_path):
@@ -64,12 +64,12 @@ def test_rows_and_tiles_are_capped_and_the_subset_is_the_first_batch_given(tmp_p
         capture.step(images, np.zeros(12, dtype=np.int64))
     capture.subset(fed(12, seed=50)[1], np.ones(12, dtype=np.int64))
     capture.subset(fed(12, seed=51)[1], np.ones(12, dtype=np.int64))  # the overfit loop feeds it again: kept once
-    path, layout = drawn(capture, tmp_path)
-    assert len(layout["rows"]) == STEPS + 1
-    assert [len(row["tiles"]) for row in layout["rows"]] == [TILES] * (STEPS + 1)
-    assert layout["rows"][STEPS - 1]["title"] == f"training step {STEPS}: {TILES} of 12 images"
-    assert np.abs(tile(path, layout, STEPS - 1, 0).astype(int) - batches[STEPS - 1][0][0]).max() <= 1
-    assert np.abs(tile(path, layout, STEPS, 0).astype(int) - fed(12, seed=50)[0][0]).max() <= 1
+    path, legend = drawn(capture, tmp_path)
+    assert len(legend["rows"]) == STEPS + 1
+    assert [len(row["tiles"]) for row in legend["rows"]] == [TILES] * (STEPS + 1)
+    assert legend["rows"][STEPS - 1]["title"] == f"training step {STEPS}: {TILES} of 12 images"
+    assert np.abs(tile(path, legend, STEPS - 1, 0).astype(int) - batches[STEPS - 1][0][0]).max() <= 1
+    assert np.abs(tile(path, legend, STEPS, 0).astype(int) - fed(12, seed=50)[0][0]).max() <= 1
 
 
 def test_pixels_never_normalised_or_with_swapped_channels_look_wrong(tmp_path):
@@ -80,9 +80,9 @@ def test_pixels_never_normalised_or_with_swapped_channels_look_wrong(tmp_path):
     capture = BatchCapture(MEAN, STD)
     capture.step(np.full((1, 16, 16, 3), 30, dtype=np.float32), np.array([0]))  # a dark grey never normalised
     capture.step(((red[..., ::-1] - np.float32(MEAN)) / np.float32(STD)).astype(np.float32), np.array([0]))
-    path, layout = drawn(capture, tmp_path)
-    assert tile(path, layout, 0, 0).min() == 255
-    swapped = tile(path, layout, 1, 0).astype(int)
+    path, legend = drawn(capture, tmp_path)
+    assert tile(path, legend, 0, 0).min() == 255
+    swapped = tile(path, legend, 1, 0).astype(int)
     assert abs(swapped[..., 2].mean() - 200) <= 1 and swapped[..., 0].max() == 0
 
 
@@ -100,20 +100,20 @@ def test_captions_give_the_label_as_trained_and_its_class():
 def test_the_captions_drawn_are_the_labels_fed(tmp_path):
     capture = BatchCapture(MEAN, STD)
     capture.step(fed(4)[1], np.array([1, 0, 5, 2]))
-    path, layout = drawn(capture, tmp_path)
-    assert [t["caption"] for t in layout["rows"][0]["tiles"]] == [
+    path, legend = drawn(capture, tmp_path)
+    assert [t["caption"] for t in legend["rows"][0]["tiles"]] == [
         "1 n01443537\ngoldfish, Carassius auratus", "0 n01440764\ntench, Tinca tinca", "5\nno such class (0..2)",
         "2 daisy"]
     with Image.open(path) as picture:
         pixels = np.asarray(picture.convert("L"))
-    for t in layout["rows"][0]["tiles"]:  # the text is there: dark pixels under each tile, on white paper
+    for t in legend["rows"][0]["tiles"]:  # the text is there: dark pixels under each tile, on white paper
         x, y, w, h = t["box"]
         assert pixels[y + h + 1:y + h + 30, x:x + w].min() < 100
 
 
 def test_no_training_step_is_said_so(tmp_path):
-    path, layout = drawn(BatchCapture(MEAN, STD), tmp_path)
-    assert layout["rows"] == [] and Image.open(path).size[0] > 0
+    path, legend = drawn(BatchCapture(MEAN, STD), tmp_path)
+    assert legend["rows"] == [] and Image.open(path).size[0] > 0
 
 
 def test_the_picture_is_written_atomically(tmp_path):

@@ -30,8 +30,8 @@ from imagenet_build.torch import (  # noqa: E402
 )
 
 
-def check(folder, *extra):
-    return trainer_report(folder, "--framework", "torch", "--device", "cpu", "--steps", 4, *extra)
+def check(folder, *more):
+    return trainer_report(folder, "--framework", "torch", "--device", "cpu", "--steps", 4, *more)
 
 
 @pytest.mark.parametrize("asked,gpu,cores,records,batch,used,note", [

@@ -38,9 +38,9 @@ def photo_like_jpegs():
     image = Image.fromarray(pixels.clip(0, 255).astype(np.uint8))
     options = [{"subsampling": "4:2:0"}, {"subsampling": "4:4:4"}, {"progressive": True}]
     jpegs = []
-    for picture, extra in [(image, o) for o in options] + [(image.convert("L"), {})]:
+    for picture, saved_with in [(image, o) for o in options] + [(image.convert("L"), {})]:
         out = io.BytesIO()
-        picture.save(out, "JPEG", quality=90, **extra)
+        picture.save(out, "JPEG", quality=90, **saved_with)
         jpegs.append(out.getvalue())
     return jpegs
 

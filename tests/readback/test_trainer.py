@@ -15,8 +15,8 @@ def dali_tf(request):
         pytest.importorskip("nvidia.dali.plugin.tf")
 
 
-def check(folder, *extra):
-    return trainer_report(folder, "--device", "cpu", "--steps", 8, *extra)
+def check(folder, *more):
+    return trainer_report(folder, "--device", "cpu", "--steps", 8, *more)
 
 
 @pytest.mark.slow

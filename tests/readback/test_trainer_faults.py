@@ -26,7 +26,7 @@ def framework(request):
     for module in reader.needs:
         pytest.importorskip(module)
     args = ("--framework", reader.name, "--device", "cpu", "--steps", 4)
-    return request.param, lambda folder, *extra: trainer_report(folder, *args, *extra)
+    return request.param, lambda folder, *more: trainer_report(folder, *args, *more)
 
 
 @pytest.mark.slow

@@ -171,7 +171,7 @@ def test_the_picture_is_drawn_whatever_the_checks_found(shards, tmp_path):
     """--show: the picture is written when the checks pass and when they fail (then it is most wanted), its
     path in the result and in the readable report."""
     from imagenet_build.readback.checks import Settings, format_report, run_checks
-    from imagenet_build.readback.show_grid import read_layout
+    from imagenet_build.readback.show_grid import read_legend
 
     for fails in ("", "training stopped at step 2"):
         picture = tmp_path / f"batches{len(fails)}.png"
@@ -180,9 +180,9 @@ def test_the_picture_is_drawn_whatever_the_checks_found(shards, tmp_path):
                             shards, started=0.0)
         assert result["ok"] == (not fails) and result["show"] == str(picture)
         assert f"  the batches as fed to the model: {picture}" in format_report(result)
-        layout = read_layout(picture)
-        assert [row["title"] for row in layout["rows"]] == ["training step 1: 2 images"]
-        assert [tile["caption"] for tile in layout["rows"][0]["tiles"]] == ["0 n01", "1 n02"]  # the manifest's
+        legend = read_legend(picture)
+        assert [row["title"] for row in legend["rows"]] == ["training step 1: 2 images"]
+        assert [tile["caption"] for tile in legend["rows"][0]["tiles"]] == ["0 n01", "1 n02"]  # the manifest's
 
 
 def test_the_picture_is_headed_with_the_reader_split_and_device(shards, tmp_path):

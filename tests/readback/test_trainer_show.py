@@ -13,7 +13,7 @@ from PIL import Image
 
 from helpers import trainer_report
 from imagenet_build.format.folder_contents import is_trainer_picture
-from imagenet_build.readback.show_grid import read_layout, unnormalise
+from imagenet_build.readback.show_grid import read_legend, unnormalise
 
 MEAN, STD = (120.0, 110.0, 100.0), (60.0, 55.0, 50.0)  # not the defaults: the picture takes the reader's
 FRAMEWORKS = {
@@ -113,20 +113,20 @@ def test_the_picture_shows_what_the_model_was_fed(converted, tmp_path, monkeypat
     path = tmp_path / "batches.png"
     code, report, failed = trainer_report(converted, *args, "--mean", *MEAN, "--std", *STD, "--show", path)
     assert code == 0 and not failed and report["show"] == str(path), report
-    layout = read_layout(path)
+    legend = read_legend(path)
     assert is_trainer_picture(str(path))  # what verify and convert keep in a build folder under any name
     training, subset = models  # the training run's model, then the overfit check's
-    assert [row["title"] for row in layout["rows"]] == [
+    assert [row["title"] for row in legend["rows"]] == [
         "training step 1: 8 of 16 images", "training step 2: 8 of 16 images", "training step 3: 8 of 16 images",
         "the overfit check's fixed subset (evaluation crop): 8 of 16 images"]
     with Image.open(path) as picture:
         pixels = np.asarray(picture.convert("RGB"))
-    for row, (images, labels) in zip((layout["rows"][0], layout["rows"][3]), (training[0], subset[0])):
+    for row, (images, labels) in zip((legend["rows"][0], legend["rows"][3]), (training[0], subset[0])):
         expected = unnormalise(images, MEAN, STD)
         for k, shown in enumerate(row["tiles"]):
             x, y, w, h = shown["box"]
             assert (w, h) == (224, 224)
             assert np.abs(pixels[y:y + h, x:x + w].astype(int) - expected[k]).max() <= 1, (row["title"], k)
             assert shown["caption"].split()[0] == str(labels[k]), (row["title"], k)
-    tench = next(t["caption"] for row in layout["rows"] for t in row["tiles"] if t["caption"].startswith("0 "))
+    tench = next(t["caption"] for row in legend["rows"] for t in row["tiles"] if t["caption"].startswith("0 "))
     assert tench == "0 n01440764\ntench, Tinca tinca"  # the sample's first class, as the shipped metadata says

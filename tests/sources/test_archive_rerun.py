@@ -14,7 +14,7 @@ import pytest
 from conftest import layout_args, run_cli, tree_digest
 from imagenet_build.format.naming import LISTINGS_NAME
 from imagenet_build.sources import listings, spool
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 
 @pytest.fixture
@@ -31,24 +31,24 @@ def spooled_splits(monkeypatch):
     return made
 
 
-def written(ilsvrc, tmp_path, layout):
-    """The sample written as `layout` lays ImageNet out, in tmp_path/copy."""
+def written(ilsvrc, tmp_path, kind):
+    """The sample written as `kind` lays ImageNet out, in tmp_path/copy."""
     copy = tmp_path / "copy"
     copy.mkdir()
-    sample_layouts()[layout].write_sample(ilsvrc, copy)
+    sample_kinds()[kind].write_sample(ilsvrc, copy)
     return copy
 
 
-def convert(ilsvrc, copy, out, *extra):
+def convert(ilsvrc, copy, out, *more):
     labels = copy if (copy / "labels.txt").exists() else ilsvrc  # an evaluation set's sample may write its own
-    result = run_cli("convert", "--from", copy, "--output-dir", out, *layout_args(labels), "--json", *extra)
+    result = run_cli("convert", "--from", copy, "--output-dir", out, *layout_args(labels), "--json", *more)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
 
-@pytest.mark.parametrize("layout", sorted(sample_layouts()))
-def test_a_rerun_decompresses_only_what_it_must_write(ilsvrc, tmp_path, spooled_splits, layout):
-    copy, out = written(ilsvrc, tmp_path, layout), tmp_path / "out"
+@pytest.mark.parametrize("kind", sorted(sample_kinds()))
+def test_a_rerun_decompresses_only_what_it_must_write(ilsvrc, tmp_path, spooled_splits, kind):
+    copy, out = written(ilsvrc, tmp_path, kind), tmp_path / "out"
     convert(ilsvrc, copy, out)
     first = sorted(spooled_splits)
     built = {k: v for k, v in tree_digest(out).items() if not k.startswith(LISTINGS_NAME)}
@@ -60,7 +60,7 @@ def test_a_rerun_decompresses_only_what_it_must_write(ilsvrc, tmp_path, spooled_
     if not first:  # a copy read in place: nothing to decompress, nothing kept
         assert not (out / LISTINGS_NAME).exists()
         return
-    evaluation = sample_layouts()[layout].evaluation  # a validation split alone
+    evaluation = sample_kinds()[kind].evaluation  # a validation split alone
     assert first == (["validation"] if evaluation else ["train", "validation"])
     assert any(note.startswith("not decompressed: ") for note in again["notes"])
     (out / "validation-00001-of-00002").unlink()  # one shard to write: its split alone is decompressed

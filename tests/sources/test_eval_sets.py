@@ -38,11 +38,11 @@ def sets(tmp_path_factory):
     """set -> its sample (written once for the module)."""
     made = {}
 
-    def get(layout):
-        if layout not in made:
-            made[layout] = tmp_path_factory.mktemp(layout)
-            make_sample(made[layout], layout=layout, **SAMPLE)
-        return made[layout]
+    def get(kind):
+        if kind not in made:
+            made[kind] = tmp_path_factory.mktemp(kind)
+            make_sample(made[kind], kind=kind, **SAMPLE)
+        return made[kind]
 
     return get
 
@@ -55,26 +55,26 @@ def a_tar(tmp_path, sets, change):
     return folder / "imagenet-a.tar"
 
 
-def run(source, labels, out, *extra):
-    return run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *extra,
+def run(source, labels, out, *more):
+    return run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *more,
                    "--json")
 
 
 # ------------------------------------------------------------------ registering a set
 
 
-def test_a_set_registers_as_a_layout_whose_calls_are_the_shared_ones_with_the_set(monkeypatch):
+def test_a_set_registers_as_a_copy_kind_whose_calls_are_the_shared_ones_with_the_set(monkeypatch):
     from imagenet_build.sources import copies
 
-    monkeypatch.setattr(copies, "LAYOUTS", list(copies.LAYOUTS))
+    monkeypatch.setattr(copies, "COPY_KINDS", list(copies.COPY_KINDS))
     the_set = EvalSet(name="Test-Set", short="test-set", archives={"t.tar": ""}, tops={"t": ""}, images=3,
                       suffix=".jpg", rank=99, subset=(0, 1))
-    layout = register_set(the_set)
-    assert copies.LAYOUTS[-1] is layout and copies.layout_named("Test-Set") is layout
-    assert (layout.name, layout.short, layout.rank, layout.totals, layout.classes, layout.evaluation,
-            layout.folder) == ("Test-Set", "test-set", 99, {"validation": 3}, 2, True, False)
-    for call, shared in ((layout.identify, identify_set), (layout.assemble, assemble_set),
-                         (layout.write_sample, write_set_sample)):
+    kind = register_set(the_set)
+    assert copies.COPY_KINDS[-1] is kind and copies.copy_kind_named("Test-Set") is kind
+    assert (kind.name, kind.short, kind.rank, kind.totals, kind.classes, kind.evaluation,
+            kind.folder) == ("Test-Set", "test-set", 99, {"validation": 3}, 2, True, False)
+    for call, shared in ((kind.identify, identify_set), (kind.assemble, assemble_set),
+                         (kind.write_sample, write_set_sample)):
         assert call.func is shared and call.args == (the_set,) and not call.keywords
 
 
@@ -162,13 +162,13 @@ def test_an_image_twice_with_skip_keeps_the_first_and_lists_the_second_where_it_
 # ------------------------------------------------------------------ what the listing records
 
 
-@pytest.mark.parametrize("layout", list(ARCHIVES))
-def test_the_manifest_records_how_the_split_was_read_and_a_touched_archive_is_read_again(sets, tmp_path, layout):
-    """The split's layout (a tar or the spool read by offset: flat-tar; a zip: zip), and the archive's size and
+@pytest.mark.parametrize("kind", list(ARCHIVES))
+def test_the_manifest_records_how_the_split_was_read_and_a_touched_archive_is_read_again(sets, tmp_path, kind):
+    """The split's arrangement (a tar or the spool read by offset: flat-tar; a zip: zip), and the archive's size and
     time as the shards' input state: a rerun after the archive was touched rewrites them."""
-    source = tmp_path / ARCHIVES[layout]
-    shutil.copy(sets(layout) / ARCHIVES[layout], source)
-    labels = sets(layout) / "labels.txt"
+    source = tmp_path / ARCHIVES[kind]
+    shutil.copy(sets(kind) / ARCHIVES[kind], source)
+    labels = sets(kind) / "labels.txt"
     first = run(source, labels, tmp_path / "out")
     assert first.exit_code == 0, first.output
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -208,12 +208,12 @@ def test_a_sets_sample_takes_as_many_classes_as_the_set_has_and_no_class_outside
         write_set_sample(IMAGENET_V2, ilsvrc_like(tmp_path / "odd", [every[0], "n99999999"]), tmp_path / "v2")
 
 
-@pytest.mark.parametrize("layout", ["imagenet-sketch", "imagenet-a"])
-def test_a_samples_archive_is_written_as_the_sets_tools_write_it(tmp_path, layout):
+@pytest.mark.parametrize("kind", ["imagenet-sketch", "imagenet-a"])
+def test_a_samples_archive_is_written_as_the_sets_tools_write_it(tmp_path, kind):
     """The zip deflated and now and then stored, sizes in its headers (no data descriptor); the tar GNU tar's.
     (Written here, not taken from the module's samples: a mutant of the writer must be the one that writes it.)"""
-    make_sample(tmp_path, layout=layout, classes=2, per_class=3, validation_per_class=2)
-    if layout == "imagenet-sketch":
+    make_sample(tmp_path, kind=kind, classes=2, per_class=3, validation_per_class=2)
+    if kind == "imagenet-sketch":
         with zipfile.ZipFile(tmp_path / "ImageNet-Sketch.zip") as z:
             infos = z.infolist()
         assert [i.compress_type for i in infos] == [zipfile.ZIP_STORED if n % 2 else zipfile.ZIP_DEFLATED
@@ -276,7 +276,7 @@ def test_a_labels_file_naming_none_of_the_sets_classes_builds_nothing(sets, tmp_
 
 
 def test_a_spooled_sets_scan_decompresses_its_archive_when_nothing_did_before(sets, tmp_path):
-    """The build decompresses every archive first (prepare); a scan without that does it itself, on the pool."""
+    """The build decompresses every archive first (before_scans); a scan without that does it itself, on the pool."""
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.infra.workers import Workers
 
@@ -328,7 +328,7 @@ def test_the_pieces_of_one_set_make_one_copy_described_as_what_was_given():
 
     archive = copy(("archive:top-images", "d/imagenetv2-top-images.tar.gz"))
     assert type(archive) is SpooledEvalCopy and archive.description == "ImageNetV2 top-images archive"
-    assert (archive.path, archive.variant, archive.layout, archive.notes, archive.splits) == \
+    assert (archive.path, archive.variant, archive.kind, archive.notes, archive.splits) == \
         ("d/imagenetv2-top-images.tar.gz", "top-images", "ImageNetV2", [], ("validation",))
     folder = copy(("folder:threshold-0.7", "d/imagenetv2-threshold0.7"))
     assert type(folder) is EvalCopy and folder.description == "ImageNetV2 threshold-0.7 folder"

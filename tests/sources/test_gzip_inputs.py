@@ -3,8 +3,8 @@
 A gzip stream carries the CRC-32 and length of what it holds, and ends with them: a stream cut
 short, or whose trailer disagrees with its data, is a damaged download. The one reading of a gzip
 stream (infra/deflate.py) checks both, and the end of the tar inside; GZIP_INPUTS is every
-command that reads one (held to the `.tar.gz` files the sample layouts write by
-test_every_gzip_file_a_sample_layout_writes_is_read_here_or_said_unread).
+command that reads one (held to the `.tar.gz` files the sample writers write by
+test_every_gzip_file_a_sample_writer_writes_is_read_here_or_said_unread).
 """
 
 import gzip
@@ -16,7 +16,7 @@ import zlib
 import pytest
 
 from conftest import run_cli
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
 BOXES = "ILSVRC2012_bbox_train_v2.tar.gz"
@@ -36,7 +36,7 @@ def bboxes(root, out):
     return ["bboxes", root / BOXES, "--output", out]
 
 
-# name -> (the sample layout, the gzip file damaged, the command reading it)
+# name -> (the copy kind of the sample, the gzip file damaged, the command reading it)
 GZIP_INPUTS = {
     "box archive, convert --from": ("ilsvrc", BOXES, convert_from),
     "box archive, --bbox-tar": ("ilsvrc", BOXES, convert_bbox_tar),
@@ -56,12 +56,12 @@ DAMAGES = ("truncated", "truncated at a member's end", "tar cut inside a whole g
            "length lie")
 
 
-def test_every_gzip_file_a_sample_layout_writes_is_read_here_or_said_unread(small_copy):
-    for layout in sample_layouts():
-        root = small_copy(layout)
+def test_every_gzip_file_a_sample_writer_writes_is_read_here_or_said_unread(small_copy):
+    for copy_kind in sample_kinds():
+        root = small_copy(copy_kind)
         for path in root.rglob("*.gz"):
             name = str(path.relative_to(root))
-            assert any(name == g for lay, g, _ in GZIP_INPUTS.values() if lay == layout) or name in UNREAD, name
+            assert any(name == g for lay, g, _ in GZIP_INPUTS.values() if lay == copy_kind) or name in UNREAD, name
 
 
 def member_ends(tar):
@@ -102,9 +102,9 @@ CASES = [(name, kind) for name in GZIP_INPUTS for kind in DAMAGES]
 
 @pytest.mark.parametrize("name,kind", CASES, ids=[f"{n}-{k}" for n, k in CASES])
 def test_a_damaged_gzip_input_is_one_error_line_naming_it(small_copy, tmp_path, name, kind):
-    layout, gz, command = GZIP_INPUTS[name]
+    copy_kind, gz, command = GZIP_INPUTS[name]
     root = tmp_path / "copy"
-    shutil.copytree(small_copy(layout), root)
+    shutil.copytree(small_copy(copy_kind), root)
     path = root / gz
     path.write_bytes(damage(path.read_bytes(), kind))
     result = run_cli(*command(root, tmp_path / "out"))

@@ -111,9 +111,9 @@ def _damage_header(path, offset, change):
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("layout", ["ilsvrc", "wds", "hf"])
+@pytest.mark.parametrize("kind", ["ilsvrc", "wds", "hf"])
 @pytest.mark.parametrize("change", ["renamed", "resized"])
-def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_listed(tmp_path, layout, change):
+def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_listed(tmp_path, kind, change):
     """ILSVRC tarballs, WebDataset shards and a decompressed .tar.gz are read by offset: the header block before
     the data, read with it, must be the one the listing read (read_member), else the bytes are another member's."""
     from imagenet_build.catalog.classes import load_catalog
@@ -123,20 +123,20 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     from imagenet_build.sources import find_copy, reader_for
 
     source = tmp_path / "copy"
-    make_sample(source, layout=layout, tarballs=True, classes=2, per_class=3, validation_per_class=2)
+    make_sample(source, kind=kind, tarballs=True, classes=2, per_class=3, validation_per_class=2)
     catalog = load_catalog(source / "labels.txt")
     copy = find_copy([source])
     copy.work_dir = str(tmp_path / "out")
     with Workers(1) as pool:
-        copy.prepare(pool)
+        copy.before_scans(pool)
         split = copy.scan_train(catalog, "fail", pool)
     spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
     with reader_for(spec) as reader:
         reader.read(0)  # as listed: read
     entry = spec.entries[0]
-    if layout == "ilsvrc":
+    if kind == "ilsvrc":
         path = source / "ILSVRC2012_img_train.tar"
-    elif layout == "wds":
+    elif kind == "wds":
         path = source / entry.relpath.rsplit("/", 1)[0]
     else:  # the decompressed archive the entry lies in, in the spool
         path = Path(spec.source_root) / sorted(n for n in os.listdir(spec.source_root) if n.endswith(".tar"))[
@@ -157,7 +157,7 @@ def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
     import zipfile
 
     from imagenet_build.infra.errors import InputError
-    from imagenet_build.sources.zips import DEFLATED, STORED, member_bytes, pack_extra, write_zip
+    from imagenet_build.sources.zips import DEFLATED, STORED, member_bytes, pack_member_info, write_zip
 
     jpeg, other = bytes(range(256)) * 20, bytes(range(255, -1, -1)) * 20
     path = tmp_path / "z.zip"
@@ -170,9 +170,10 @@ def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):
     def read(name, as_name=None, **lie):
         i = info[name]
         fields = {**dict(csize=i.compress_size, usize=i.file_size, crc=i.CRC), **lie}
-        extra = pack_extra(i.compress_type, fields["usize"], fields["crc"])
+        member_info = pack_member_info(i.compress_type, fields["usize"], fields["crc"])
         shown = as_name or name
-        return member_bytes(io.BytesIO(bytes(data)), i.header_offset, fields["csize"], extra, shown, f"z.zip:{shown}")
+        return member_bytes(io.BytesIO(bytes(data)), i.header_offset, fields["csize"], member_info, shown,
+                            f"z.zip:{shown}")
 
     assert read("a/x.JPEG") == jpeg and read("a/z.JPEG") == jpeg
     with pytest.raises(InputError, match=r"z.zip:a/x.JPEG: the local header at byte \d+ is a/y.JPEG's"):

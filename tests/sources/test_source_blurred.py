@@ -22,7 +22,7 @@ from imagenet_build.tools.sample import make_sample
 @pytest.fixture(scope="module")
 def blurred(tmp_path_factory):
     out = tmp_path_factory.mktemp("blurred")
-    make_sample(out, layout="blurred", **SAMPLE)
+    make_sample(out, kind="blurred", **SAMPLE)
     return out
 
 
@@ -139,7 +139,7 @@ def test_the_one_train_archive_is_inflated_on_both_workers_with_the_same_bytes(b
         return inflate.spool_and_list(archive, target, threads)
 
     copy.spool.task = recorded
-    copy.prepare(Workers(2))  # two, in here
+    copy.before_scans(Workers(2))  # two, in here
     assert seen == [("train_blurred.tar.gz", 2), ("val_blurred.tar.gz", 1)]
     copy.close()
     assert inflate._gunzip_parallel(train, str(tmp_path / "two.tar"), 2)

@@ -1,11 +1,11 @@
-"""convert --from on damaged copies of every layout `sample --layout` writes: one line, nothing wrong built.
+"""convert --from on damaged copies of every copy kind `sample --layout` writes: one line, nothing wrong built.
 
-Each layout `sources.copies` registers is written small by `sample --layout`, then each kind of
+Each copy kind `sources.copies` registers is written small by `sample --layout`, then each kind of
 damage is applied to a fresh copy of it, and `convert --from` must exit 1 with one `error:` line
 naming the file and the member, no traceback, the copy unchanged, and nothing but what a clean
-build writes under a final name in the output folder. Which damage applies to which layout is
-the one table DAMAGES below: a layout registered without its row fails
-test_every_registered_layout_declares_every_damage, so a new copy is covered by registering it.
+build writes under a final name in the output folder. Which damage applies to which copy kind is
+the one table DAMAGES below: a copy kind registered without its row fails
+test_every_registered_copy_kind_declares_every_damage, so a new copy is covered by registering it.
 """
 
 import gzip
@@ -17,7 +17,7 @@ import struct
 import pytest
 
 from conftest import run_cli, shard_files, tree_digest
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 from tar_damages import (
     SYNSETS,
     blurred_damage,
@@ -223,8 +223,8 @@ def eval_write(archive, members):
 
 def eval_damage(kind, root):
     """Damage an evaluation set's archive; the zip's own kinds are sketch_damage's."""
-    layout = next(name for name, archive in EVAL_ARCHIVES.items() if (root / archive).exists())
-    archive = root / EVAL_ARCHIVES[layout]
+    copy_kind = next(name for name, archive in EVAL_ARCHIVES.items() if (root / archive).exists())
+    archive = root / EVAL_ARCHIVES[copy_kind]
     members = eval_members(archive)
     images = [m for m in members if m[0].lower().endswith((".jpg", ".jpeg"))]
     first, folders = images[0][0], sorted({m[0].split("/")[1] for m in images})
@@ -244,7 +244,7 @@ def eval_damage(kind, root):
         return [archive.name, not_utf8(first).replace("\udcff", "\\udcff"), "not UTF-8"]
     if kind == "label out of range":  # an image in a class folder the set has not
         top, _, name = first.split("/")
-        moved = f"{top}/{NO_CLASS[layout]}/{name}"
+        moved = f"{top}/{NO_CLASS[copy_kind]}/{name}"
         eval_write(archive, [(moved, *m[1:]) if m[0] == first else m for m in members])
         return [archive.name, moved, "a foreign file", "not one of"]
     if kind == "duplicate":
@@ -306,7 +306,7 @@ NAME_LABEL = "the label is the name's synset suffix: it can disagree (below), no
 WDS_PATH = "a sample's name is its key: none can be null"
 TAR_SIZE = "a size lie in a tar header breaks the listing at the next header: shown for the ILSVRC tarballs"
 
-# layout -> {damage kind: how to apply it (returns the error's fragments), or why it does not apply}
+# copy kind -> {damage kind: how to apply it (returns the error's fragments), or why it does not apply}
 DAMAGES = {
     "ilsvrc": dict.fromkeys(KINDS, ilsvrc_damage) | {
         "member swapped": TAR, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
@@ -332,37 +332,37 @@ DAMAGES = {
         "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
         "corrupted payload (stored)": NO_CRC, "label out of range": FOLDER_LABEL, "label null": FOLDER_LABEL,
         "path null": NO_PATH},
-    **{layout: dict.fromkeys(KINDS, eval_damage) | {
+    **{copy_kind: dict.fromkeys(KINDS, eval_damage) | {
         "member swapped": TAR, "size lie": TAR_SIZE, "CRC lie (stored)": NO_CRC, "CRC lie (deflated)": NO_CRC,
         "corrupted payload (stored)": NO_CRC, "label null": FOLDER_LABEL, "label disagreeing": FOLDER_LABEL,
-        "path null": NO_PATH} for layout in ("imagenet-a", "imagenet-r", "imagenet-v2")},
+        "path null": NO_PATH} for copy_kind in ("imagenet-a", "imagenet-r", "imagenet-v2")},
     "imagenet-sketch": dict.fromkeys(KINDS, eval_damage) | {
         "label null": FOLDER_LABEL, "label disagreeing": FOLDER_LABEL, "path null": NO_PATH},
 }
 
-CASES = [(layout, kind) for layout, kinds in DAMAGES.items() for kind, how in kinds.items() if callable(how)]
+CASES = [(copy_kind, kind) for copy_kind, kinds in DAMAGES.items() for kind, how in kinds.items() if callable(how)]
 
 
-def test_every_registered_layout_declares_every_damage():
+def test_every_registered_copy_kind_declares_every_damage():
     """A copy registered for `sample --layout` is in the table, each damage applied or said not to apply."""
-    assert sorted(DAMAGES) == sorted(sample_layouts())
-    for layout, kinds in DAMAGES.items():
-        assert sorted(kinds) == sorted(KINDS), layout
-        assert all(callable(how) or (isinstance(how, str) and how) for how in kinds.values()), layout
+    assert sorted(DAMAGES) == sorted(sample_kinds())
+    for copy_kind, kinds in DAMAGES.items():
+        assert sorted(kinds) == sorted(KINDS), copy_kind
+        assert all(callable(how) or (isinstance(how, str) and how) for how in kinds.values()), copy_kind
 
 
 @pytest.fixture(scope="module")
 def clean(small_copy, tmp_path_factory):
-    """layout -> {path: sha256} of the clean build of its sample: all a failed run may leave under a final name."""
+    """copy kind -> {path: sha256} of the clean build of its sample: all a failed run may leave under a final name."""
     built = {}
 
-    def get(layout):
-        if layout not in built:
-            out = tmp_path_factory.mktemp(f"{layout}-clean") / "out"
-            result = run_cli(*convert_args(small_copy(layout), out))
+    def get(copy_kind):
+        if copy_kind not in built:
+            out = tmp_path_factory.mktemp(f"{copy_kind}-clean") / "out"
+            result = run_cli(*convert_args(small_copy(copy_kind), out))
             assert result.exit_code == 0, result.output
-            built[layout] = shard_files(out)
-        return built[layout]
+            built[copy_kind] = shard_files(out)
+        return built[copy_kind]
 
     return get
 
@@ -373,11 +373,11 @@ def convert_args(copy, out):
             *SHARDS]
 
 
-@pytest.mark.parametrize("layout,kind", CASES, ids=[f"{layout}-{kind}" for layout, kind in CASES])
-def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(small_copy, clean, tmp_path, layout, kind):
+@pytest.mark.parametrize("copy_kind,kind", CASES, ids=[f"{copy_kind}-{kind}" for copy_kind, kind in CASES])
+def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(small_copy, clean, tmp_path, copy_kind, kind):
     copy = tmp_path / "copy"
-    shutil.copytree(small_copy(layout), copy)
-    fragments = DAMAGES[layout][kind](kind, copy)
+    shutil.copytree(small_copy(copy_kind), copy)
+    fragments = DAMAGES[copy_kind][kind](kind, copy)
     before = tree_digest(copy)
     out = tmp_path / "out"
     result = run_cli(*convert_args(copy, out))
@@ -393,5 +393,5 @@ def test_a_damaged_copy_is_one_error_line_and_nothing_wrong_is_built(small_copy,
     if manifest is not None:  # a failure while writing shards: the manifest says it is not complete
         assert json.loads((out / "manifest.json").read_text())["complete"] is False
     if left:  # whatever is under a final name is what a clean build writes
-        expected = clean(layout)
+        expected = clean(copy_kind)
         assert all(expected.get(name) == digest for name, digest in left.items()), left

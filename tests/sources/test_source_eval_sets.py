@@ -15,7 +15,7 @@ from helpers import archive_members, expect_error
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_file
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 from imagenet_build.tools.sample import make_sample
 
 ARCHIVES = {"imagenet-v2": "imagenetv2-matched-frequency.tar.gz", "imagenet-a": "imagenet-a.tar",
@@ -27,12 +27,12 @@ SHARDS = ["--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
 
 
 def test_the_four_sets_are_registered_with_their_counts():
-    assert SETS == [short for short, layout in sample_layouts().items() if getattr(layout, "evaluation", False)]
+    assert SETS == [short for short, kind in sample_kinds().items() if getattr(kind, "evaluation", False)]
     from imagenet_build.verify.label_checks import expected_classes, expected_totals
 
     for short, (images, classes) in {"imagenet-v2": (10000, 1000), "imagenet-a": (7500, 200),
                                      "imagenet-r": (30000, 200), "imagenet-sketch": (50889, 1000)}.items():
-        manifest = {"inputs": {"source": {"layout": sample_layouts()[short].name}}, "options": {}}
+        manifest = {"inputs": {"source": {"layout": sample_kinds()[short].name}}, "options": {}}
         assert expected_totals(manifest)[0] == {"validation": images}
         assert expected_classes(manifest) == classes
 
@@ -42,25 +42,25 @@ def written(tmp_path_factory):
     """set -> its sample, and the same archive extracted beside it (extracted/<top folder>)."""
     made = {}
 
-    def get(layout):
-        if layout not in made:
-            root = tmp_path_factory.mktemp(layout)
-            make_sample(root / "copy", layout=layout, **SAMPLE)
-            archive = root / "copy" / ARCHIVES[layout]
+    def get(kind):
+        if kind not in made:
+            root = tmp_path_factory.mktemp(kind)
+            make_sample(root / "copy", kind=kind, **SAMPLE)
+            archive = root / "copy" / ARCHIVES[kind]
             if archive.suffix == ".zip":
                 with zipfile.ZipFile(archive) as z:
                     z.extractall(root / "extracted")
             else:
                 with tarfile.open(archive) as tar:
                     tar.extractall(root / "extracted")
-            made[layout] = root
-        return made[layout]
+            made[kind] = root
+        return made[kind]
 
     return get
 
 
-def convert(source, labels, out, *extra):
-    result = run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *extra,
+def convert(source, labels, out, *more):
+    result = run_cli("convert", "--from", source, "--labels-file", labels, "--output-dir", out, *SHARDS, *more,
                      "--json")
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -75,12 +75,12 @@ def records(out):
     return found
 
 
-@pytest.mark.parametrize("layout", SETS)
-def test_the_archive_and_its_extracted_folder_give_the_same_bytes(written, tmp_path, layout):
-    root = written(layout)
+@pytest.mark.parametrize("kind", SETS)
+def test_the_archive_and_its_extracted_folder_give_the_same_bytes(written, tmp_path, kind):
+    root = written(kind)
     labels = root / "copy" / "labels.txt"
-    from_archive = convert(root / "copy" / ARCHIVES[layout], labels, tmp_path / "archive")
-    from_folder = convert(root / "extracted" / TOPS[layout], labels, tmp_path / "folder")
+    from_archive = convert(root / "copy" / ARCHIVES[kind], labels, tmp_path / "archive")
+    from_folder = convert(root / "extracted" / TOPS[kind], labels, tmp_path / "folder")
     assert from_archive["found"].endswith("archive: 16 validation") and from_folder["found"].endswith(
         "folder: 16 validation"), (from_archive["found"], from_folder["found"])
     assert shard_files(tmp_path / "archive") == shard_files(tmp_path / "folder")
@@ -88,33 +88,33 @@ def test_the_archive_and_its_extracted_folder_give_the_same_bytes(written, tmp_p
     assert shard_files(tmp_path / "holding") == shard_files(tmp_path / "folder"), holding
 
 
-@pytest.mark.parametrize("layout", SETS)
-def test_every_image_once_with_its_synsets_1000_class_label_and_its_bytes(written, tmp_path, layout):
+@pytest.mark.parametrize("kind", SETS)
+def test_every_image_once_with_its_synsets_1000_class_label_and_its_bytes(written, tmp_path, kind):
     """Each file of the set is one record: image/filename its path below the top folder, the 1000-class label of
     its class folder's synset (the shipped labels file's line; the sample's labels.txt is its first lines), the
     synset's text from the shipped metadata, its bytes untouched."""
     from imagenet_build.sources.eval_sets import sorted_synsets
 
-    root = written(layout)
-    summary = convert(root / "extracted" / TOPS[layout], root / "copy" / "labels.txt", tmp_path / "out")
+    root = written(kind)
+    summary = convert(root / "extracted" / TOPS[kind], root / "copy" / "labels.txt", tmp_path / "out")
     assert summary["splits"]["validation"]["records"] == 16
-    files = {str(p.relative_to(root / "extracted" / TOPS[layout])): p.read_bytes()
-             for p in (root / "extracted" / TOPS[layout]).glob("*/*")}
+    files = {str(p.relative_to(root / "extracted" / TOPS[kind])): p.read_bytes()
+             for p in (root / "extracted" / TOPS[kind]).glob("*/*")}
     texts = read_metadata_file(DEFAULT_METADATA_FILE)
     got = records(tmp_path / "out")
     assert sorted(r["image/filename"][0].decode() for r in got) == sorted(files)
     for r in got:
         name = r["image/filename"][0].decode()
         folder = name.split("/")[0]
-        synset = sorted_synsets()[int(folder)] if layout == "imagenet-v2" else folder
+        synset = sorted_synsets()[int(folder)] if kind == "imagenet-v2" else folder
         assert r["image/class/synset"] == [synset.encode()]
         assert r["image/class/label"] == [sorted_synsets().index(synset) + 1]
         assert r["image/class/text"] == [texts[synset].encode()]
         assert r["image/encoded"] == [files[name]]
 
 
-@pytest.mark.parametrize("layout", ["imagenet-a", "imagenet-r"])
-def test_a_fixed_subset_keeps_the_1000_class_labels_and_records_them(written, tmp_path, layout):
+@pytest.mark.parametrize("kind", ["imagenet-a", "imagenet-r"])
+def test_a_fixed_subset_keeps_the_1000_class_labels_and_records_them(written, tmp_path, kind):
     """With the shipped 1000-class labels file: labels as the ILSVRC build gives them, never renumbered to 200,
     and the manifest lists the set's classes' labels (here the sample's 4 classes are a partial copy of the 200:
     built with --on-error skip, the other classes named)."""
@@ -122,13 +122,13 @@ def test_a_fixed_subset_keeps_the_1000_class_labels_and_records_them(written, tm
 
     from imagenet_build.sources.eval_sets import sorted_synsets
 
-    root = written(layout)
+    root = written(kind)
     convert(root / "copy", root / "copy" / "labels.txt", tmp_path / "small")
     manifest = json.loads((tmp_path / "small" / "manifest.json").read_text())
     labels = manifest["inputs"]["source"]["labels"]
     assert labels == sorted({r["image/class/label"][0] for r in records(tmp_path / "small")}) and len(labels) == 4
     expect_error(["convert", "--from", root / "copy", "--output-dir", tmp_path / "o", *SHARDS], 1,
-                 ARCHIVES[layout], "no class folder for 196 of", "200 classes", "a partial copy")
+                 ARCHIVES[kind], "no class folder for 196 of", "200 classes", "a partial copy")
     result = run_cli("convert", "--from", root / "copy", "--output-dir", tmp_path / "full", *SHARDS, "--on-error",
                      "skip", "--json")
     assert result.exit_code == 0, result.output
@@ -138,22 +138,22 @@ def test_a_fixed_subset_keeps_the_1000_class_labels_and_records_them(written, tm
     assert len(full["inputs"]["source"]["labels"]) == 200 and full["num_classes"] == 1000
     assert [r["image/class/label"] for r in records(tmp_path / "full")] == \
         [r["image/class/label"] for r in records(tmp_path / "small")]  # the labels file's prefix: the same labels
-    classes = importlib.import_module(f"imagenet_build.sources.{layout.replace('-', '_')}").CLASSES
+    classes = importlib.import_module(f"imagenet_build.sources.{kind.replace('-', '_')}").CLASSES
     assert full["inputs"]["source"]["labels"] == [index + 1 for index in classes]  # the project's own list
     assert [sorted_synsets()[label - 1] for label in labels] == [sorted_synsets()[i] for i in classes[:4]]
 
 
-@pytest.mark.parametrize("layout", SETS)
+@pytest.mark.parametrize("kind", SETS)
 @pytest.mark.parametrize("form", ["archive", "folder"])
-def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layout, form):
+def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, kind, form):
     """A file that is no image of a class folder (a stray note beside the class folders, a file outside the top
     folder) and a class folder missing: refused naming it; --on-error skip leaves the stray file out, listed."""
     from helpers import tar_of
     from imagenet_build.sources.zips import DEFLATED, write_zip
 
-    root = written(layout)
+    root = written(kind)
     labels = root / "copy" / "labels.txt"
-    top = TOPS[layout]
+    top = TOPS[kind]
     for stray, named in ((f"{top}/notes.txt", f"{top}/notes.txt"), ("other/notes.txt", "other/notes.txt")):
         copy = tmp_path / stray.replace("/", "-")
         if form == "folder":
@@ -164,8 +164,8 @@ def test_a_foreign_file_and_a_partial_copy_are_one_line(written, tmp_path, layou
             source = copy / top
         else:
             copy.mkdir()
-            source = copy / ARCHIVES[layout]
-            members = archive_members(root / "copy" / ARCHIVES[layout]) + [(stray, b"hello")]
+            source = copy / ARCHIVES[kind]
+            members = archive_members(root / "copy" / ARCHIVES[kind]) + [(stray, b"hello")]
             if source.suffix == ".zip":
                 write_zip(source, [(n, d, DEFLATED, False) for n, d in members])
             else:
@@ -264,23 +264,23 @@ def test_imagenet_v2s_variant_is_the_one_its_archive_holds_not_its_name(written,
     assert not (tmp_path / "o").exists() or not list((tmp_path / "o").glob("validation-*"))
 
 
-@pytest.mark.parametrize("layout", SETS)
-def test_an_archive_whose_top_folder_is_not_the_sets_or_with_none_is_refused_naming_it(written, tmp_path, layout):
+@pytest.mark.parametrize("kind", SETS)
+def test_an_archive_whose_top_folder_is_not_the_sets_or_with_none_is_refused_naming_it(written, tmp_path, kind):
     """A top folder the set's archives never have (something-else/), and loose class folders with no top folder
     at all: each one line naming the archive, nothing built."""
-    root = written(layout)
+    root = written(kind)
     labels = root / "copy" / "labels.txt"
-    members = archive_members(root / "copy" / ARCHIVES[layout])
-    top = TOPS[layout]
+    members = archive_members(root / "copy" / ARCHIVES[kind])
+    top = TOPS[kind]
     for case, renamed, fragments in (
             ("other", [("something-else/" + n.split("/", 1)[1], d) for n, d in members],
-             [f"{ARCHIVES[layout]}:something-else/", "a top folder none of", "not "]),
+             [f"{ARCHIVES[kind]}:something-else/", "a top folder none of", "not "]),
             ("class folders", [(n.split("/", 1)[1], d) for n, d in members],
-             [ARCHIVES[layout], "holds its class folders (", "at its top, not in a top folder"]),
+             [ARCHIVES[kind], "holds its class folders (", "at its top, not in a top folder"]),
             ("loose", [(n.rsplit("/", 1)[1], d) for n, d in members if n.count("/") == 2],
-             [ARCHIVES[layout], "holds no <top folder>/<class>/<image> files"])):
+             [ARCHIVES[kind], "holds no <top folder>/<class>/<image> files"])):
         (tmp_path / case).mkdir()
-        archive = tmp_path / case / ARCHIVES[layout]
+        archive = tmp_path / case / ARCHIVES[kind]
         _write_archive(archive, renamed)
         expect_error(["convert", "--from", archive, "--labels-file", labels, "--output-dir", tmp_path / case / "o",
                       *SHARDS], 1, *fragments)
@@ -337,13 +337,13 @@ def test_an_empty_class_folder_is_said_to_be_empty_not_missing(written, tmp_path
                       *SHARDS], 1, "no class folder, or an empty one, for 2 of", folders[2])
 
 
-@pytest.mark.parametrize("layout", SETS)
-def test_a_members_error_names_it_as_the_archive_does_top_folder_included(written, tmp_path, layout):
+@pytest.mark.parametrize("kind", SETS)
+def test_a_members_error_names_it_as_the_archive_does_top_folder_included(written, tmp_path, kind):
     """An image that is no image, read by a worker: the line names archive:top/class/name (A's and R's too)."""
-    root = written(layout)
-    members = archive_members(root / "copy" / ARCHIVES[layout])
+    root = written(kind)
+    members = archive_members(root / "copy" / ARCHIVES[kind])
     broken = next(n for n, _ in members if n.lower().endswith((".jpg", ".jpeg")))
-    source = tmp_path / ARCHIVES[layout]
+    source = tmp_path / ARCHIVES[kind]
     _write_archive(source, [(n, b"not an image at all" if n == broken else d) for n, d in members])
     expect_error(["convert", "--from", source, "--labels-file", root / "copy" / "labels.txt", "--output-dir",
                   tmp_path / "o", *SHARDS], 1, f"{source}:{broken}:")

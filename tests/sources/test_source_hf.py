@@ -17,7 +17,7 @@ from imagenet_build.tools.sample import make_sample
 @pytest.fixture(scope="module")
 def hf(tmp_path_factory):
     out = tmp_path_factory.mktemp("hf") / "imagenet-1k"
-    make_sample(out, layout="hf", **SAMPLE)
+    make_sample(out, kind="hf", **SAMPLE)
     return out
 
 
@@ -165,7 +165,7 @@ def test_a_partial_set_is_refused(copy_of, hf, tmp_path):
 def hf_parquet(tmp_path_factory):
     pytest.importorskip("pyarrow", reason="Hugging Face's parquet files need pyarrow (the parquet extra)")
     out = tmp_path_factory.mktemp("hf-parquet") / "imagenet-1k"
-    make_sample(out, layout="hf-parquet", **SAMPLE)
+    make_sample(out, kind="hf-parquet", **SAMPLE)
     return out
 
 
@@ -306,7 +306,7 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
     assert copy.spool.archives == archives
     copy.spool.task = recorded
     with Workers(1) as pool:  # one worker: the tasks run in submission order, here
-        copy.prepare(pool)
+        copy.before_scans(pool)
         assert calls == sorted(archives["train"] + archives["validation"], key=lambda a: -Path(a).stat().st_size)
         folder, listings = copy.spool.take("validation", pool)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone

@@ -15,7 +15,7 @@ from imagenet_build.tools.sample import make_sample
 @pytest.fixture(scope="module")
 def wds(tmp_path_factory):
     out = tmp_path_factory.mktemp("wds") / "copy"
-    make_sample(out, classes=4, per_class=12, validation_per_class=4, layout="wds")
+    make_sample(out, classes=4, per_class=12, validation_per_class=4, kind="wds")
     return out
 
 

@@ -1,4 +1,4 @@
-"""convert --from: any copy of ImageNet, told apart by its layout, gives the shards of the ILSVRC tarballs; --subset."""
+"""convert --from: any copy of ImageNet, told apart by its kind, gives the shards of the ILSVRC tarballs; --subset."""
 
 import io
 import json
@@ -10,7 +10,7 @@ from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 
 @pytest.mark.parametrize("given", [
@@ -124,8 +124,8 @@ def test_expect_imagenet_knows_the_subset_counts():
     assert expected_totals(manifest)[0] == {"train": 128116, "validation": 50000}
 
 
-@pytest.mark.parametrize("layout", [*sample_layouts(), "folders"])
-def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvrc, tmp_path, monkeypatch, layout):
+@pytest.mark.parametrize("kind", [*sample_kinds(), "folders"])
+def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvrc, tmp_path, monkeypatch, kind):
     """With a cold cache (ImageNet's 140 GB, or a spool of it, on disk) the disk must have several reads in
     flight: every reader tells the kernel (POSIX_FADV_WILLNEED) of each image before it reads it. Every copy
     registered, as `sample --layout` writes it (ilsvrc: its archives), and the ILSVRC folders."""
@@ -135,16 +135,16 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
     from imagenet_build.sources.spool import SpooledCopy
     from imagenet_build.tools.sample import make_sample
 
-    source = tmp_path / layout / "copy"
-    if layout == "folders":  # the extracted folders alone (beside the archives, the archives are read)
+    source = tmp_path / kind / "copy"
+    if kind == "folders":  # the extracted folders alone (beside the archives, the archives are read)
         source.mkdir(parents=True)
         for name in ("train", "validation"):
             (source / name).symlink_to(ilsvrc / name)
     else:
-        make_sample(source, layout=layout, tarballs=layout == "ilsvrc", classes=4, per_class=12,
+        make_sample(source, kind=kind, tarballs=kind == "ilsvrc", classes=4, per_class=12,
                     validation_per_class=4)
     copy = find_copy([source])
-    assert (copy.description == "ILSVRC2012 (image-net.org) folders") == (layout == "folders")
+    assert (copy.description == "ILSVRC2012 (image-net.org) folders") == (kind == "folders")
     announced = []
     fadvise = os.posix_fadvise
 
@@ -156,7 +156,7 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
     monkeypatch.setattr(os, "posix_fadvise", recorded)
     out = tmp_path / "out"
     boxes = [] if copy.carries_boxes else ["--bounding-box-file", ilsvrc / "bboxes.csv"]
-    labels = ilsvrc if layout == "folders" else source  # the labels files each layout's sample is written with
+    labels = ilsvrc if kind == "folders" else source  # the labels files each kind's sample is written with
     result = run_cli("convert", "--from", source, "--output-dir", out, *layout_args(labels), *boxes, "--json")
     assert result.exit_code == 0, result.output
     images = sum(split["images"] for split in json.loads(result.stdout)["splits"].values())
@@ -169,7 +169,7 @@ def test_a_piece_given_twice_is_one_grammatical_line(tmp_path):
     from imagenet_build.tools.sample import make_sample
 
     for name in ("a", "b"):
-        make_sample(tmp_path / name, layout="hf", classes=2, per_class=3, validation_per_class=2)
+        make_sample(tmp_path / name, kind="hf", classes=2, per_class=3, validation_per_class=2)
     expect_error(["convert", "--from", tmp_path / "a" / "data", "--from", tmp_path / "b" / "data" /
                   "test_images.tar.gz", "--output-dir", tmp_path / "o"], 2,
                  "--from was given two paths for one piece of the copy (test): ", "give each piece once")

@@ -2,7 +2,7 @@
 
 A tar holds more than files: hard links, symlinks, FIFOs, devices, folders. Each copy read from
 a tar (TAR_COPIES, held to the registry of `sample --layout` by
-test_every_registered_layout_says_whether_it_reads_tars) gets one image member replaced by each
+test_every_registered_copy_kind_says_whether_it_reads_tars) gets one image member replaced by each
 kind; convert --from must then give the shards of the same copy as GNU tar extracts it and
 archives it again (`tar x`, then `tar c --dereference --hard-dereference`: a link becomes the
 file it gave), or refuse in one line naming the member. The rule lives once, in
@@ -19,7 +19,7 @@ import tarfile
 import pytest
 
 from conftest import run_cli, shard_files
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 SHARDS = ["--train-shards", 2, "--validation-shards", 1, "--layout-threads", 1, "--workers", 1]
 KINDS = ("regular", "hard link", "symlink", "FIFO", "device", "directory")
@@ -29,11 +29,11 @@ REFUSED = {"FIFO": "a FIFO", "device": "a character device"}
 
 
 class TarCopy:
-    """A copy read from tars: its sample layout, the tar altered (inside `outer` where it is a class tar of the
+    """A copy read from tars: its copy kind, the tar altered (inside `outer` where it is a class tar of the
     train archive), and how it is converted (--from the copy, or --train-tar as ImageNet-21k is)."""
 
-    def __init__(self, layout, tar, outer=None, train_tar=False):
-        self.layout, self.tar, self.outer, self.train_tar = layout, tar, outer, train_tar
+    def __init__(self, copy_kind, tar, outer=None, train_tar=False):
+        self.copy_kind, self.tar, self.outer, self.train_tar = copy_kind, tar, outer, train_tar
 
     def read(self, root):
         """The altered tar's bytes, decompressed."""
@@ -79,9 +79,9 @@ TAR_COPIES = {
 NO_TAR = {"kaggle": "a zip", "hf-parquet": "parquet files", "imagenet-sketch": "a zip"}
 
 
-def test_every_registered_layout_says_whether_it_reads_tars():
+def test_every_registered_copy_kind_says_whether_it_reads_tars():
     """A copy registered for `sample --layout` has a row above, or says what it is read from instead."""
-    assert sorted({c.layout for c in TAR_COPIES.values()} | set(NO_TAR)) == sorted(sample_layouts())
+    assert sorted({c.copy_kind for c in TAR_COPIES.values()} | set(NO_TAR)) == sorted(sample_kinds())
 
 
 # ------------------------------------------------------------------ tars, written and altered
@@ -153,8 +153,8 @@ def tar_x_then_c(data, work):
 
 
 def fresh(small_copy, copy, at):
-    """A copy of the layout's small sample at `at` (ImageNet-21k's: the ILSVRC train archive as fall11_whole.tar)."""
-    shutil.copytree(small_copy(copy.layout), at)
+    """A copy of the copy kind's small sample at `at` (ImageNet-21k's: the ILSVRC train archive as fall11_whole.tar)."""
+    shutil.copytree(small_copy(copy.copy_kind), at)
     if copy.train_tar:
         shutil.copy(at / "ILSVRC2012_img_train.tar", at / copy.outer)
     return at
@@ -196,10 +196,10 @@ def test_a_member_of_each_kind_gives_what_tar_x_gives_or_one_line_naming_it(smal
 IMAGE = b"\xff\xd8 an image's bytes"
 
 
-def links_tar(*extra):
-    """A tar of a/x.jpg and a/b/ (a folder), then `extra` members."""
+def links_tar(*more):
+    """A tar of a/x.jpg and a/b/ (a folder), then the members `more`."""
     folder = member("a/b", tarfile.DIRTYPE)
-    return retar([(member("a/x.jpg", tarfile.REGTYPE), IMAGE), (folder, None), *((m, None) for m in extra)])
+    return retar([(member("a/x.jpg", tarfile.REGTYPE), IMAGE), (folder, None), *((m, None) for m in more)])
 
 
 OUTSIDE = ("outside the archive: extracted, it would read whatever that path holds here, not an image of the "
@@ -208,7 +208,7 @@ NOT_A_FILE = (", not a file: extracted it is no image (reading a FIFO or device 
               "folder); remove it from the archive")
 
 
-@pytest.mark.parametrize("extra,problem", [
+@pytest.mark.parametrize("more,problem", [
     ((member("a/y.jpg", tarfile.SYMTYPE, "../../etc/hostname"),), "a symlink to ../../etc/hostname, " + OUTSIDE),
     ((member("a/y.jpg", tarfile.SYMTYPE, "../.."),), "a symlink to ../.., " + OUTSIDE),
     ((member("a/y.jpg", tarfile.SYMTYPE, "/etc/hostname"),), "a symlink to /etc/hostname, " + OUTSIDE),
@@ -232,12 +232,12 @@ NOT_A_FILE = (", not a file: extracted it is no image (reading a FIFO or device 
 ], ids=["climbs out", "climbs to ..", "absolute", "to nothing", "to a folder", "a loop", "hard link forward",
         "hard link to a folder", "hard link to a symlink", "block device", "unknown type", "sparse",
         "contiguous file"])
-def test_a_link_tar_x_cannot_make_an_image_of_is_one_error_naming_it(tmp_path, extra, problem):
+def test_a_link_tar_x_cannot_make_an_image_of_is_one_error_naming_it(tmp_path, more, problem):
     from imagenet_build.infra.errors import InputError
     from imagenet_build.sources.tars import outer_members
 
     path = tmp_path / "t.tar"
-    path.write_bytes(links_tar(*extra))
+    path.write_bytes(links_tar(*more))
     if problem is None:
         assert [m[:4] for m in outer_members(path)][-1][0] == "a/y.jpg"
         return

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import run_cli, shard_files
 from helpers import tar_of
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 from imagenet_build.tools.sample import make_sample
 
 SYNSETS = ("n01440764", "n01443537")  # the sample's two classes (the first two of the labels file)
@@ -119,7 +119,7 @@ def list_and_read(source, tmp_path):
     read = 0
     try:
         with Workers(1) as pool:
-            copy.prepare(pool)
+            copy.before_scans(pool)
             splits = [copy.scan_train(catalog, "fail", pool)] if "train" in copy.splits else []
             if "validation" in copy.splits:
                 splits.append(copy.scan_validation(catalog, "fail", pool, lambda: (source / "validation_labels.txt")
@@ -133,12 +133,12 @@ def list_and_read(source, tmp_path):
     return read
 
 
-@pytest.mark.parametrize("layout", sample_layouts())
-def test_listing_and_reading_a_copy_leaves_no_descriptor_open(tmp_path, layout):
+@pytest.mark.parametrize("kind", sample_kinds())
+def test_listing_and_reading_a_copy_leaves_no_descriptor_open(tmp_path, kind):
     """A descriptor left open per archive or per read runs a 1,000-class (or 1,024-shard) build out of them:
     the copy listed and read twice (the first warms lazy imports), the open descriptors are those before."""
     source = tmp_path / "copy"
-    make_sample(source, layout=layout, tarballs=True, classes=2, per_class=3, validation_per_class=2)
+    make_sample(source, kind=kind, tarballs=True, classes=2, per_class=3, validation_per_class=2)
     assert list_and_read(source, tmp_path / "warm") > 0
     before = open_descriptors()
     assert list_and_read(source, tmp_path / "again") > 0

@@ -156,7 +156,7 @@ def test_a_central_directory_larger_than_a_read_is_streamed_entry_by_entry():
 def test_a_members_name_is_utf_8_where_its_flag_says_so_else_cp437():
     """APPNOTE appendix D: without bit 11 a name is cp437 (0x82 is é); with it, UTF-8, and bytes that are not are
     refused naming the zip and the name, in the directory as in a local header."""
-    from imagenet_build.sources.zips import STORED, member_bytes, member_name, pack_extra
+    from imagenet_build.sources.zips import STORED, member_bytes, member_name, pack_member_info
 
     assert member_name(b"caf\x82.JPEG", 0, "z.zip") == "café.JPEG"
     assert member_name("café.JPEG".encode(), 0x800, "z.zip") == "café.JPEG"
@@ -169,7 +169,7 @@ def test_a_members_name_is_utf_8_where_its_flag_says_so_else_cp437():
         f"z.zip:caf\\x82.JPEG: {not_utf8}"
     local = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0x800, 0, 0, 0x21, zlib.crc32(b"jpeg"), 4, 4, 9, 0)
     data = local + b"caf\x82.JPEG" + b"jpeg"
-    assert input_error(member_bytes, io.BytesIO(data), 0, 4, pack_extra(STORED, 4, zlib.crc32(b"jpeg")),
+    assert input_error(member_bytes, io.BytesIO(data), 0, 4, pack_member_info(STORED, 4, zlib.crc32(b"jpeg")),
                        "a/café.JPEG", "z.zip:a/café.JPEG") == f"z.zip:a/café.JPEG:caf\\x82.JPEG: {not_utf8}"
 
 
@@ -269,7 +269,7 @@ def test_a_members_local_header_is_read_whole_and_checked_against_the_directory(
     disagreement with the directory one error naming the member."""
     import os
 
-    from imagenet_build.sources.zips import DEFLATED, LOCAL_SIZE, STORED, member_bytes, pack_extra
+    from imagenet_build.sources.zips import DEFLATED, LOCAL_SIZE, STORED, member_bytes, pack_member_info
 
     image = bytes(range(256)) * 12
     long_name = "train/n01440764/" + "l" * 600 + ".JPEG"
@@ -287,7 +287,7 @@ def test_a_members_local_header_is_read_whole_and_checked_against_the_directory(
                   **lie}
         name = name or info.filename
         return member_bytes(source, info.header_offset, fields["csize"],
-                            pack_extra(fields["method"], fields["usize"], fields["crc"]), name, f"z.zip:{name}")
+                            pack_member_info(fields["method"], fields["usize"], fields["crc"]), name, f"z.zip:{name}")
 
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -315,12 +315,12 @@ def test_a_members_local_header_is_read_whole_and_checked_against_the_directory(
         "z.zip:a/s.JPEG: broken zip: 32-bit sizes marked as Zip64, but no Zip64 extra field"  # named once
     empty = struct.pack("<4s5H3L2H", b"PK\x03\x04", 20, 0, 0, 0, 0x21, 0, 0, 0, 0, 0)
     assert len(empty) == LOCAL_SIZE
-    assert member_bytes(io.BytesIO(empty), 0, 0, pack_extra(STORED, 0, 0), "", "z.zip:", empty) == b""
+    assert member_bytes(io.BytesIO(empty), 0, 0, pack_member_info(STORED, 0, 0), "", "z.zip:", empty) == b""
 
 
 def test_a_deflated_member_inflating_to_more_than_its_size_is_refused_at_one_byte_more(tmp_path):
     """Inflating stops one byte past the directory's size: the error says so (N+), never inflates the rest."""
-    from imagenet_build.sources.zips import DEFLATED, member_bytes, pack_extra
+    from imagenet_build.sources.zips import DEFLATED, member_bytes, pack_member_info
 
     image = bytes(range(256)) * 12
     data = zip_of([("a/d.JPEG", image, DEFLATED)])
@@ -329,7 +329,7 @@ def test_a_deflated_member_inflating_to_more_than_its_size_is_refused_at_one_byt
     local = bytearray(data)
     struct.pack_into("<L", local, info.header_offset + 22, len(image) - 10)  # the local header agrees
     assert input_error(member_bytes, io.BytesIO(bytes(local)), 0, info.compress_size,
-                       pack_extra(DEFLATED, len(image) - 10, info.CRC), "a/d.JPEG", "z.zip:a/d.JPEG") == \
+                       pack_member_info(DEFLATED, len(image) - 10, info.CRC), "a/d.JPEG", "z.zip:a/d.JPEG") == \
         f"z.zip:a/d.JPEG: corrupt: inflates to {len(image) - 9}+ bytes, the zip's directory says {len(image) - 10}"
 
 

@@ -28,7 +28,7 @@ def kaggle(tmp_path_factory):
     from imagenet_build.tools.sample import make_sample
 
     out = tmp_path_factory.mktemp("kaggle") / "copy"
-    make_sample(out, layout="kaggle", classes=2, per_class=3, validation_per_class=2)
+    make_sample(out, kind="kaggle", classes=2, per_class=3, validation_per_class=2)
     return out
 
 
@@ -166,7 +166,7 @@ def test_a_member_read_past_the_zips_end_is_truncated_not_accepted(tmp_path):
     """A deflated member whose compressed size runs past the file's end (the zip cut since it was listed):
     the whole stream may inflate and its CRC-32 agree, but the bytes are not all there."""
     from imagenet_build.infra.errors import InputError
-    from imagenet_build.sources.zips import DEFLATED, member_bytes, pack_extra
+    from imagenet_build.sources.zips import DEFLATED, member_bytes, pack_member_info
 
     path = tmp_path / "z.zip"
     image = bytes(range(256)) * 20
@@ -175,11 +175,11 @@ def test_a_member_read_past_the_zips_end_is_truncated_not_accepted(tmp_path):
         info = z.getinfo("a/x.JPEG")
     size = path.stat().st_size
     with open(path, "rb") as f:
-        assert member_bytes(f, 0, info.compress_size, pack_extra(DEFLATED, len(image), info.CRC), "a/x.JPEG",
+        assert member_bytes(f, 0, info.compress_size, pack_member_info(DEFLATED, len(image), info.CRC), "a/x.JPEG",
                             "z.zip:a/x.JPEG") == image
         with pytest.raises(InputError, match=rf"^z.zip:a/x.JPEG: truncated: the zip ends inside this member "
                                              rf"\({size} bytes at \d+\)$"):
-            member_bytes(f, 0, size, pack_extra(DEFLATED, len(image), info.CRC), "a/x.JPEG", "z.zip:a/x.JPEG")
+            member_bytes(f, 0, size, pack_member_info(DEFLATED, len(image), info.CRC), "a/x.JPEG", "z.zip:a/x.JPEG")
 
 
 def test_nested_files_under_a_class_folder_are_ignored_and_named_in_the_zip_as_in_a_folder(kaggle, tmp_path):

@@ -1,5 +1,5 @@
-"""The sample verb (tools/sample.py): every copy's layout in its --help, and the convert command it prints gives
-the ILSVRC build from every layout's sample."""
+"""The sample verb (tools/sample.py): every copy kind in its --help, and the convert command it prints gives
+the ILSVRC build from every kind's sample."""
 
 import io
 
@@ -8,7 +8,7 @@ import pytest
 from conftest import run_cli, shard_files
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 
 def validation_records(out):
@@ -37,21 +37,21 @@ def assert_evaluation_build(out, reference, sample, ilsvrc):
                 {k: v for k, v in t.items() if k != "image/filename"}
 
 
-def test_sample_help_lists_every_layout():
+def test_sample_help_lists_every_copy_kind():
     result = run_cli("sample", "--help")
-    assert f"[{'|'.join(sample_layouts())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
+    assert f"[{'|'.join(sample_kinds())}]" in result.output.replace("\n", "").replace(" ", ""), result.output
 
 
-@pytest.mark.parametrize("layout", list(sample_layouts()))
-def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, reference, tmp_path, layout):
-    """Followed as printed (boxes from bboxes.csv where the copy carries none), every layout's sample converts to
+@pytest.mark.parametrize("kind", list(sample_kinds()))
+def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, reference, tmp_path, kind):
+    """Followed as printed (boxes from bboxes.csv where the copy carries none), every kind's sample converts to
     the shards of the ILSVRC2012 tarballs (blurred: its re-encoded and left-out images aside; an evaluation set:
     the validation images alone, each record the ILSVRC build's but its image/filename, where the set has the
     sample's classes, and the classes put one to one on the set's where the set has a fixed subset)."""
     import re
     import shlex
 
-    result = run_cli("sample", tmp_path / "s", "--layout", layout)
+    result = run_cli("sample", tmp_path / "s", "--layout", kind)
     assert result.exit_code == 0, result.output
     printed = result.stdout.splitlines()[-1]
     assert printed.startswith("convert it with: imagenet-build convert "), printed
@@ -60,9 +60,9 @@ def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, refere
     args[args.index("OUTPUT")] = str(out)
     converted = run_cli(*args, "--workers", 1)
     assert converted.exit_code == 0, converted.output
-    if layout == "blurred":  # other image bytes, two images fewer: the boxes are what the printed command adds
+    if kind == "blurred":  # other image bytes, two images fewer: the boxes are what the printed command adds
         assert re.search(r"boxes: [1-9]\d* images got boxes", converted.stdout), converted.stdout
-    elif sample_layouts()[layout].evaluation:
+    elif sample_kinds()[kind].evaluation:
         assert_evaluation_build(out, reference, tmp_path / "s", ilsvrc)
     else:
         assert shard_files(out) == shard_files(reference)

@@ -34,8 +34,8 @@ def dali():
 
 
 def test_clean_build_passes_every_mode(converted):
-    for extra in ((), ("--quick",), ("--deep",)):
-        code, report = verify_json(converted, *extra)
+    for more in ((), ("--quick",), ("--deep",)):
+        code, report = verify_json(converted, *more)
         assert code == 0 and report["ok"] and report["problems"] == [], report
         assert report["summary"]["manifest"] is True
     assert report["summary"]["records"] == 64

@@ -11,7 +11,7 @@ from helpers import expect_error, expect_one_error_line, records_of
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, imagenet_synsets, load_catalog, read_labels_file
 from imagenet_build.catalog.real_labels import read_real_labels
 from imagenet_build.format.record_schema import REAL_LABELS, decode_example
-from imagenet_build.sources.copies import sample_layouts
+from imagenet_build.sources.copies import sample_kinds
 
 # real.json entries planted (entry number: 0-based indices into the sorted synsets); every other entry empty.
 # The sample's classes are the first four sorted synsets (labels 1..4): 999 and 4 name synsets it lacks.
@@ -96,18 +96,18 @@ def test_tensorflows_parser_reads_the_real_labels(ilsvrc, real_json, tmp_path):
     assert len(found) == 16 and found == expected_for(found)
 
 
-ILSVRC_COPIES = [short for short, layout in sample_layouts().items() if not layout.evaluation]
-EVALUATION_SETS = [short for short, layout in sample_layouts().items() if layout.evaluation]
+ILSVRC_COPIES = [short for short, kind in sample_kinds().items() if not kind.evaluation]
+EVALUATION_SETS = [short for short, kind in sample_kinds().items() if kind.evaluation]
 
 
-@pytest.mark.parametrize("layout", ILSVRC_COPIES)
-def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real_json, tmp_path, layout):
+@pytest.mark.parametrize("kind", ILSVRC_COPIES)
+def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real_json, tmp_path, kind):
     """One rule for every registered copy with ILSVRC2012's validation images: labels found by the image's
     original name, whatever the copy calls it (a synset suffix, `.jpg`, a WebDataset key, a Kaggle path)."""
     from imagenet_build.tools.sample import make_sample
 
     source = tmp_path / "copy"
-    make_sample(source, layout=layout, tarballs=layout == "ilsvrc", classes=4, per_class=12, validation_per_class=4)
+    make_sample(source, kind=kind, tarballs=kind == "ilsvrc", classes=4, per_class=12, validation_per_class=4)
     out = tmp_path / "out"
     result = run_cli("convert", "--from", source, "--real-labels", real_json, "--output-dir", out,
                      *layout_args(ilsvrc), "--bounding-box-file", ilsvrc / "bboxes.csv")
@@ -116,15 +116,15 @@ def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real
     assert len(found) >= 15 and found == expected_for(found)  # blurred: lacks an image, as the release does
 
 
-@pytest.mark.parametrize("layout", EVALUATION_SETS)
-def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, layout):
+@pytest.mark.parametrize("kind", EVALUATION_SETS)
+def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, kind):
     """ReaL relabels ILSVRC2012's validation images: an evaluation set's images are others (even where their
     files bear ILSVRC2012_val_ names, as the samples' do), so asking for ReaL labels on one is one line, not a
     build carrying labels of other pictures."""
     from imagenet_build.tools.sample import make_sample
 
     source = tmp_path / "copy"
-    make_sample(source, layout=layout, classes=4, per_class=2, validation_per_class=2)
+    make_sample(source, kind=kind, classes=4, per_class=2, validation_per_class=2)
     expect_one_error_line(("convert", "--from", source, "--real-labels", real_json, "--output-dir", tmp_path / "out",
                            *layout_args(source)), "holds images of its own: ReaL has no labels for them",
                           out=tmp_path / "out")
