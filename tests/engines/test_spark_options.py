@@ -149,28 +149,29 @@ def java_children():
     return found
 
 
-def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path):
+def test_spark_runs_a_job_here_and_its_jvm_ends_with_it(tmp_path, monkeypatch):
     pytest.importorskip("pyspark")
     if find_java() is None:
         pytest.skip("no Java for Spark (scripts/test.sh installs Debian's openjdk-17-jre-headless where it may)")
     from pyspark import SparkContext
 
-    logs_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "imagenet-build-spark-*.log")))
+    temp = tmp_path / "temp"  # this test's own: other tests running Spark at the same time leave their logs elsewhere
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     job = write_job(str(tmp_path), [Task(f"k{n}", abs, (-n,)) for n in range(3)])  # executors import no test module
     spark("local[1]").run(job, ((n, None) for n in range(3)), lambda n, result: pytest.fail("Spark hands nothing back"),
                           None)
     assert reported(job) == {"k0", "k1", "k2"}
     assert SparkContext._gateway is None and SparkContext._active_spark_context is None
     assert java_children() == []  # its JVM ended, waited for
-    assert set(glob.glob(os.path.join(tempfile.gettempdir(), "imagenet-build-spark-*.log"))) == logs_before
+    assert glob.glob(os.path.join(temp, "imagenet-build-spark-*.log")) == []
     bad = write_job(str(tmp_path / "bad"), [Task("bad", os.path.getsize, (str(tmp_path / "missing.JPEG"),))])
     with pytest.raises(BuildError) as raised:
         spark("local[1]").run(bad, [(0, None)], lambda n, result: None, None)
     line = str(raised.value)
     assert "missing.JPEG" in line and "(Spark's log: " in line
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
-    assert os.path.exists(log)
-    os.unlink(log)
+    assert glob.glob(os.path.join(temp, "imagenet-build-spark-*.log")) == [log]
 
 
 def test_a_spark_that_does_not_start_is_one_line_naming_its_log(tmp_path):
