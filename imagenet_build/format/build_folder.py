@@ -83,7 +83,7 @@ class BuildFolder(NamedTuple):
                              f"run imagenet-build verify {self.path}")
         return paths
 
-    def split(self, split: str = "train") -> OpenedSplit:
+    def split(self, split: str) -> OpenedSplit:
         """The split opened to be read by index: its shard set whole, each index covering its shard."""
         paths = self.split_paths(split)
         indexes = [index_path(path, self.index_dir) for path in paths]

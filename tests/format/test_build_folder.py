@@ -19,6 +19,7 @@ def test_a_sound_build_opens_with_its_manifest_its_index_folder_and_each_splits_
     assert build.index_dir == str(converted / "dali_idx")
     for split in ("train", "validation"):
         opened = build.split(split)
+        assert (opened.folder, opened.split, opened.manifest) == (build.path, split, build.manifest)
         assert opened.paths == sorted(str(p) for p in converted.glob(f"{split}-?????-of-?????"))
         assert opened.indexes == [str(converted / "dali_idx" / f"{p.rsplit('/', 1)[1]}.idx") for p in opened.paths]
         assert opened.entries == [record_entries(p) for p in opened.paths]
@@ -37,7 +38,8 @@ def test_what_is_no_build_is_one_line(tmp_path, build):
         BuildFolder.open(build)
     judged = BuildFolder.open(build, judging=True)  # verify's: the manifest's problem is a finding
     assert judged.manifest is None and judged.manifest_problem.startswith(message)
-    assert judged.index_dir == str(build / "dali_idx")
+    assert judged.path == str(build) and judged.index_dir == str(build / "dali_idx")
+    assert BuildFolder.open(build, "/elsewhere", judging=True).index_dir == "/elsewhere"
 
 
 def test_a_split_opens_whole_with_every_index_covering_its_shard(build):
@@ -51,10 +53,30 @@ def test_a_split_opens_whole_with_every_index_covering_its_shard(build):
     assert [(s.path.rsplit("/", 1)[1], s.entries is None) for s in shards] == [
         (f"train-0000{k}-of-00004", f"train-0000{k}-of-00004" == SHARD) for k in range(4)]
     assert next(s.problem for s in shards if s.entries is None) == str(refused.value)
+    assert [s.index_file for s in shards] == [str(build / "dali_idx" / f"{s.path.rsplit('/', 1)[1]}.idx")
+                                              for s in shards]
+    assert [s.problem for s in shards if s.entries is not None] == ["", "", ""]
     (build / "train-00002-of-00004").unlink()
     with pytest.raises(BuildError, match=f"^{build / 'train-00002-of-00004'}: shard missing: the train split is "
-                                         "not whole"):
+                                         "not whole; run imagenet-build verify"):
         opened.split_paths("train")
+    (build / "train-00003-of-00004").unlink()
+    with pytest.raises(BuildError, match=r"train-00002-of-00004: shard missing \(and 1 more\): the train split"):
+        opened.split_paths("train")
+
+
+def test_a_build_in_a_bucket_opens_as_the_local_one(converted, bucket):
+    """An object store's prefix is a folder by its URL (no local folder is looked for), a trailing '/' dropped."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(bucket)
+    fs.put(str(converted), f"{root}/build-X", recursive=True)  # ends in a letter rstrip must keep
+    url = f"{bucket}/build-X"
+    build, local = BuildFolder.open(url + "/"), BuildFolder.open(converted)
+    assert (build.path, build.index_dir, build.manifest) == (url, f"{url}/dali_idx", local.manifest)
+    opened = build.split("validation")
+    assert opened.paths == [f"{url}/{p.rsplit('/', 1)[1]}" for p in local.split("validation").paths]
+    assert opened.entries == local.split("validation").entries
 
 
 @pytest.fixture
