@@ -128,3 +128,43 @@ def test_the_docs_state_the_registrys_defaults():
         gpu = code(next(iter(on_gpu))) if len(on_gpu) == 1 else ", ".join(
             f"{code(g)} ({', '.join(names)})" for g, names in on_gpu.items())
         assert f"| `--{option.replace('_', '-')}` | {code(cpu.pop())} | {gpu}" in text, (option, gpu)
+
+
+@pytest.fixture
+def wider(monkeypatch):
+    """Made-up readers registered out of name order: a family ranked against its names' order, a trainer that is
+    missing a module and belongs to no family, two installed ones beside it."""
+    monkeypatch.setattr(readers, "READERS", {})
+    readers.register(Reader("zeta", "the zeta one", ("json",), (Option("steps", 5, 50),), run, "pair", 0))
+    readers.register(Reader("alpha", "the alpha one", ("json", "no_such_module_here"),
+                            (Option("steps", 3, 9), Option("workers", 1, 4, "threads")), run, "pair", 1))
+    readers.register(Reader("broken", "the broken one", ("no_such_module_here",), (), run))
+    readers.register(Reader("other", "the other one", ("json",), (Option("steps", 5, 50), Option("model", None, None)),
+                            run))
+    return readers
+
+
+def test_trainers_go_by_name_and_a_familys_readers_by_rank(wider):
+    assert [r.name for r in wider.trainers()] == ["alpha", "broken", "other", "zeta"]
+    assert [r.name for r in wider.family("pair")] == ["zeta", "alpha"]
+    assert wider.framework_help() == ("alpha: the alpha one; broken: the broken one; other: the other one; "
+                                      "zeta: the zeta one; pair: the first installed of zeta, alpha.")
+
+
+def test_a_family_none_of_whose_readers_is_installed_takes_its_first(wider, monkeypatch):
+    assert wider.for_framework("pair").name == "zeta"
+    monkeypatch.setattr(wider, "is_installed", lambda module: False)
+    assert wider.for_framework("pair").name == "zeta"  # its check then says what each needs
+
+
+def test_a_missing_reader_names_only_the_other_installed_ones(wider):
+    with pytest.raises(BuildError) as missing:
+        wider.require_reader(wider.READERS["alpha"], "alpha")
+    assert str(missing.value).endswith(" (or: trainer-check --framework other or zeta, installed here)")
+
+
+def test_help_of_options_without_defaults_or_meanings(wider):
+    assert wider.default_help("model") == "" and wider.default_help("no_such_option") == ""
+    assert wider.default_help("steps") == ("[default: 3 / 9 on the CPU / a GPU (alpha); "
+                                           "5 / 50 on the CPU / a GPU (other, zeta)]")
+    assert wider.meanings("steps") == "" and wider.meanings("workers") == "alpha: threads"
