@@ -168,7 +168,7 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
                          f"up to {FORMAT}): upgrade imagenet-build")
     if not isinstance(version, (int, str)) or isinstance(version, bool) or version not in READABLE:
         raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
-                         f"{', '.join(map(str, sorted(READABLE.values())))})")
+                         f"{', '.join(map(str, sorted(set(READABLE.values()))))})")
     problem = schema_problem(manifest)
     if problem:
         raise ValueError(f"{path}: {problem}")
