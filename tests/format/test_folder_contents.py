@@ -175,3 +175,16 @@ def test_write_arrays_keeps_what_a_run_leaves_and_removes_a_temporary_file(tmp_p
     assert kept == ["spool", "beam results", "job", "listings"]  # the lock is its own, removed as it ends
     code, report = verify_report(out)
     assert code == 0, report["problems"]
+
+
+def test_a_png_that_is_none_and_a_folder_named_as_an_index_are_strangers(tmp_path):
+    """A .png name holding no PNG is no picture of trainer-check's; in an index folder of its own, a folder named
+    as a shard's index is no index."""
+    out, index = tmp_path / "out", tmp_path / "indexes"
+    out.mkdir()
+    (out / "batches.png").write_bytes(b"not a PNG at all")
+    (index / "train-00000-of-00002.idx").mkdir(parents=True)
+    (index / "train-00001-of-00002.idx").write_bytes(b"0 10\n")
+    assert kinds(out, index) == {("batches.png", False): ("stranger", ""),
+                                 ("train-00000-of-00002.idx", True): ("stranger", ""),
+                                 ("train-00001-of-00002.idx", True): ("index", "train-00001-of-00002")}
