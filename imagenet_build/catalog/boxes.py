@@ -159,6 +159,9 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
             return
         if not Path(source).is_file():
             raise InputError(source, "neither a folder nor a file")
+    elif _is_folder(source):  # an object store's prefix without the archive (box_source looked for it)
+        raise InputError(source, f"a folder on an object store holding no {BBOX_ARCHIVE}: XML folders are read from "
+                                 "local folders; give the archive, or copy the folders here")
     try:  # read as a stream: one pass, no seeks, from disk or from an object store alike
         with storage.open_read(source) as raw:
             stream = maybe_gunzip(raw, str(source))  # a gzip stream checked whole: CRC-32, length, its end

@@ -139,4 +139,5 @@ def test_a_box_archive_member_that_is_no_file_is_one_error_naming_it(tmp_path, k
     with pytest.raises(InputError) as raised:
         boxes_to_csv_lines(archive, SYNSETS)
     assert raised.value.path == f"{archive}:{SYNSETS[0]}/{SYNSETS[0]}_2.xml"
-    assert raised.value.problem.startswith("a link, FIFO or device, not a file")
+    assert raised.value.problem == ("a link, FIFO or device, not a file: the archive is read as one stream, where a "
+                                    "link cannot be followed; extract it and give the folder")
