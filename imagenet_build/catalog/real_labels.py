@@ -28,7 +28,7 @@ def entry_name(number: int) -> str:
 
 def read_real_json(path: PathLike) -> list[tuple[int, ...]]:
     """real.json's entries, checked: 50,000 lists of distinct class indices in 0..999, else one InputError."""
-    with input_errors(path, expected="real.json (a JSON file)", missing="file not found"):
+    with input_errors(path, missing="file not found"):
         try:
             entries = read_json(path, limit=REAL_JSON_LIMIT)
         except JsonError as e:

@@ -89,8 +89,10 @@ def input_errors(path: PathLike, expected: str = "a file", missing: str = "not f
         raise InputError(path, missing) from None
     except IsADirectoryError:
         raise InputError(path, f"is a folder, expected {expected}") from None
-    except NotADirectoryError:
-        raise InputError(path, f"is a file, expected {expected}") from None
+    except NotADirectoryError:  # the path a file where a folder was read, or a folder of its path a file
+        if os.path.lexists(path):
+            raise InputError(path, f"is a file, expected {expected}") from None
+        raise InputError(path, "a folder of its path is a file") from None
     except UnicodeDecodeError as e:
         raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
     except PermissionError:
