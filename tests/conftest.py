@@ -102,12 +102,25 @@ def alive(pid):
     return state != "Z"
 
 
-def wait_until_gone(pids, seconds=5.0):
-    """The pids among `pids` still alive after waiting up to `seconds`."""
+ENDS_WITHIN = 120  # seconds a process is waited for to end: no measure of speed, only so that a hang fails
+
+
+def wait_until_gone(pids, seconds=ENDS_WITHIN):
+    """The pids among `pids` still alive after waiting up to `seconds` (they end at once or not at all: the
+    bound is only so that one left behind fails the test rather than hangs it)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.05)
     return [p for p in pids if alive(p)]
+
+
+def wait_until(condition, seconds=ENDS_WITHIN):
+    """condition() once it holds (checked every 10 ms), or its last value after `seconds`: the bound only so
+    that a condition that never comes fails the test rather than hangs it."""
+    deadline = time.monotonic() + seconds
+    while not (held := condition()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return held
 
 
 RUN_MARKER = "IMAGENET_BUILD_TEST_RUN"  # in the environment of every process a run starts (children inherit it)
@@ -180,15 +193,17 @@ class Run:
             time.sleep(0.005)
         assert self.proc.poll() is None, "the run ended before it could be signalled: make it longer"
 
-    def signal(self, how, within=5):
+    def signal(self, how):
         """kill -9 of the main process, SIGTERM to it (`kill PID`, `docker stop`) or to its whole process
         group (`kill -TERM -PGID`, `timeout`, a batch system's cancel), or Ctrl-C (SIGINT to the group);
-        then its ending, which must come within a few seconds."""
+        then its ending. How soon it ends is a benchmark's (docs/benchmarks.md), not a test's: the wait is
+        bounded only so that a command that does not end fails."""
         number = {"kill-9": signal.SIGKILL, "ctrl-c": signal.SIGINT}.get(how, signal.SIGTERM)
         (os.killpg if how in ("sigterm-group", "ctrl-c") else os.kill)(self.proc.pid, number)
-        sent = time.monotonic()
-        code = self.proc.wait(60)
-        assert time.monotonic() - sent < within, f"{how}: the command took {time.monotonic() - sent:.0f} s to end"
+        try:
+            code = self.proc.wait(ENDS_WITHIN)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{how}: the command did not end ({ENDS_WITHIN} s)")
         return self._ended(code)
 
     def finish(self, seconds=300):
@@ -197,7 +212,7 @@ class Run:
 
     def _ended(self, code):
         for reader in self._readers:
-            reader.join(10)
+            reader.join(ENDS_WITHIN)  # at once, unless a process left behind holds the output open
         return code, b"".join(self._out).decode(), b"".join(self._err).decode(errors="replace")
 
     def commands(self):
