@@ -63,8 +63,8 @@ def _receiver_hung_up(hook: Callable[..., Any], kind: type[BaseException], error
     mid-fetch (a parent stopped while it fetched a batch's file descriptor printed the worker's
     `ConnectionResetError` traceback, from `resource_sharer.py ... in _serve`, before `error: interrupted`).
     The receiver sees that fetch fail itself, and reports it as it reports any error of its own."""
-    if trace is not None and trace.tb_frame.f_code is resource_sharer._ResourceSharer._serve.__code__ \
-            and isinstance(error, (EOFError, ConnectionError)):
+    where = (trace.tb_frame.f_code.co_filename, trace.tb_frame.f_code.co_name) if trace is not None else None
+    if where == (resource_sharer.__file__, "_serve") and isinstance(error, (EOFError, ConnectionError)):
         return
     hook(kind, error, trace)
 

@@ -43,8 +43,8 @@ try:
         pass
 except KeyboardInterrupt:
     print("stopped", len(connects), flush=True)
+    time.sleep(1)  # what a worker prints of it comes now (PyTorch's own loader ends its workers below)
 del epoch
-time.sleep(1)  # what a worker prints of it comes now, or not at all
 """
 
 
@@ -60,4 +60,4 @@ def test_a_parent_stopped_while_it_fetches_a_batch_leaves_its_workers_silent(loa
     if loader == "trainer-check":
         assert result.stderr == ""
     else:
-        assert "in _serve" in result.stderr and "ConnectionResetError" in result.stderr, result.stderr
+        assert "resource_sharer.py" in result.stderr and "in _serve" in result.stderr, result.stderr
