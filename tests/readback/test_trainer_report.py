@@ -200,3 +200,30 @@ def test_the_picture_is_headed_with_the_reader_split_and_device(shards, tmp_path
         run_checks(reader, Settings("out", "train", "cpu", "small", 1, 2, 1, show=str(pictures[-1])), MANIFEST,
                    shards, started=0.0)
     assert pictures[0].read_bytes() != pictures[1].read_bytes()  # the same batches: only the heading differs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_trainer_check_says_what_it_does_on_a_terminal_and_nothing_in_a_log(converted, tty):
+    """On a terminal, trainer-check was silent while its libraries loaded and between its bars (14-35 s), then
+    printed its header with its results: it says, as each begins, what it is doing. Into a pipe (a log, CI) it
+    prints its report alone, as before."""
+    from conftest import Run
+    from imagenet_build.readback.readers import READERS, missing
+
+    if missing(READERS["torch"]):
+        pytest.skip("needs the torch extra")
+    with Run("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 3, tty=tty) as run:
+        code, out, err = run.finish()
+    assert code == 0, err
+    notes = [line.strip() for line in err.replace("\r", "\n").splitlines() if line.startswith("trainer-check")]
+    if not tty:
+        assert err == "" and out.startswith("trainer-check train through torch on cpu"), err
+        return
+    assert notes == [f"trainer-check {converted}: starting PyTorch reader (imagenet_build.torch); its libraries "
+                     "take seconds to load",
+                     "trainer-check: one epoch of the train split through the PyTorch reader, 1 rank(s)",
+                     "trainer-check: decoding and augmenting 4 batches to look at",
+                     "trainer-check: training small for 3 steps, batch 16",
+                     "trainer-check: learning a fixed batch (overfit)"], err
+    assert out.splitlines()[-1] == "OK: the data trains"
