@@ -63,7 +63,7 @@ end_burners
 echo "== sample -> convert -> verify"
 IB="$VENV/bin/imagenet-build"
 "$IB" sample "$WORK/sample" >/dev/null
-"$IB" convert --train-dir "$WORK/sample/train" --validation-dir "$WORK/sample/validation" \
+"$IB" convert --from "$WORK/sample" \
   --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
   --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir "$WORK/shards" >/dev/null
