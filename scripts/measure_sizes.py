@@ -96,7 +96,8 @@ def venv_sizes(venv: Path) -> None:
     dists = distributions(venv)
     total = tree_usage(venv)
     print(f"{venv}: {gb(total)} ({total / 2**30:.1f} GiB, as du -sh says) on disk, {len(dists)} distributions")
-    sets = {"test extras + DALI's TF plugin": ({"test"}, [PLUGIN]), "demo: tf, dali + the plugin": ({"tf", "dali"}, [PLUGIN]),
+    sets = {"test extras + DALI's TF plugin": ({"test"}, [PLUGIN]),
+            "demo: tf, dali + the plugin": ({"tf", "dali"}, [PLUGIN]),
             "the core (no extra)": (set(), [])}
     for title, (extras, more) in sets.items():
         names = closure(dists, [(PACKAGE, extras)] + [(m, set()) for m in more]) - {normal(PACKAGE)}
