@@ -28,6 +28,29 @@ def test_installed_from_a_wheel_the_hint_is_pip_install_of_the_wheel_with_the_ex
         "and the constraints.txt of the clone it was made in)")
 
 
+def test_a_clone_is_its_pyproject_and_constraints_beside_the_package(monkeypatch, tmp_path):
+    """Where the package lies in a folder holding both (a clone, `pip install -e .`): a clone; one of them alone, or
+    both a folder further up, is no clone of it."""
+    monkeypatch.delenv(IMAGE_ENV, raising=False)
+    clone = tmp_path / "up" / "clone"
+    monkeypatch.setattr(optional, "__file__", str(clone / "imagenet_build" / "infra" / "optional.py"))
+    for folder, names, found in ((clone, ["pyproject.toml"], "wheel"), (tmp_path / "up", ["pyproject.toml",
+                                 "constraints.txt"], "wheel"), (clone, ["pyproject.toml", "constraints.txt"], "clone")):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            (folder / name).write_text("")
+        assert installed_as() == found, (folder, names)
+
+
+def test_a_module_of_no_extra_is_installed_by_its_name_and_a_submodule_by_its_packages_extra(monkeypatch):
+    monkeypatch.delenv(IMAGE_ENV, raising=False)
+    assert install_hint(["yaml"]) == "pip install yaml"
+    assert install_hint(["nvidia.dali.fn", "yaml", optional.PLUGIN]) == (
+        "in a clone of imagenet-build, pip install -c constraints.txt '.[dali]'; then pip install yaml; then pip "
+        "install -c constraints.txt --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' (after "
+        "TensorFlow and DALI)")
+
+
 def test_in_a_docker_image_the_hint_is_an_image_built_from_it_with_the_extra(monkeypatch):
     """The images install the tool as root and run as a user who cannot add to it: a derived image can."""
     monkeypatch.setenv(IMAGE_ENV, "imagenet-build")
