@@ -65,7 +65,9 @@ cat >> "$WORK/pyproject.toml" <<EOF
 [tool.mutmut]
 source_paths = ["$MODULE"]
 pytest_add_cli_args_test_selection = $(quoted "$@")
-also_copy = ["imagenet_build", "tests", "benchmarks", "docs", "docker", "README.md", "pyproject.toml", "constraints.txt"]  # tests read them too
+# the tests read these too
+also_copy = ["imagenet_build", "tests", "benchmarks", "docs", "docker", "README.md", "pyproject.toml",
+             "constraints.txt"]
 pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-x", "-m", "not slow"]
 process_isolation = "forkserver"
 EOF
