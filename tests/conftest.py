@@ -343,7 +343,6 @@ def s3_server():
     The tests and the processes they start reach it through the standard AWS_* variables.
     """
     import socket
-    import time
     import urllib.request
 
     pytest.importorskip("s3fs")
@@ -356,14 +355,14 @@ def s3_server():
     endpoint = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([str(moto_server), "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    def answers():
+        try:
+            return urllib.request.urlopen(endpoint, timeout=1) is not None
+        except OSError:
+            return server.poll() is not None  # ended: it will never answer
+
     try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(endpoint, timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
+        if not wait_until(answers) or server.poll() is not None:
             pytest.fail("moto_server did not start")
         saved = {k: os.environ.get(k) for k in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY",
                                                  "AWS_DEFAULT_REGION")}
@@ -382,7 +381,7 @@ def s3_server():
                 os.environ[key] = value
     finally:
         server.terminate()
-        server.wait(timeout=10)
+        server.wait(timeout=ENDS_WITHIN)
 
 
 @pytest.fixture

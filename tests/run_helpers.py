@@ -32,7 +32,7 @@ def hold_lock(folder):
         [sys.executable, "-c",
          "import sys, time; from imagenet_build.infra.lock import FolderLock\n"
          "with FolderLock(sys.argv[1], 'imagenet-build convert'):\n"
-         "    print('held', flush=True); time.sleep(60)", str(folder)],
+         "    print('held', flush=True); time.sleep(3600)", str(folder)],  # killed by the test, however slow
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     return holder
