@@ -14,7 +14,7 @@ echo "== sample: a small ImageNet-shaped tree"
 
 echo "== convert: slim-format shards, DALI indexes, manifest"
 "$IB" convert \
-  --train-dir "$WORK/sample/train" --validation-dir "$WORK/sample/validation" \
+  --from "$WORK/sample" \
   --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
   --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 8 --validation-shards 4 --layout-threads 4 \
@@ -22,7 +22,7 @@ echo "== convert: slim-format shards, DALI indexes, manifest"
 
 echo "== convert again: resumes, nothing to redo"
 "$IB" convert \
-  --train-dir "$WORK/sample/train" --validation-dir "$WORK/sample/validation" \
+  --from "$WORK/sample" \
   --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
   --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 8 --validation-shards 4 --layout-threads 4 \

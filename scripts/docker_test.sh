@@ -7,6 +7,7 @@
 #     `verify /out/tfrecord` works as the image's default user; in the GPU image the build's
 #     trainer-check passes and `trainer-check --device cpu` passes on its own;
 #   - the default user on a folder it cannot write is told to use --user (no traceback);
+#   - in the CPU image, which holds no extra, `report` says in one line to build an image FROM it with the extra;
 #   - a missing archive and a full output disk stop with one line, and a build killed mid-convert
 #     (`docker kill`) or stopped by a full disk, run again, ends with the reference's bytes.
 # Where Docker Hub cannot be reached, the base python:3.11-slim-bookworm is replaced by a STAND-IN
@@ -125,6 +126,16 @@ test_image() {
   "${run[@]}" -v "$d/out:/out:ro" "$image" verify /out/tfrecord >"$d/verify.out" 2>&1 ||
     { tail -30 "$d/verify.out"; die "$kind image: verify /out/tfrecord"; }
   ok "verify /out/tfrecord as the image's default user"
+  if [ "$kind" = cpu ]; then  # the image holds no extra: report's matplotlib is missing, and the line says how
+    local hint
+    if hint=$("${run[@]}" -v "$d/out:/out:ro" "$image" report /out/tfrecord 2>&1); then
+      die "cpu image: report ran without matplotlib"
+    fi
+    [[ "$hint" == "error: imagenet-build report needs matplotlib, which is not installed: the Docker image "* &&
+       "$hint" == *"build one FROM it that does"* && "$hint" != *Traceback* ]] ||
+      die "cpu image: report without its extra: $hint"
+    ok "report without its extra: one line, an image built FROM this one to add it"
+  fi
 
   step "$kind image: what goes wrong, and the rerun"
   local err

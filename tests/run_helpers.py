@@ -1,7 +1,9 @@
 """Helpers that run the verbs on the session's sample and read what they leave (tests/helpers.py: the shards
-and archives made by hand), and the PyTorch reader's tests' import of torch."""
+and archives made by hand), the PyTorch reader's tests' import of torch, and a machine kept busy."""
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -30,7 +32,7 @@ def hold_lock(folder):
         [sys.executable, "-c",
          "import sys, time; from imagenet_build.infra.lock import FolderLock\n"
          "with FolderLock(sys.argv[1], 'imagenet-build convert'):\n"
-         "    print('held', flush=True); time.sleep(60)", str(folder)],
+         "    print('held', flush=True); time.sleep(3600)", str(folder)],  # killed by the test, however slow
         stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
     return holder
@@ -85,3 +87,16 @@ def torch_or_skip():
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchvision")
     return torch
+
+
+@contextlib.contextmanager
+def cpu_load():
+    """One busy process per core for the `with` block, each as hungry as a test's own: a machine too busy to
+    run anything on time, on which a test must hold as it does on a quiet one."""
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+    try:
+        yield
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()

@@ -207,6 +207,7 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     runs on the CPU without a GPU.
     Exit 0 when every check passes, 1 otherwise.
     """
+    from imagenet_build.infra.workers import progress_note
     from imagenet_build.readback.checks import DLE_MEAN, DLE_STD, format_report
 
     readers = _readers()
@@ -222,6 +223,7 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
         if isinstance(value, int) and not isinstance(value, bool) and value < taken[name].least:
             raise click.UsageError(f"{flag} {value}: {reader.name} takes at least {taken[name].least}")
     options = {name: value for name, value in given.items() if value is not None}
+    progress_note(f"trainer-check {folder}: starting {reader.title}; its libraries take seconds to load")
     result = reader.trainer_check(folder, split=split, device=device, framework=framework, num_shards=num_shards,
                                   mean=mean or DLE_MEAN, std=std or DLE_STD, show=show, **options)
     report_and_exit(result, as_json, format_report)

@@ -2,8 +2,9 @@
 
 The build path needs none of them; a verb that does imports it through
 `require` (or `require_all`), so a user without the extra reads what to install
-instead of a ModuleNotFoundError traceback. imagenet-build is installed from a
-clone of its repository, not from a package index: the hints say how there.
+instead of a ModuleNotFoundError traceback. imagenet-build is not on a package index: it is installed from
+a clone of its repository, from a wheel made in one, or comes in one of its Docker images, and the hint says
+how to add the extra to the install at hand (`installed_as`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,10 @@ import importlib.util
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from types import ModuleType
 
+from imagenet_build._version import __version__
 from imagenet_build.infra.errors import BuildError
 
 # module prefix -> (the extra that installs it, what the user calls it)
@@ -45,21 +48,51 @@ def _extra_of(module: str) -> tuple[str, str]:
 
 
 PLUGIN = "nvidia.dali.plugin.tf"
-PLUGIN_INSTALL = ("pip install -c constraints.txt --no-build-isolation 'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5' "
-                  "(after TensorFlow and DALI)")
+PLUGIN_REQUIREMENT = "'nvidia-dali-tf-plugin-cuda120>=2.4,<2.5'"
+IMAGE_ENV = "IMAGENET_BUILD_IMAGE"  # set by the Docker images (docker/Dockerfile*) to the image's name
+IMAGE_SOURCE = "/opt/imagenet-build"  # where the images keep the source they installed, constraints.txt beside it
+
+
+def installed_as() -> str:
+    """How this imagenet-build was installed, which says how to add an extra to it: "image" (one of its Docker
+    images), "clone" (the package in a clone: pyproject.toml and constraints.txt beside it; `pip install -e .`),
+    else "wheel" (a wheel, or a clone's `pip install .`, into an environment's site-packages)."""
+    if os.environ.get(IMAGE_ENV):
+        return "image"
+    root = Path(__file__).resolve().parents[2]
+    return "clone" if (root / "pyproject.toml").is_file() and (root / "constraints.txt").is_file() else "wheel"
+
+
+def _extras_install(extras: str) -> str:
+    """The pip command that adds `extras` ("report" or "dali,tf") to this install, where it is run."""
+    how = installed_as()
+    if how == "clone":
+        return f"in a clone of imagenet-build, pip install -c constraints.txt '.[{extras}]'"
+    if how == "image":
+        return (f"the Docker image {os.environ[IMAGE_ENV]} holds none: build one FROM it that does (USER root, "
+                f"RUN pip install -c {IMAGE_SOURCE}/constraints.txt '{IMAGE_SOURCE}[{extras}]')")
+    return (f"pip install -c constraints.txt 'imagenet_build-{__version__}-py3-none-any.whl[{extras}]' (the wheel "
+            "imagenet-build was installed from, and the constraints.txt of the clone it was made in)")
+
+
+def _plugin_install() -> str:
+    """DALI's TF plugin, which compiles against the TensorFlow installed (after it and DALI)."""
+    constraints = f"{IMAGE_SOURCE}/constraints.txt" if installed_as() == "image" else "constraints.txt"
+    return (f"pip install -c {constraints} --no-build-isolation {PLUGIN_REQUIREMENT} "
+            "(after TensorFlow and DALI)")
 
 
 def install_hint(modules: Sequence[str]) -> str:
-    """How to install these modules: the extras that bring them, as installed from a clone of the
-    repository (the package is not on a package index), and DALI's TF plugin after them."""
+    """How to install these modules: the extras that bring them, as this install takes them (the package is not
+    on a package index: installed_as), and DALI's TF plugin after them."""
     extras = sorted({_extra_of(m)[0] for m in modules if m != PLUGIN and _extra_of(m)[0]})
     others = sorted(m for m in modules if m != PLUGIN and not _extra_of(m)[0])
     steps = []
     if extras:
-        steps.append(f"in a clone of imagenet-build, pip install -c constraints.txt '.[{','.join(extras)}]'")
+        steps.append(_extras_install(",".join(extras)))
     steps += [f"pip install {m}" for m in others]
     if PLUGIN in modules:
-        steps.append(PLUGIN_INSTALL)
+        steps.append(_plugin_install())
     return "; then ".join(steps)
 
 

@@ -259,3 +259,11 @@ def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
         dynamic_ncols=True,
         disable=None,  # shown on a terminal, silent in logs
     )
+
+
+def progress_note(text: str) -> None:
+    """One line of progress on stderr where it is a terminal, as the bars are shown (never in a log or a pipe):
+    what a command is doing while no bar moves (libraries loading, a build being opened, a check's next step)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is not None and isatty():
+        print(text, file=sys.stderr, flush=True)

@@ -20,6 +20,7 @@ from imagenet_build.format.build_figures import label_counts
 from imagenet_build.format.output_guard import PICTURE, check_output_file
 from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.workers import progress_note
 
 if TYPE_CHECKING:
     from imagenet_build.readback.show_grid import BatchCapture
@@ -320,15 +321,20 @@ def run_checks(reader: TrainerReader, settings: Settings, manifest: Mapping[str,
         check_output_file(settings.show, "--show", may_write=[PICTURE])
     report = Report()
     split, batch_size, steps, ranks = settings.split, settings.batch_size, settings.steps, settings.num_shards
+    progress_note(f"trainer-check: one epoch of the {split} split through {reader.name}, {ranks} rank(s)")
     seen = reader.read_epoch()
     if not seen:
         raise BuildError(f"{settings.folder}: {reader.name} read no {split} records at all")
     classes = (manifest or {}).get("num_classes") or max(label for *_, label in seen)
     check_epoch(report, seen, manifest, split, paths, ranks, classes, reader=reader.name)
-    batches, pipeline_rate = reader.sample(max(4, min(20, len(seen) // batch_size)))
+    sampled = max(4, min(20, len(seen) // batch_size))
+    progress_note(f"trainer-check: decoding and augmenting {sampled} batches to look at")
+    batches, pipeline_rate = reader.sample(sampled)
     channel_mean, channel_std = check_batches(report, batches)
+    progress_note(f"trainer-check: training {settings.model} for {steps} steps, batch {batch_size}")
     losses, failure, train_rate = reader.train(classes)
     check_loss(report, losses, failure)
+    progress_note("trainer-check: learning a fixed batch (overfit)")
     fixed, failure, count = reader.overfit(classes)
     check_overfit(report, fixed, failure, count, classes)
     result = result_of(report, split=split, device=settings.device, model=settings.model, batch_size=batch_size,

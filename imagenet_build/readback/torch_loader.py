@@ -9,7 +9,9 @@ reaches leaves at once, without handing on what it holds: one that finished its 
 flushing a batch into a pipe nobody read any more, for the parent's 5 s wait, then printed a
 BrokenPipeError traceback. Ctrl-C is the parent's to handle (infra/workers.py). The parent ends its
 workers in a `finally` as soon as it stops, not when the garbage collector gets to them; they end
-with it if it is killed.
+with it if it is killed. A batch's tensors reach the parent as file descriptors that the parent
+fetches from the worker's resource sharer (multiprocessing's thread, which prints what goes wrong);
+a parent stopped mid-fetch hangs up on it, and that is the parent's to report, not the worker's.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import threading
+from multiprocessing import resource_sharer
+from types import TracebackType
 from typing import Any, Callable, Generator, Iterator
 
 from imagenet_build.infra.optional import require
@@ -52,11 +57,25 @@ def _leave_at_once(signum: int, frame: Any) -> None:
     os._exit(0)  # no cleanup: nothing a worker holds is wanted any more; 0: no "worker died" from PyTorch
 
 
+def _receiver_hung_up(hook: Callable[..., Any], kind: type[BaseException], error: BaseException,
+                      trace: TracebackType | None) -> None:
+    """A worker's sys.excepthook: what its resource sharer's thread hands it, less a receiver that hung up
+    mid-fetch (a parent stopped while it fetched a batch's file descriptor printed the worker's
+    `ConnectionResetError` traceback, from `resource_sharer.py ... in _serve`, before `error: interrupted`).
+    The receiver sees that fetch fail itself, and reports it as it reports any error of its own."""
+    where = (trace.tb_frame.f_code.co_filename, trace.tb_frame.f_code.co_name) if trace is not None else None
+    if where == (resource_sharer.__file__, "_serve") and isinstance(error, (EOFError, ConnectionError)):
+        return
+    hook(kind, error, trace)
+
+
 def _start_worker(init: Callable[[int], None], worker_id: int) -> None:
     """A worker's start: the parent's (it ends with the parent; Ctrl-C is the parent's), SIGTERM leaving at
-    once, then the stop signals it was started with held let through."""
+    once, a parent hanging up on its resource sharer left to the parent to report, then the stop signals it
+    was started with held let through."""
     init(worker_id)
     signal.signal(signal.SIGTERM, _leave_at_once)
+    sys.excepthook = functools.partial(_receiver_hung_up, sys.excepthook)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 

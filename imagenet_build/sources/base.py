@@ -253,7 +253,9 @@ def flat_validation(
         for name, where in once_each(items, place or lies_in(result.root), result, on_error):
             result.add(name, label, where)
     if not result.relpaths:
-        raise InputError(result.root, "holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file")
+        raise InputError(result.root, f"holds no ILSVRC2012_val_*.JPEG images of the synsets in the labels file as "
+                                      f"the validation labels file labels them ({outside} of other synsets); pass "
+                                      "the --validation-labels-file that labels these images")
     return result
 
 

@@ -128,11 +128,14 @@ def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
 
 
 def convert_command(out: PathLike, kind: str = "ilsvrc") -> str:
-    """The convert command `sample` prints for the sample it wrote as copy kind `kind` under `out` (OUTPUT to fill in).
+    """The convert command `sample` prints for the sample it wrote as copy kind `kind` under `out` (OUTPUT to fill in):
+    `convert --from OUT`, which reads the sample where it lies, as a user's copy (the folders, or the archives
+    where `--tarballs` wrote them beside).
 
     Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images (an evaluation set:
     the validation split of its images):
-    the same labels files and shard layout, and the boxes from bboxes.csv wherever the copy
+    the sample's own labels files (its classes are a few of the 1000, its validation images labelled by its
+    own list) and shard layout, and the boxes from bboxes.csv wherever the copy
     carries none of its own (every kind but ilsvrc's archives and Kaggle's).
     """
     import shlex
@@ -145,15 +148,11 @@ def convert_command(out: PathLike, kind: str = "ilsvrc") -> str:
     if sample_kinds()[kind].evaluation:  # a validation split of its own, labelled by class folder
         return (f"imagenet-build convert --from {shlex.quote(str(out))} --labels-file {path('labels.txt')} "
                 "--validation-shards 2 --layout-threads 2 --output-dir OUTPUT")
-    if kind == "ilsvrc":
-        where = (f"--train-dir {path('train')} --validation-dir {path('validation')} "
-                 f"--bounding-box-file {path('bboxes.csv')}")
-    else:
-        from imagenet_build.sources import find_copy
+    from imagenet_build.sources import find_copy
 
-        copy = find_copy([out])
-        where = f"--from {shlex.quote(str(out))}" + (
-            "" if copy.carries_boxes else f" --bounding-box-file {path('bboxes.csv')}")
+    copy = find_copy([out])
+    where = f"--from {shlex.quote(str(out))}" + (
+        "" if copy.carries_boxes else f" --bounding-box-file {path('bboxes.csv')}")
     return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
             f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
             "--output-dir OUTPUT")

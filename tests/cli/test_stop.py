@@ -3,7 +3,6 @@ again after the stop got under way is dropped."""
 
 import subprocess
 import sys
-import time
 
 # A program whose SIGTERM comes while Python runs a __del__ (Finalised()), under the CLI's stop handling
 SWALLOWED_STOP = (
@@ -24,15 +23,13 @@ def test_a_stop_signal_whose_raise_python_swallowed_still_stops_the_command():
     code = SWALLOWED_STOP + (
         "try:\n"
         "    Finalised()\n"
-        "    time.sleep(10)\n"
+        "    time.sleep(600)  # woken by the raise, as the signal woke it: else the run times out\n"
         "    print('ran on', flush=True)\n"
         "except KeyboardInterrupt:\n"
         "    print('stopped', flush=True)\n"
     )
-    started = time.monotonic()
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.stdout == "stopped\n" and result.stderr == "", result.stderr
-    assert time.monotonic() - started < 5  # raised again at once, waking the sleep as the signal did
 
 
 def test_a_swallowed_stop_raised_again_after_the_stop_got_under_way_is_dropped():

@@ -1,5 +1,6 @@
 """`python -m build` makes a wheel and an sdist carrying the package data, and the wheel, installed in a fresh
-environment outside the clone, runs sample, convert and verify and names its version in what it writes.
+environment outside the clone, runs sample, convert and verify and names its version in what it writes; a missing
+extra's hint names the wheel.
 
 No network: the fresh environment finds the installed dependencies through a folder linking those of the test
 environment (every one but imagenet-build itself), and pip installs the wheel with --no-index, resolving its
@@ -39,14 +40,17 @@ def run(*args, cwd, env=None):
     return result.stdout
 
 
+LEFT_OUT = ("matplotlib",)  # the report extra's: a missing extra, as a wheel's user meets it
+
+
 def dependencies_folder(where):
     """A folder linking every installed package of this environment except imagenet-build (its editable
-    install would shadow the wheel's)."""
+    install would shadow the wheel's) and the report extra's matplotlib."""
     where.mkdir()
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         for entry in Path(site).iterdir():
             name = entry.name.lower().replace("-", "_")
-            if not name.startswith(("imagenet_build", "__editable__")) and not (where / entry.name).exists():
+            if not name.startswith(("imagenet_build", "__editable__", *LEFT_OUT)) and not (where / entry.name).exists():
                 (where / entry.name).symlink_to(entry)
     return where
 
@@ -90,3 +94,8 @@ def test_the_wheel_runs_sample_convert_and_verify_outside_the_clone(tmp_path):
     assert report["imagenet_build_version"] == VERSION
     assert json.loads((work / "b" / "manifest.json").read_text())["imagenet_build_version"] == VERSION
     assert (work / "b" / "features.json").is_file() and (work / "b" / "dataset_info.json").is_file()
+    missing = subprocess.run([tool, "report", "b"], cwd=work, env=env, capture_output=True, text=True)
+    assert missing.returncode == 1 and missing.stderr == (  # the hint for a clone was wrong here
+        f"error: imagenet-build report needs matplotlib, which is not installed: pip install -c constraints.txt "
+        f"'{wheel.name}[report]' (the wheel imagenet-build was installed from, and the constraints.txt of the "
+        "clone it was made in)\n")

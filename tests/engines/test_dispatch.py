@@ -3,11 +3,10 @@ way (what finished recorded, the rest named), and the receipts of an earlier job
 
 import json
 import os
-import time
 
 import pytest
 
-from conftest import request_for, run_process, sample_args, tree_digest
+from conftest import request_for, run_process, sample_args, tree_digest, wait_until
 from imagenet_build.engines.job import RESULTS, job_folder
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.format.destination import destination
@@ -141,12 +140,8 @@ def live_manifest_engine(base):
         def run(self, job, tasks, on_result, pool):
             super().run(job, tasks, on_result, pool)
             manifest = job.folder.rsplit("/", 1)[0] + "/manifest.json"
-            for _ in range(1000):
-                shards = json.loads(open(manifest).read())["shards"] if os.path.exists(manifest) else []
-                if shards:
-                    break
-                time.sleep(0.01)
-            Live.listed.append(len(shards))
+            Live.listed.append(len(wait_until(
+                lambda: json.loads(open(manifest).read())["shards"] if os.path.exists(manifest) else [])))
 
     return Live
 

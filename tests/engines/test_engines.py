@@ -65,7 +65,7 @@ def test_each_engine_writes_the_local_builds_bytes_and_leaves_nothing_running(en
     out = tmp_path / "out"
     with Run(*sample_args(sample_dir, out, *engine_args(engine), "--json")) as run:
         code, stdout, err = run.finish()
-        left = wait_until_gone(run.processes(), seconds=10)
+        left = wait_until_gone(run.processes())
     assert code == 0, err
     assert json.loads(stdout)["shards_written"] == 6
     assert tree_digest(out) == tree_digest(converted)  # the manifest included; no job folder left
@@ -82,7 +82,7 @@ def test_spark_retries_the_tasks_of_an_executor_killed_mid_job(sample_dir, more_
         reported_before = len(receipts(out))
         os.kill(executors(run)[0], signal.SIGKILL)
         code, _, err = run.finish()
-        left = wait_until_gone(run.processes(), seconds=10)
+        left = wait_until_gone(run.processes())
     assert reported_before < 20, "the job had ended before an executor was killed: make it longer"
     assert code == 0, err
     assert tree_digest(out) == tree_digest(more_shards)
@@ -103,7 +103,7 @@ def test_a_beam_worker_killed_fails_the_job_naming_the_shards_not_written(sample
         run.wait_for(lambda r: receipts(out) and beam_workers(r), seconds=180)
         os.kill(beam_workers(run)[0], signal.SIGKILL)
         code, _, err = run.finish()
-        left = wait_until_gone(run.processes(), seconds=10)
+        left = wait_until_gone(run.processes())
     assert code == 1 and left == []
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
     assert len(errors) == 1 and "shards have no result (" in errors[0], err
@@ -131,8 +131,8 @@ def test_the_driver_stopped_mid_job_says_so_and_the_rerun_resumes(engine, sample
     args = sample_args(sample_dir, out, *MORE_SHARDS)
     with Run(*args, *engine_args(engine), "--json") as run:
         run.wait_for(lambda r: receipts(out) or shards_of(out), seconds=180)
-        code, stdout, err = run.signal("sigterm", within=30)
-        left = wait_until_gone(run.processes(), seconds=15)
+        code, stdout, err = run.signal("sigterm")
+        left = wait_until_gone(run.processes())
     assert code == 1 and left == [], (err, left)
     assert [line for line in err.splitlines() if line.startswith("error: ")] == [
         "error: interrupted; run the same command again to resume"], err
@@ -156,7 +156,7 @@ def test_the_receipts_of_a_killed_driver_are_kept_by_the_rerun(sample_dir, more_
     with Run(*args, *engine_args("spark"), "--spark-master", "local[2]") as run:
         run.wait_for(lambda r: len(receipts(out)) >= 2, seconds=180)
         run.signal("kill-9")
-        wait_until_gone(run.processes(), seconds=15)
+        wait_until_gone(run.processes())
     reported = {path.stem for path in receipts(out)}
     listed = {entry["name"] for entry in json.loads((out / "manifest.json").read_text())["shards"]}
     assert reported - listed, "every receipt was in the manifest already: the test shows nothing"

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from conftest import wait_until
 from imagenet_build.engines.job import (
     MAGIC,
     JobRef,
@@ -210,10 +211,7 @@ def test_the_watcher_polls_on_its_own_thread_until_stopped(tmp_path):
     got = []
     with ResultWatcher(job, ["a", "b"], lambda key, raw: got.append((key, raw)), every=0.01) as watcher:
         run_task(job, 1)
-        for _ in range(500):
-            if got:
-                break
-            time.sleep(0.01)
+        wait_until(lambda: got)
     assert got == [("b", [1, 2])] and not watcher._thread.is_alive()
     run_task(job, 0)
     time.sleep(0.05)
@@ -237,10 +235,7 @@ def test_a_listing_that_fails_now_and_then_does_not_stop_the_watcher(tmp_path, m
     got = []
     with ResultWatcher(job, ["a"], lambda key, raw: got.append(key), every=0.01) as watcher:
         run_task(job, 0)
-        for _ in range(500):
-            if got:
-                break
-            time.sleep(0.01)
+        wait_until(lambda: got)
     assert got == ["a"] and isinstance(watcher.error, OSError)
 
 

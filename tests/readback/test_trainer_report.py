@@ -3,6 +3,7 @@ line, every reader taken through the same checks in one order by run_checks, and
 epochs without a pipeline (the checks themselves: test_trainer_checks.py)."""
 
 import time
+import types
 
 import pytest
 
@@ -25,16 +26,19 @@ RESULT = dict(split="validation", device="cpu", model="small", batch_size=16, st
               channel_mean=[0.01, -0.02, 0.03], channel_std=[1.0, 0.99, 1.01])
 
 
-def test_the_result_holds_every_figure_of_the_run():
+def test_the_result_holds_every_figure_of_the_run(monkeypatch):
+    from imagenet_build.readback import checks
+
+    monkeypatch.setattr(checks, "time", types.SimpleNamespace(monotonic=lambda: 1012.34))  # the run's end, fixed
     report = Report()
     report.add("epoch", True, "48 records")
-    result = result_of(report, **RESULT, started=time.monotonic() - 12.34)
+    result = result_of(report, **RESULT, started=1000.0)
     assert result == {"ok": True, "checks": [{"name": "epoch", "ok": True, "detail": "48 records"}],
                       "split": "validation", "device": "cpu", "model": "small", "batch_size": 16, "steps": 3,
                       "ranks": 2, "records": 48, "images_per_second": 250.0, "training_images_per_second": 31.2,
                       "loss": {"first": 2.5, "last": 1.5}, "overfit_loss": {"first": 2.0, "last": 0.25},
                       "channel_mean": [0.01, -0.02, 0.03], "channel_std": [1.0, 0.99, 1.01], "seconds": 12.3}
-    empty = result_of(report, **dict(RESULT, losses=[], fixed=[]), started=time.monotonic())
+    empty = result_of(report, **dict(RESULT, losses=[], fixed=[]), started=1000.0)
     assert empty["loss"] == empty["overfit_loss"] == {"first": None, "last": None}
 
 
@@ -196,3 +200,30 @@ def test_the_picture_is_headed_with_the_reader_split_and_device(shards, tmp_path
         run_checks(reader, Settings("out", "train", "cpu", "small", 1, 2, 1, show=str(pictures[-1])), MANIFEST,
                    shards, started=0.0)
     assert pictures[0].read_bytes() != pictures[1].read_bytes()  # the same batches: only the heading differs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tty", [True, False], ids=["terminal", "pipe"])
+def test_trainer_check_says_what_it_does_on_a_terminal_and_nothing_in_a_log(converted, tty):
+    """On a terminal, trainer-check was silent while its libraries loaded and between its bars (14-35 s), then
+    printed its header with its results: it says, as each begins, what it is doing. Into a pipe (a log, CI) it
+    prints its report alone, as before."""
+    from conftest import Run
+    from imagenet_build.readback.readers import READERS, missing
+
+    if missing(READERS["torch"]):
+        pytest.skip("needs the torch extra")
+    with Run("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 3, tty=tty) as run:
+        code, out, err = run.finish()
+    assert code == 0, err
+    notes = [line.strip() for line in err.replace("\r", "\n").splitlines() if line.startswith("trainer-check")]
+    if not tty:
+        assert err == "" and out.startswith("trainer-check train through torch on cpu"), err
+        return
+    assert notes == [f"trainer-check {converted}: starting PyTorch reader (imagenet_build.torch); its libraries "
+                     "take seconds to load",
+                     "trainer-check: one epoch of the train split through the PyTorch reader, 1 rank(s)",
+                     "trainer-check: decoding and augmenting 4 batches to look at",
+                     "trainer-check: training small for 3 steps, batch 16",
+                     "trainer-check: learning a fixed batch (overfit)"], err
+    assert out.splitlines()[-1] == "OK: the data trains"

@@ -66,3 +66,34 @@ def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, refere
         assert_evaluation_build(out, reference, tmp_path / "s", ilsvrc)
     else:
         assert shard_files(out) == shard_files(reference)
+
+
+@pytest.mark.parametrize("tarballs", [False, True], ids=["folders", "tarballs"])
+def test_sample_prints_convert_from_the_sample_and_it_gives_the_ilsvrc_build(reference, tmp_path, tarballs):
+    """`sample DIR` printed a --train-dir/--validation-dir command (with --tarballs too), and `convert --from DIR`
+    refused the sample: it prints `convert --from DIR` with the sample's own classes, validation labels and boxes
+    where the copy carries none (the archives carry theirs), and that gives the ILSVRC2012 build."""
+    import shlex
+
+    sample = tmp_path / "s"
+    result = run_cli("sample", sample, *(["--tarballs"] if tarballs else []))
+    assert result.exit_code == 0, result.output
+    printed = shlex.split(result.stdout.splitlines()[-1][len("convert it with: imagenet-build "):])
+    assert printed[:3] == ["convert", "--from", str(sample)]
+    assert ("--bounding-box-file" in printed) != tarballs
+    printed[printed.index("OUTPUT")] = str(tmp_path / "out")
+    converted = run_cli(*printed, "--workers", 1)
+    assert converted.exit_code == 0, converted.output
+    assert converted.stdout.startswith(f"found: ILSVRC2012 (image-net.org) {'tarballs' if tarballs else 'folders'}")
+    assert shard_files(tmp_path / "out") == shard_files(reference)
+
+
+def test_a_flat_validation_folder_labelled_outside_the_classes_names_the_option_that_labels_it(sample_dir, tmp_path):
+    """--from the sample with its classes but not its validation labels: the shipped ILSVRC2012 labels give its
+    16 images other synsets; the line said only that the folder held none of the labels file's synsets."""
+    result = run_cli("convert", "--from", sample_dir, "--labels-file", sample_dir / "labels.txt",
+                     "--output-dir", tmp_path / "out")
+    assert result.exit_code == 1
+    assert result.stderr == (f"error: {sample_dir / 'validation'}: holds no ILSVRC2012_val_*.JPEG images of the "
+                             "synsets in the labels file as the validation labels file labels them (16 of other "
+                             "synsets); pass the --validation-labels-file that labels these images\n")
