@@ -28,6 +28,15 @@ if ! command -v java >/dev/null 2>&1 && [ -z "${JAVA_HOME:-}" ] && [ "$(id -u)" 
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless) >"$LOG" 2>&1 \
     || echo "Java could not be installed (see $LOG): the Spark engine's tests skip"
 fi
+# The Docker image's test builds a stand-in for its base image with debootstrap where Docker Hub cannot be
+# reached: installed likewise where a Docker engine answers and debootstrap is missing.
+if docker info >/dev/null 2>&1 && ! command -v debootstrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] \
+    && command -v apt-get >/dev/null 2>&1; then
+  echo "== apt-get install debootstrap (for the Docker image's stand-in base)"
+  LOG="$(mktemp)"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap) >"$LOG" 2>&1 \
+    || echo "debootstrap could not be installed (see $LOG): the Docker image's test fails where Docker Hub is unreachable"
+fi
 echo "== ruff check imagenet_build tests benchmarks"
 "$PY" -m ruff check imagenet_build tests benchmarks
 echo "== mypy imagenet_build"
