@@ -18,6 +18,7 @@ from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
+from imagenet_build.readback.torch_sample_transform import SampleTransform
 from imagenet_build.readback.torch_transform import decode_images
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -159,8 +160,11 @@ class RecordReader:
                                  "verify")
             real = [label - FIRST_LABEL for label in features[REAL_LABELS]]  # 0-based, as "label"
             sample["real_labels"] = torch.tensor(real, dtype=torch.int64)
+        where = f"{path}: byte {offset} ({filename})"
         if self.decode:
-            sample["image"] = decode_images([encoded], "cpu", where=[f"{path}: byte {offset} ({filename})"])[0]
-        if self.transform is not None:
+            sample["image"] = decode_images([encoded], "cpu", where=[where])[0]
+        if isinstance(self.transform, SampleTransform):  # it decodes: a problem named by the record's place
+            sample["image"] = self.transform(sample["image"], where)
+        elif self.transform is not None:
             sample["image"] = self.transform(sample["image"])
         return sample
