@@ -39,7 +39,8 @@ def two_sample_distance(a, b):
     """Kolmogorov-Smirnov distance between two samples."""
     a, b = np.sort(a), np.sort(b)
     grid = np.concatenate([a, b])
-    return float(np.max(np.abs(np.searchsorted(a, grid, "right") / len(a) - np.searchsorted(b, grid, "right") / len(b))))
+    below_a, below_b = np.searchsorted(a, grid, "right") / len(a), np.searchsorted(b, grid, "right") / len(b)
+    return float(np.max(np.abs(below_a - below_b)))
 
 
 def test_its_crops_are_drawn_as_batch_transforms():
@@ -51,7 +52,8 @@ def test_its_crops_are_drawn_as_batch_transforms():
     for boxes in (ours, theirs):
         assert np.all(boxes[:, 0] + boxes[:, 2] <= 375) and np.all(boxes[:, 1] + boxes[:, 3] <= 500)
     laws = {"area": lambda b: b[:, 2] * b[:, 3], "aspect": lambda b: b[:, 3] / b[:, 2],
-            "top": lambda b: b[:, 0] / np.maximum(376 - b[:, 2], 1), "left": lambda b: b[:, 1] / np.maximum(501 - b[:, 3], 1)}
+            "top": lambda b: b[:, 0] / np.maximum(376 - b[:, 2], 1),
+            "left": lambda b: b[:, 1] / np.maximum(501 - b[:, 3], 1)}
     for name, law in laws.items():
         assert two_sample_distance(law(ours), law(theirs)) < 0.05, name
     same = SampleTransform(seed=12)
@@ -148,8 +150,7 @@ def test_every_record_once_through_dataloader_workers(converted):
         loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=2, collate_fn=collate)
         batches = list(loader)
         assert all(b["image"].shape[1:] == (3, 224, 224) and b["image"].dtype == torch.float32 for b in batches)
-        got = Counter((o, s, l) for b in batches for o, s, l in zip(b["offset"].tolist(), b["shard"],
-                                                                    b["label"].tolist()))
+        got = Counter(place for b in batches for place in zip(b["offset"].tolist(), b["shard"], b["label"].tolist()))
         assert got == expected
         return {(s, o): image for b in batches for s, o, image in zip(b["shard"], b["offset"].tolist(), b["image"])}
 
