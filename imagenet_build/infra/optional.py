@@ -34,6 +34,7 @@ EXTRAS = {
     "torch": ("torch", "PyTorch"),
     "pyarrow": ("parquet", "pyarrow"),
     "matplotlib": ("report", "matplotlib"),
+    "grain": ("grain", "Grain"),
 }
 
 

@@ -1,0 +1,5 @@
+"""The public Grain data source, importable as imagenet_build.grain; its code is imagenet_build.readback.grain_source."""
+
+from imagenet_build.readback.grain_source import RecordSource
+
+__all__ = ["RecordSource"]
