@@ -174,6 +174,18 @@ def tf_data(folder):
                                                                                           labels.numpy())]
 
 
+def tf_data_training(folder):
+    """make_dataset's training crops: a JPEG's crop decoded alone (decode_and_crop_jpeg), a PNG's cut from it
+    decoded whole; no normalisation."""
+    pytest.importorskip("tensorflow")
+    from imagenet_build.tfdata import make_dataset
+
+    dataset = make_dataset(shard_paths(folder), training=True, repeat=False, drop_remainder=False, seed=0,
+                           batch_size=64, image_size=16, mean=(0, 0, 0), std=(1, 1, 1))
+    return [(int(label) + 1, image) for images, labels in dataset for image, label in zip(images.numpy(),
+                                                                                          labels.numpy())]
+
+
 def dali(folder):
     """imagenet_build.dali's pipeline (trainer-check's) on the CPU: its evaluation branch, no normalisation."""
     pytest.importorskip("nvidia.dali")
@@ -196,6 +208,7 @@ READERS = {  # name: read a build's train split -> [(stored label, image HWC)], 
     "imagenet_build.torch BatchTransform (trainer-check --framework torch on a GPU)": torch_batch_transform,
     "imagenet_build.torch SampleTransform (trainer-check --framework torch on the CPU)": torch_sample_transform,
     "imagenet_build.tfdata make_dataset": tf_data,
+    "imagenet_build.tfdata make_dataset, training crops": tf_data_training,
     "DALI (trainer-check)": dali,
 }
 
