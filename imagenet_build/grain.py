@@ -1,4 +1,5 @@
-"""The public Grain data source, importable as imagenet_build.grain; its code is imagenet_build.readback.grain_source."""
+"""The public Grain data source, importable as imagenet_build.grain; its code is in imagenet_build.readback:
+grain_source.py."""
 
 from imagenet_build.readback.grain_source import RecordSource
 
