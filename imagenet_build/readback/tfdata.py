@@ -119,6 +119,38 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
     mean = tf.constant(mean, tf.float32)
     std = tf.constant(std, tf.float32)
     size = [image_size, image_size]
+    random_crop = _random_crop(tf, size, decode_crop)
+
+    def centre_crop(encoded: Any) -> Any:
+        image = tf.cast(tf.io.decode_image(encoded, channels=3, expand_animations=False), tf.float32)
+        shape = tf.cast(tf.shape(image)[:2], tf.float32)
+        scale = (image_size * 256 / 224) / tf.reduce_min(shape)
+        image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32))
+        return tf.image.resize_with_crop_or_pad(image, image_size, image_size)
+
+    spec = tf.TensorSpec(size + [3], tf.float32)
+
+    def parse_batch(serialized: Any) -> tuple[Any, ...]:
+        parsed = tf.io.parse_example(serialized, features)  # one parse for the whole batch
+        if augment:
+            coords = [tf.sparse.to_dense(parsed[key]) for key in BOX_COORDS]
+            images = tf.map_fn(lambda args: random_crop(*args), (parsed["image/encoded"], *coords),
+                               fn_output_signature=spec, parallel_iterations=16)
+        else:
+            images = tf.map_fn(centre_crop, parsed["image/encoded"], fn_output_signature=spec,
+                               parallel_iterations=16)
+        labels = tf.cast(parsed["image/class/label"], tf.int32) - FIRST_LABEL  # 0-based, as a loss takes it
+        if not real_labels:
+            return (images - mean) / std, labels
+        real = tf.cast(tf.sparse.to_dense(parsed[REAL_LABELS]), tf.int32) - FIRST_LABEL  # padding 0 becomes -1
+        return (images - mean) / std, labels, real
+
+    return parse_batch
+
+
+def _random_crop(tf: Any, size: list[int], decode_crop: bool) -> Any:
+    """(encoded image, its boxes' xmin, ymin, xmax, ymax) -> slim's training crop, resized to `size`, mirrored half
+    the time: a JPEG's crop drawn from its header and decoded alone (decode_crop), else cut from the whole image."""
 
     def random_crop(encoded: Any, xmin: Any, ymin: Any, xmax: Any, ymax: Any) -> Any:
         boxes = tf.reshape(tf.stack([ymin, xmin, ymax, xmax], axis=-1), [1, -1, 4])
@@ -146,31 +178,7 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
         image = tf.image.resize(tf.ensure_shape(image, [None, None, 3]), size)
         return tf.image.random_flip_left_right(image)
 
-    def centre_crop(encoded: Any) -> Any:
-        image = tf.cast(tf.io.decode_image(encoded, channels=3, expand_animations=False), tf.float32)
-        shape = tf.cast(tf.shape(image)[:2], tf.float32)
-        scale = (image_size * 256 / 224) / tf.reduce_min(shape)
-        image = tf.image.resize(image, tf.cast(tf.round(shape * scale), tf.int32))
-        return tf.image.resize_with_crop_or_pad(image, image_size, image_size)
-
-    spec = tf.TensorSpec(size + [3], tf.float32)
-
-    def parse_batch(serialized: Any) -> tuple[Any, ...]:
-        parsed = tf.io.parse_example(serialized, features)  # one parse for the whole batch
-        if augment:
-            coords = [tf.sparse.to_dense(parsed[key]) for key in BOX_COORDS]
-            images = tf.map_fn(lambda args: random_crop(*args), (parsed["image/encoded"], *coords),
-                               fn_output_signature=spec, parallel_iterations=16)
-        else:
-            images = tf.map_fn(centre_crop, parsed["image/encoded"], fn_output_signature=spec,
-                               parallel_iterations=16)
-        labels = tf.cast(parsed["image/class/label"], tf.int32) - FIRST_LABEL  # 0-based, as a loss takes it
-        if not real_labels:
-            return (images - mean) / std, labels
-        real = tf.cast(tf.sparse.to_dense(parsed[REAL_LABELS]), tf.int32) - FIRST_LABEL  # padding 0 becomes -1
-        return (images - mean) / std, labels, real
-
-    return parse_batch
+    return random_crop
 
 
 def compare_with_tf_data(
