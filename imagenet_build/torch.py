@@ -5,10 +5,10 @@ worker, no more of it decoded than the output needs)."""
 
 from imagenet_build.readback.torch_dataset import IterableRecordDataset, RecordDataset, collate
 from imagenet_build.readback.torch_records import Records, share
-from imagenet_build.readback.torch_sample_transform import SampleTransform
+from imagenet_build.readback.torch_sample_transform import SampleTransform, normalise
 from imagenet_build.readback.torch_transform import AREA, ASPECT, BatchTransform, decode_images
 
 __all__ = [
     "AREA", "ASPECT", "BatchTransform", "IterableRecordDataset", "RecordDataset", "Records", "SampleTransform",
-    "collate", "decode_images", "share",
+    "collate", "decode_images", "normalise", "share",
 ]

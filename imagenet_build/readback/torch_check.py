@@ -120,16 +120,17 @@ class _TorchReader:
 
     def augmented(self, training: bool, shuffle: bool) -> tuple[Any, Any]:
         """(the dataset, batch -> images on the device): on the CPU the workers decode and augment each image
-        (SampleTransform), on a GPU each batch is decoded and augmented there (BatchTransform, nvJPEG)."""
+        (SampleTransform) and the batch is normalised here; on a GPU each batch is decoded and augmented there
+        (BatchTransform, nvJPEG)."""
         from imagenet_build.readback.torch_dataset import RecordDataset
-        from imagenet_build.readback.torch_sample_transform import SampleTransform
+        from imagenet_build.readback.torch_sample_transform import SampleTransform, normalise
         from imagenet_build.readback.torch_transform import BatchTransform
 
         s = self.settings
-        if not self.gpu:
-            transform = SampleTransform(training, mean=self.mean, std=self.std)
+        if not self.gpu:  # uint8 crops through the workers' shared memory, normalised here
+            transform = SampleTransform(training, normalise=False)
             return (RecordDataset(s.folder, s.split, decode=False, shuffle=shuffle, transform=transform),
-                    lambda batch: batch["image"])
+                    lambda batch: normalise(batch["image"], self.mean, self.std))
         on_gpu = BatchTransform(s.device, training=training, mean=self.mean, std=self.std, channels_last=True)
         return (RecordDataset(s.folder, s.split, decode=False, shuffle=shuffle),
                 lambda batch: on_gpu(batch["image"]))

@@ -64,15 +64,19 @@ class SampleTransform:
 
     Training: slim's random crop (area 0.05-1, aspect 0.75-1.33, the draws of BatchTransform), resized to
     size x size, mirrored half the time. Evaluation (training=False): the shorter side to `resize`, the centre
-    size x size. Then (x - mean) / std per channel, in 0-255 units.
+    size x size. Then (x - mean) / std per channel, in 0-255 units; with normalise=False the uint8 crop, for
+    `normalise` to do on the batch where it is used (a quarter of the bytes through the DataLoader's shared
+    memory, and on a GPU there).
     """
 
     def __init__(self, training: bool = True, size: int = 224, resize: int = 256,
                  mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
                  area: tuple[float, float] = AREA, aspect: tuple[float, float] = ASPECT, attempts: int = 100,
-                 seed: int = 0) -> None:
+                 seed: int = 0, normalise: bool = True) -> None:
         self.training, self.size, self.resize = training, size, resize
         self.area, self.aspect, self.attempts, self.seed = area, aspect, attempts, seed
+        self.normalise = normalise
+        self.mean, self.std = tuple(mean), tuple(std)
         self.scale = torch.tensor([1 / s for s in std], dtype=torch.float32).view(3, 1, 1)
         self.shift = torch.tensor([m / s for m, s in zip(mean, std)], dtype=torch.float32).view(3, 1, 1)
         self._generator: Any = None
@@ -119,8 +123,8 @@ class SampleTransform:
         return self.training and bool(torch.rand(1, generator=self.generator) < 0.5)
 
     def _normalised(self, pixels: Any) -> Any:
-        """uint8 CHW -> float32, (x - mean) / std per channel."""
-        return pixels.float().mul_(self.scale).sub_(self.shift)
+        """uint8 CHW -> float32, (x - mean) / std per channel; as it is with normalise=False."""
+        return pixels.float().mul_(self.scale).sub_(self.shift) if self.normalise else pixels
 
     def turbo_crop(self, data: bytes, height: int, width: int, box: Box, where: str = "an image") -> Any:
         """A JPEG's crop `box` as an RGBX array, size x size: decoded at the DCT scale the crop needs, resized by
@@ -146,6 +150,18 @@ class SampleTransform:
         return functional.resized_crop(image, top, left, h, w, [self.size, self.size], antialias=True)
 
 
+def normalise(images: Any, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
+              out: Any = None) -> Any:
+    """uint8 images [B, 3, H, W] (SampleTransform(normalise=False)'s, collated) to float32, (x - mean) / std per
+    channel, in `out` where given (a buffer kept from batch to batch: no fresh memory a batch)."""
+    shape = (1, 3, 1, 1)
+    scale = torch.tensor([1 / s for s in std], dtype=torch.float32, device=images.device).view(shape)
+    shift = torch.tensor([m / s for m, s in zip(mean, std)], dtype=torch.float32, device=images.device).view(shape)
+    if out is None:
+        out = torch.empty(images.shape, dtype=torch.float32, device=images.device)
+    return out.copy_(images).mul_(scale).sub_(shift)
+
+
 def _turbo_header(data: bytes) -> tuple[int, int] | None:
     """(height, width) of a JPEG the fast way decodes (libjpeg-turbo turning its colours into RGB itself), else
     None: a PNG, a CMYK or YCCK JPEG, what does not read as a JPEG (decode_images names the problem), or no fast
@@ -158,4 +174,4 @@ def _turbo_header(data: bytes) -> tuple[int, int] | None:
     return header[0], header[1]
 
 
-__all__ = ["SampleTransform", "centre_box", "dct_scale"]
+__all__ = ["SampleTransform", "centre_box", "dct_scale", "normalise"]

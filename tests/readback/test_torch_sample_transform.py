@@ -16,7 +16,14 @@ torch = torch_or_skip()
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
 
 from imagenet_build.readback.torch_sample_transform import centre_box, dct_scale  # noqa: E402
-from imagenet_build.torch import BatchTransform, RecordDataset, SampleTransform, collate, decode_images  # noqa: E402
+from imagenet_build.torch import (  # noqa: E402
+    BatchTransform,
+    RecordDataset,
+    SampleTransform,
+    collate,
+    decode_images,
+    normalise,
+)
 
 PLAIN = dict(mean=(0, 0, 0), std=(1, 1, 1))
 
@@ -105,6 +112,12 @@ def test_training_mirrors_about_half_and_normalises():
     normalised = SampleTransform(training=False, resize=32, size=32, mean=mean, std=std)(data)
     expected = (plain - torch.tensor(mean).view(3, 1, 1)) / torch.tensor(std).view(3, 1, 1)
     assert torch.allclose(normalised, expected, atol=1e-4)
+    crop = SampleTransform(training=False, resize=32, size=32, normalise=False)(data)
+    assert crop.dtype == torch.uint8 and torch.equal(crop.float(), plain)
+    buffer = torch.empty((2, 3, 32, 32))
+    batch = normalise(torch.stack([crop, crop]), mean, std, out=buffer)
+    assert batch.data_ptr() == buffer.data_ptr() and torch.allclose(batch[1], expected, atol=1e-4)
+    assert torch.allclose(normalise(crop[None], mean, std)[0], expected, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind", ["png", "cmyk", "greyscale", "decoded tensor"])
