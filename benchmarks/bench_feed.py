@@ -56,17 +56,11 @@ def tree_cpu():
 def torch_batches(build, files, workers, batch_size):
     import torch
 
-    from imagenet_build.torch import RecordDataset, SampleTransform, collate, normalise
+    from imagenet_build.torch import RecordDataset, SampleTransform, collate
 
     dataset = RecordDataset(build, "train", decode=False, transform=SampleTransform(normalise=False))
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=workers, collate_fn=collate)
-    kept = None  # the float batch, one buffer: a training step uses a batch before the next comes
-    for batch in loader:
-        images = batch["image"]
-        if kept is None or kept.shape != images.shape:
-            kept = torch.empty(images.shape, dtype=torch.float32)
-        normalise(images, out=kept)
-        yield len(images)
+    return normalised(batch["image"] for batch in loader)
 
 
 def tfdata_batches(build, files, workers, batch_size, decode_crop=True):
@@ -84,19 +78,26 @@ except ImportError:
 
 
 class GrainDecode(GrainMap):
-    """Grain's map: the record's image through SampleTransform, as numpy."""
+    """Grain's map: the record's image through SampleTransform (uint8, as the torch path's), as numpy; torch on
+    one thread in each worker, as PyTorch's DataLoader sets its workers (else OpenMP threads spin on every
+    image's few operations)."""
 
     def __init__(self):
         from imagenet_build.torch import SampleTransform
 
-        self.transform = SampleTransform()
+        self.transform = SampleTransform(normalise=False)
 
     def map(self, record):
+        import torch
+
+        if torch.get_num_threads() != 1:
+            torch.set_num_threads(1)
         return {"image": self.transform(record["image"]).numpy(), "label": record["label"]}
 
 
 def grain_batches(build, files, workers, batch_size):
     import grain
+    import torch
 
     from imagenet_build.grain import RecordSource
 
@@ -105,7 +106,21 @@ def grain_batches(build, files, workers, batch_size):
                                           seed=0)
     loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=workers,
                               operations=[GrainDecode(), grain.transforms.Batch(batch_size)])
-    return (len(batch["label"]) for batch in loader)
+    return normalised((torch.from_numpy(batch["image"]) for batch in loader))
+
+
+def normalised(batches):
+    """uint8 batches normalised into one float buffer, as a training loop uses them: the count of each."""
+    import torch
+
+    from imagenet_build.torch import normalise
+
+    kept = None  # the float batch, one buffer: a training step uses a batch before the next comes
+    for images in batches:
+        if kept is None or kept.shape != images.shape:
+            kept = torch.empty(images.shape, dtype=torch.float32)
+        normalise(images, out=kept)
+        yield len(images)
 
 
 def torchvision_batches(build, files, workers, batch_size):
