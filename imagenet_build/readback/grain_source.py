@@ -27,16 +27,20 @@ from imagenet_build.readback.readers import Reader, register
 from imagenet_build.readback.record_parse import parse_record
 
 
+def open_shard(path: str) -> Any:
+    """A shard opened for positioned reads: a local file's descriptor, or an object's file with no read-ahead."""
+    try:
+        return storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise BuildError(f"{path}: cannot be opened: {e.strerror or e}") from None
+
+
 def read_at(path: str, offset: int, size: int, files: dict[str, Any]) -> bytes:
-    """`size` bytes at `offset` of shard `path`: one pread of a local file, one ranged read of an object (its
-    descriptor or file object opened once, kept in `files`, this process's)."""
+    """`size` bytes at `offset` of shard `path`: one pread of a local file, one ranged read of an object (each
+    shard opened once, kept in `files`, this process's)."""
     f = files.get(path)
     if f is None:
-        try:
-            f = files[path] = (storage.open_read(path, random_access=True) if storage.is_url(path)
-                               else os.open(path, os.O_RDONLY))
-        except OSError as e:
-            raise BuildError(f"{path}: cannot be opened: {e.strerror or e}") from None
+        f = files[path] = open_shard(path)
     if isinstance(f, int):
         return os.pread(f, size, offset)
     f.seek(offset)
