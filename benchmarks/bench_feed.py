@@ -110,11 +110,13 @@ def grain_batches(build, files, workers, batch_size):
 
 
 def normalised(batches):
-    """uint8 batches normalised into one float buffer, as a training loop uses them: the count of each."""
+    """uint8 batches normalised into one float buffer, as a training loop uses them: the count of each. On one
+    thread: the workers have the cores, and OpenMP's threads would spin waiting for each batch."""
     import torch
 
     from imagenet_build.torch import normalise
 
+    torch.set_num_threads(1)
     kept = None  # the float batch, one buffer: a training step uses a batch before the next comes
     for images in batches:
         if kept is None or kept.shape != images.shape:
