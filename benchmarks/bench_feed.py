@@ -243,6 +243,9 @@ def main():
     if args.child:
         return child(args.child, args.build, args.files, args.workers, args.batch_size)
     names = args.only.split(",") if args.only else CONTENDERS
+    unknown = sorted(set(names) - set(CONTENDERS))
+    if unknown:
+        parser.error(f"--only {','.join(unknown)}: not one of {', '.join(CONTENDERS)}")
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-feed-"))
     work.mkdir(parents=True, exist_ok=True)
     found = {}
