@@ -221,3 +221,27 @@ def encode(pixels: Pixels, quality: int, path: str) -> bytes:
         return _turbo().encode_jpeg(pixels.array, quality, "RGBX", "420")
     except (ValueError, RuntimeError) as e:
         raise InputError(path, f"cannot encode as JPEG: {e}") from None
+
+
+def jpeg_header(data: bytes) -> tuple[int, int, str] | None:
+    """(height, width, colour space as libjpeg-turbo names it) of a JPEG, by simplejpeg; None where it does not
+    read as one, or without simplejpeg."""
+    turbo = _turbo()
+    if turbo is None:
+        return None
+    try:
+        height, width, colour, _ = turbo.decode_jpeg_header(data)
+    except (ValueError, RuntimeError):
+        return None
+    return height, width, colour
+
+
+def resize_into(pixels: Pixels, out: Any, box: tuple[float, float, float, float], kernel: str = "bilinear") -> None:
+    """The region `box` (left, top, right, bottom; fractions allowed) of the fast way's `pixels` resized into
+    `out`, an RGBX array of the output's size, by fast_image_resize's convolution with `kernel` (a FilterType
+    name: bilinear for a reader's random crops, as torchvision's RandomResizedCrop resizes)."""
+    module = _fast_resize_module()
+    left, top, right, bottom = box
+    options = module.ResizeOptions(resize_alg=module.ResizeAlg.convolution(getattr(module.FilterType, kernel)),
+                                   crop_box=module.CropBox(left, top, right - left, bottom - top))
+    _fast_resizer().resize_pil(pixels.image, _rgbx_image(out), options)

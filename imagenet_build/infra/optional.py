@@ -37,6 +37,7 @@ EXTRAS = {
     "torch": ("torch", "PyTorch"),
     "pyarrow": ("parquet", "pyarrow"),
     "matplotlib": ("report", "matplotlib"),
+    "grain": ("grain", "Grain"),
 }
 
 

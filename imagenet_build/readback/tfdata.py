@@ -8,8 +8,11 @@ then decodes and augments in a parallel map, normalises once, shifts labels to
 
 Training augmentation is slim's: a crop drawn by `sample_distorted_bounding_box`
 honouring the record's boxes (min_object_covered 0.1, area 0.05-1, aspect
-0.75-1.33), resized to the output size, randomly mirrored. Evaluation: resize
-the shorter side to size * 256/224, centre crop.
+0.75-1.33), resized to the output size, randomly mirrored. A JPEG's crop is
+drawn from its header (`extract_jpeg_shape`) and decoded alone
+(`decode_and_crop_jpeg`: libjpeg's partial decode, as the TPU reference
+pipelines do); a PNG is decoded whole, then cropped. Evaluation: resize the
+shorter side to size * 256/224, centre crop.
 
 Sharding differs from DALI's (docs/readers.md): here each worker takes whole files
 (file i goes to worker i mod N), so workers see different numbers of records when
@@ -61,15 +64,18 @@ def list_files(pattern_or_dir: ShardFiles, training: bool = True) -> list[str]:
 def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int, image_size: int = 224,
                  num_workers: int = 1, worker_index: int = 0, shuffle_buffer: int = 10000, seed: int | None = None,
                  mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD, repeat: bool | None = None,
-                 drop_remainder: bool | None = None, augment: bool | None = None, real_labels: bool = False) -> Any:
+                 drop_remainder: bool | None = None, augment: bool | None = None, real_labels: bool = False,
+                 decode_crop: bool = True) -> Any:
     """A tf.data.Dataset of (images float32 [B, S, S, 3], labels int32 [B]) from slim-format shards.
 
     repeat and drop_remainder default to `training`; augment (slim's random crop and flip) too.
     With training=False nothing is shuffled: one pass gives every record of this worker's files once.
     real_labels=True (the validation shards of a build made with convert --real-labels) adds a third
     element, the ReaL labels: int32 [B, L], 0-based as the labels, padded with -1 (L: the most a record
-    of the batch has; a row of -1 only: ReaL gives the image no label). Shards without them, a folder that is
-    no whole split, workers that cannot share the files: the tool's own error, BuildError, in one line.
+    of the batch has; a row of -1 only: ReaL gives the image no label). With augment, a JPEG's crop is drawn from
+    its header and only the crop decoded (tf.image.decode_and_crop_jpeg); decode_crop=False decodes the whole
+    image first (the same crops' law, more work). Shards without ReaL labels, a folder that is no whole split,
+    workers that cannot share the files: the tool's own error, BuildError, in one line.
     """
     tf = require("tensorflow", "imagenet_build.tfdata")
 
@@ -84,7 +90,7 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
     if len(files) < num_workers:
         raise BuildError(f"{len(files)} files cannot be shared by {num_workers} workers: each worker needs at "
                          "least one (convert with more shards, or use fewer workers)")
-    parse_batch = _batch_parser(tf, augment, image_size, mean, std, real_labels)
+    parse_batch = _batch_parser(tf, augment, image_size, mean, std, real_labels, decode_crop)
     dataset = tf.data.Dataset.from_tensor_slices(files).shard(num_workers, worker_index)
     if training:
         dataset = dataset.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
@@ -99,9 +105,10 @@ def make_dataset(pattern_or_dir: ShardFiles, *, training: bool, batch_size: int,
 
 
 def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float], std: Sequence[float],
-                  real_labels: bool = False) -> Any:
+                  real_labels: bool = False, decode_crop: bool = True) -> Any:
     """serialized records of a batch -> (images normalised, labels 0-based[, ReaL labels 0-based, -1 padded]): one
-    parse for the whole batch, then slim's augmentation (augment) or the evaluation crop per image."""
+    parse for the whole batch, then slim's augmentation (augment) or the evaluation crop per image; a JPEG's
+    training crop drawn from its header and decoded alone (decode_crop), else cut from the whole image decoded."""
     features = {
         "image/encoded": tf.io.FixedLenFeature([], tf.string),
         "image/class/label": tf.io.FixedLenFeature([], tf.int64),
@@ -112,16 +119,7 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
     mean = tf.constant(mean, tf.float32)
     std = tf.constant(std, tf.float32)
     size = [image_size, image_size]
-
-    def random_crop(encoded: Any, xmin: Any, ymin: Any, xmax: Any, ymax: Any) -> Any:
-        image = tf.io.decode_image(encoded, channels=3, expand_animations=False)  # JPEG or PNG
-        boxes = tf.reshape(tf.stack([ymin, xmin, ymax, xmax], axis=-1), [1, -1, 4])
-        begin, crop, _ = tf.image.sample_distorted_bounding_box(
-            tf.shape(image), bounding_boxes=boxes, min_object_covered=0.1, aspect_ratio_range=(0.75, 1.33),
-            area_range=(0.05, 1.0), max_attempts=100, use_image_if_no_bounding_boxes=True)
-        image = tf.slice(image, begin, crop)
-        image = tf.image.resize(image, size)
-        return tf.image.random_flip_left_right(image)
+    random_crop = _random_crop(tf, size, decode_crop)
 
     def centre_crop(encoded: Any) -> Any:
         image = tf.cast(tf.io.decode_image(encoded, channels=3, expand_animations=False), tf.float32)
@@ -148,6 +146,39 @@ def _batch_parser(tf: Any, augment: bool, image_size: int, mean: Sequence[float]
         return (images - mean) / std, labels, real
 
     return parse_batch
+
+
+def _random_crop(tf: Any, size: list[int], decode_crop: bool) -> Any:
+    """(encoded image, its boxes' xmin, ymin, xmax, ymax) -> slim's training crop, resized to `size`, mirrored half
+    the time: a JPEG's crop drawn from its header and decoded alone (decode_crop), else cut from the whole image."""
+
+    def random_crop(encoded: Any, xmin: Any, ymin: Any, xmax: Any, ymax: Any) -> Any:
+        boxes = tf.reshape(tf.stack([ymin, xmin, ymax, xmax], axis=-1), [1, -1, 4])
+
+        def window(shape: Any) -> tuple[Any, Any]:  # slim's crop of an image of this shape, honouring its boxes
+            begin, crop, _ = tf.image.sample_distorted_bounding_box(
+                shape, bounding_boxes=boxes, min_object_covered=0.1, aspect_ratio_range=(0.75, 1.33),
+                area_range=(0.05, 1.0), max_attempts=100, use_image_if_no_bounding_boxes=True)
+            return begin, crop
+
+        def jpeg_crop() -> Any:  # the window drawn from the header, then only it decoded
+            begin, crop = window(tf.image.extract_jpeg_shape(encoded))
+            return tf.image.decode_and_crop_jpeg(encoded, tf.stack([begin[0], begin[1], crop[0], crop[1]]),
+                                                 channels=3)
+
+        def decoded_crop() -> Any:  # a PNG (write_arrays(..., lossless=True)), or the whole image first
+            image = tf.io.decode_image(encoded, channels=3, expand_animations=False)
+            begin, crop = window(tf.shape(image))
+            return tf.slice(image, begin, crop)
+
+        if decode_crop:
+            image = tf.cond(tf.io.is_jpeg(encoded), jpeg_crop, decoded_crop)
+        else:
+            image = decoded_crop()
+        image = tf.image.resize(tf.ensure_shape(image, [None, None, 3]), size)
+        return tf.image.random_flip_left_right(image)
+
+    return random_crop
 
 
 def compare_with_tf_data(

@@ -4,11 +4,11 @@ reader `torch`; the model and the training loop are torch_training.py's, shared 
 The same checks as the DALI path, from checks.py: one epoch read by
 --num-shards simulated ranks (each with its DataLoader workers) must deliver
 every record once and no record to two ranks; labels and histogram; batches;
-normalisation; a finite loss; a small fixed subset that is learned. One code
-path for both devices: `BatchTransform` decodes and augments on the CPU or,
-with the device switched, on the GPU (nvJPEG); the GPU run uses ResNet-50
-(torchvision) in bf16 autocast and channels_last. torch and torchvision come
-from the `torch` extra.
+normalisation; a finite loss; a small fixed subset that is learned. On the CPU
+the DataLoader workers decode and augment each image (`SampleTransform`: only the
+DCT scale the crop needs); on a GPU `BatchTransform` decodes and augments each
+batch there (nvJPEG), and the run uses ResNet-50 (torchvision) in bf16 autocast
+and channels_last. torch and torchvision come from the `torch` extra.
 """
 
 from __future__ import annotations
@@ -118,21 +118,34 @@ class _TorchReader:
         s = self.settings
         return read_epoch(s.folder, s.split, s.num_shards, self.workers)
 
-    def sample(self, count: int) -> tuple[list[Any], float]:
-        """read + decode + augment alone: its speed, and batches to look at."""
+    def augmented(self, training: bool, shuffle: bool) -> tuple[Any, Any]:
+        """(the dataset, batch -> images on the device): on the CPU the workers decode and augment each image
+        (SampleTransform) and the batch is normalised here; on a GPU each batch is decoded and augmented there
+        (BatchTransform, nvJPEG)."""
         from imagenet_build.readback.torch_dataset import RecordDataset
+        from imagenet_build.readback.torch_sample_transform import SampleTransform, normalise
         from imagenet_build.readback.torch_transform import BatchTransform
 
         s = self.settings
-        self.dataset = RecordDataset(s.folder, s.split, decode=False, shuffle=True)
-        self.augment = BatchTransform(s.device, training=True, mean=self.mean, std=self.std, channels_last=self.gpu)
+        if not self.gpu:  # uint8 crops through the workers' shared memory, normalised here
+            transform = SampleTransform(training, normalise=False)
+            return (RecordDataset(s.folder, s.split, decode=False, shuffle=shuffle, transform=transform),
+                    lambda batch: normalise(batch["image"], self.mean, self.std))
+        on_gpu = BatchTransform(s.device, training=training, mean=self.mean, std=self.std, channels_last=True)
+        return (RecordDataset(s.folder, s.split, decode=False, shuffle=shuffle),
+                lambda batch: on_gpu(batch["image"]))
+
+    def sample(self, count: int) -> tuple[list[Any], float]:
+        """read + decode + augment alone: its speed, and batches to look at."""
+        s = self.settings
+        self.dataset, self.augment = self.augmented(training=True, shuffle=True)
         with contextlib.closing(cycle(self.dataset, s.batch_size, self.workers)) as stream:  # ends its workers
-            self.augment(next(stream)["image"])  # warm-up, untimed: the workers start, the decoder initialises
+            self.augment(next(stream))  # warm-up, untimed: the workers start, the decoder initialises
             sync(s.device)
             kept, timed_images = [], 0
             t0 = time.perf_counter()
             for k in range(count):
-                images = self.augment(next(stream)["image"])
+                images = self.augment(next(stream))
                 if k < 8:  # enough to look at; 20 batches of 256 would be 3 GB on the host
                     kept.append(images)
                 timed_images += len(images)
@@ -145,7 +158,7 @@ class _TorchReader:
         s = self.settings
         net = build_model(s.model, classes, s.device)
         with contextlib.closing(cycle(self.dataset, s.batch_size, self.workers)) as stream:  # ends its workers
-            feed = ((self.augment(batch["image"]), batch["label"]) for batch in stream)
+            feed = ((self.augment(batch), batch["label"]) for batch in stream)
             result = train_timed(net, feed, s.steps, s.batch_size, classes, s.device,
                                  see=self.capture.step if self.capture is not None else None)
         del net
@@ -154,15 +167,10 @@ class _TorchReader:
     def overfit(self, classes: int) -> tuple[list[float], str, int]:
         """A small fixed subset: eval-style images held on the device, trained on repeatedly (until the loss is
         down to a quarter, well past the halving the check asks for, or max(steps, 30) steps)."""
-        from imagenet_build.readback.torch_dataset import RecordDataset
-        from imagenet_build.readback.torch_transform import BatchTransform
-
         s = self.settings
-        subset = RecordDataset(s.folder, s.split, decode=False, shuffle=False)
+        subset, augment = self.augmented(training=False, shuffle=False)
         first = next(batches(subset, s.batch_size, 0))
-        images = BatchTransform(s.device, training=False, mean=self.mean, std=self.std,
-                                channels_last=self.gpu)(first["image"])
-        labels = first["label"]
+        images, labels = augment(first), first["label"]
         fixed: list[float] = []
         failure = train(build_model(s.model, classes, s.device),
                          lambda: ((images, labels) for _ in range(max(s.steps, 30))), classes, s.device, fixed,

@@ -199,8 +199,18 @@ def collate(samples: Sequence[dict]) -> dict:
                 if any(len(v) for v in values) else torch.empty((len(values), 0), dtype=torch.int64)
         elif key == "image" and isinstance(values[0], torch.Tensor) and all(
                 v.shape == values[0].shape for v in values):
-            out[key] = torch.stack(values)
+            out[key] = _stacked(values)
         else:
             out[key] = values
     return out
 
+
+def _stacked(values: Sequence[Any]) -> Any:
+    """The images stacked; in a DataLoader worker straight into shared memory, as PyTorch's default_collate
+    stacks, so that the batch is not copied there again on its way to the main process (a batch of 64 float
+    images is 38 MB of fresh memory each copy)."""
+    if torch.utils.data.get_worker_info() is None:
+        return torch.stack(values)
+    first = values[0]
+    storage = first._typed_storage()._new_shared(len(values) * first.numel(), device=first.device)
+    return torch.stack(values, out=first.new(storage).resize_(len(values), *first.shape))

@@ -13,11 +13,12 @@ from array import array
 from typing import Any, Callable
 
 from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
-from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS, decode_example
-from imagenet_build.format.tfrecord import FramingError, unframe
+from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
+from imagenet_build.readback.record_parse import parse_record
+from imagenet_build.readback.torch_sample_transform import SampleTransform
 from imagenet_build.readback.torch_transform import decode_images
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -134,21 +135,7 @@ class RecordReader:
     def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
         """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
         path = self.records.paths[shard]
-        if len(data) < size:
-            raise BuildError(f"{path}: byte {offset}: the index points past the end of the file; "
-                             "run imagenet-build verify")
-        try:
-            payload = unframe(data, self.check_crc)
-        except FramingError as e:
-            raise BuildError(f"{path}: byte {offset}: {e.message}; run imagenet-build verify") from None
-        try:
-            features = decode_example(payload)
-            encoded = features["image/encoded"][0]
-            label = features["image/class/label"][0] - FIRST_LABEL  # 0-based, as a loss takes it
-            filename = features["image/filename"][0].decode()
-        except Exception as e:  # not slim's Example: a message, not a traceback
-            raise BuildError(f"{path}: byte {offset}: not slim's Example ({type(e).__name__}: {e}); "
-                             "run imagenet-build verify") from None
+        features, encoded, label, filename = parse_record(path, offset, size, data, self.check_crc)
         sample = {"image": encoded, "label": label, "filename": filename, "shard": path, "offset": offset}
         if self.boxes:
             columns = [features.get(key, []) for key in BOX_COORDS]
@@ -159,8 +146,11 @@ class RecordReader:
                                  "verify")
             real = [label - FIRST_LABEL for label in features[REAL_LABELS]]  # 0-based, as "label"
             sample["real_labels"] = torch.tensor(real, dtype=torch.int64)
+        where = f"{path}: byte {offset} ({filename})"
         if self.decode:
-            sample["image"] = decode_images([encoded], "cpu", where=[f"{path}: byte {offset} ({filename})"])[0]
-        if self.transform is not None:
+            sample["image"] = decode_images([encoded], "cpu", where=[where])[0]
+        if isinstance(self.transform, SampleTransform):  # it decodes: a problem named by the record's place
+            sample["image"] = self.transform(sample["image"], where)
+        elif self.transform is not None:
             sample["image"] = self.transform(sample["image"])
         return sample

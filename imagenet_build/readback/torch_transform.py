@@ -112,6 +112,23 @@ def _decode_on_own_stream(io: Any, data: list, device: Any) -> list:
     return images
 
 
+def draw_crop(generator: Any, height: int, width: int, area: tuple[float, float] = AREA,
+              aspect: tuple[float, float] = ASPECT, attempts: int = 100) -> tuple[int, int, int, int]:
+    """(top, left, height, width) of slim's random crop of an image of this size, drawn from `generator` (a CPU
+    torch.Generator): area uniform in `area` of the image's, aspect (width / height) log-uniform in `aspect`, as
+    DALI draws them; `attempts` tries, else the whole image. Every PyTorch path draws its crops here."""
+    whole = height * width
+    log_lo, log_hi = math.log(aspect[0]), math.log(aspect[1])
+    for _ in range(attempts):
+        u = torch.rand(4, generator=generator, dtype=torch.float64).tolist()
+        target = whole * (area[0] + (area[1] - area[0]) * u[0])
+        ratio = math.exp(log_lo + (log_hi - log_lo) * u[1])
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        if 0 < w <= width and 0 < h <= height:
+            return int(u[2] * (height - h + 1)), int(u[3] * (width - w + 1)), h, w
+    return 0, 0, height, width
+
+
 class BatchTransform:
     """Decode a batch of stored images (decode_images) and augment it on `device`: float32 NCHW, normalised.
 
@@ -145,16 +162,7 @@ class BatchTransform:
 
     def crop_box(self, height: int, width: int) -> tuple[int, int, int, int]:
         """(top, left, height, width) of the training crop of an image of this size."""
-        g, area = self.generator, height * width
-        log_lo, log_hi = math.log(self.aspect[0]), math.log(self.aspect[1])
-        for _ in range(self.attempts):
-            u = torch.rand(4, generator=g, dtype=torch.float64).tolist()
-            target = area * (self.area[0] + (self.area[1] - self.area[0]) * u[0])
-            ratio = math.exp(log_lo + (log_hi - log_lo) * u[1])
-            w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
-            if 0 < w <= width and 0 < h <= height:
-                return int(u[2] * (height - h + 1)), int(u[3] * (width - w + 1)), h, w
-        return 0, 0, height, width
+        return draw_crop(self.generator, height, width, self.area, self.aspect, self.attempts)
 
     def crop_resize(self, image: Any) -> Any:
         """One CHW uint8 image to 3 x size x size uint8 (torchvision's resize: its uint8 fast path on the CPU)."""

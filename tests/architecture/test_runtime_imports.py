@@ -74,4 +74,5 @@ def test_trainer_check_through_pytorch_imports_neither_tensorflow_dali_nor_matpl
     found = run_verbs([["trainer-check", str(converted), "--framework", "torch", "--device", "cpu", "--steps", "2",
                         "--batch-size", "8", "--workers", "0"]])
     assert found[0]["exit_code"] == 0, found[0]
-    assert found[0]["imported"] == ["torch", "torchvision"], found[0]
+    # on the CPU the DataLoader workers decode with libjpeg-turbo (SampleTransform): torchvision is not needed
+    assert found[0]["imported"] == ["torch"], found[0]

@@ -152,6 +152,17 @@ def torch_batch_transform(folder):
     return [(int(label) + 1, image.permute(1, 2, 0).numpy()) for label, image in zip(batch["label"], images)]
 
 
+def torch_sample_transform(folder):
+    """trainer-check --framework torch's CPU path: SampleTransform in the dataset (its evaluation crop, no
+    normalisation), each image decoded where it is read."""
+    from imagenet_build.torch import RecordDataset, SampleTransform
+
+    transform = SampleTransform(training=False, size=16, resize=16, mean=(0, 0, 0), std=(1, 1, 1))
+    dataset = RecordDataset(folder, "train", shuffle=False, decode=False, transform=transform)
+    return [(int(s["label"]) + 1, s["image"].permute(1, 2, 0).numpy()) for s in map(dataset.__getitem__,
+                                                                                    range(len(dataset)))]
+
+
 def tf_data(folder):
     """imagenet_build.tfdata.make_dataset: the evaluation crop, no normalisation."""
     pytest.importorskip("tensorflow")
@@ -159,6 +170,18 @@ def tf_data(folder):
 
     dataset = make_dataset(shard_paths(folder), training=False, batch_size=64, image_size=16, mean=(0, 0, 0),
                            std=(1, 1, 1))
+    return [(int(label) + 1, image) for images, labels in dataset for image, label in zip(images.numpy(),
+                                                                                          labels.numpy())]
+
+
+def tf_data_training(folder):
+    """make_dataset's training crops: a JPEG's crop decoded alone (decode_and_crop_jpeg), a PNG's cut from it
+    decoded whole; no normalisation."""
+    pytest.importorskip("tensorflow")
+    from imagenet_build.tfdata import make_dataset
+
+    dataset = make_dataset(shard_paths(folder), training=True, repeat=False, drop_remainder=False, seed=0,
+                           batch_size=64, image_size=16, mean=(0, 0, 0), std=(1, 1, 1))
     return [(int(label) + 1, image) for images, labels in dataset for image, label in zip(images.numpy(),
                                                                                           labels.numpy())]
 
@@ -182,8 +205,10 @@ def records_in(paths):
 
 READERS = {  # name: read a build's train split -> [(stored label, image HWC)], each record once
     "imagenet_build.torch RecordDataset": torch_dataset,
-    "imagenet_build.torch BatchTransform (trainer-check --framework torch)": torch_batch_transform,
+    "imagenet_build.torch BatchTransform (trainer-check --framework torch on a GPU)": torch_batch_transform,
+    "imagenet_build.torch SampleTransform (trainer-check --framework torch on the CPU)": torch_sample_transform,
     "imagenet_build.tfdata make_dataset": tf_data,
+    "imagenet_build.tfdata make_dataset, training crops": tf_data_training,
     "DALI (trainer-check)": dali,
 }
 

@@ -3,8 +3,9 @@ or, where sound, read exactly (every record of the shards once).
 
 The readers are the registry's (readback/readers.py): the PyTorch reader (its two datasets and trainer-check's
 epoch), tf.data's make_dataset (which reads the shards' own framing and no index: it must read every record
-exactly, whatever the indexes say), and DALI into TensorFlow and into PyTorch (trainer-check's epoch through
-each, and the public pipeline, imagenet_build.dali). A reader registered without its rows in READS fails a test.
+exactly, whatever the indexes say), the Grain data source (imagenet_build.grain), and DALI into TensorFlow and
+into PyTorch (trainer-check's epoch through each, and the public pipeline, imagenet_build.dali). A reader
+registered without its rows in READS fails a test.
 """
 
 import json
@@ -58,6 +59,17 @@ def tf_data(folder, split="train"):
     return [(None, None, int(label)) for _, labels in dataset for label in labels.numpy()]
 
 
+def grain_source(folder, split="train"):
+    """imagenet_build.grain's RecordSource through Grain's MapDataset, in order: one epoch's places and labels."""
+    pytest.importorskip("grain")
+    import grain
+
+    from imagenet_build.grain import RecordSource
+
+    dataset = grain.MapDataset.source(RecordSource(folder, split))
+    return [(r["shard"], r["offset"], r["label"]) for r in (dataset[k] for k in range(len(dataset)))]
+
+
 def dali_public(folder, split="train"):
     """imagenet_build.dali's pipeline (CPU, evaluation) through DALI's PyTorch iterator: one epoch's labels."""
     pytest.importorskip("nvidia.dali")
@@ -107,6 +119,7 @@ READS = {
     "torch": {"RecordDataset": torch_dataset, "IterableRecordDataset": torch_iterable,
               "trainer-check": places(torch_epoch)},
     "tfdata": {"make_dataset": tf_data},
+    "grain": {"RecordSource": grain_source},
     "dali-tf": {"trainer-check": places(dali_epoch)},
     "dali-torch": {"trainer-check": places(dali_torch_epoch), "imagenet_build.dali": dali_public},
 }

@@ -18,7 +18,7 @@ DEFAULTS = {
 
 
 def test_every_reader_module_registers_its_reader():
-    assert sorted(readers.READERS) == ["dali-tf", "dali-torch", "tfdata", "torch"]
+    assert sorted(readers.READERS) == ["dali-tf", "dali-torch", "grain", "tfdata", "torch"]
     assert [r.name for r in readers.trainers()] == ["dali-tf", "dali-torch", "torch"]
     assert [r.name for r in readers.family("dali")] == ["dali-tf", "dali-torch"]
 

@@ -137,3 +137,40 @@ def test_a_missing_tensorflow_is_one_line(ramp_shard, monkeypatch):
     with pytest.raises(BuildError) as caught:
         make_dataset([ramp_shard], training=False, batch_size=1)
     assert str(caught.value).startswith("imagenet_build.tfdata needs TensorFlow, which is not installed"), caught.value
+
+
+@pytest.fixture(scope="module")
+def jpeg_ramp_shard(tmp_path_factory):
+    """200 records of the ramp as a JPEG (quality 100, no chroma subsampling), each with one box: its lower
+    right quarter."""
+    folder = tmp_path_factory.mktemp("jpeg-ramp")
+    (folder / "dali_idx").mkdir()
+    ramp = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+    ramp[..., 0], ramp[..., 1] = np.arange(WIDTH)[None, :], np.arange(HEIGHT)[:, None]
+    out = io.BytesIO()
+    Image.fromarray(ramp).save(out, format="JPEG", quality=100, subsampling=0)
+    payloads = [encode_example(encoded=out.getvalue(), filename=f"{k}.jpg", height=HEIGHT, width=WIDTH, label=3,
+                               synset="n3", text="three", boxes=[(0.5, 0.5, 1.0, 1.0)]) for k in range(200)]
+    write_shard(folder, SHARD, payloads)
+    return str(folder / SHARD)
+
+
+@pytest.mark.parametrize("decode_crop", [True, False])
+def test_a_jpegs_crop_is_decoded_alone_and_honours_its_boxes(jpeg_ramp_shard, decode_crop):
+    """A JPEG's crop drawn from its header and decoded alone (decode_and_crop_jpeg), or cut from the whole image
+    (decode_crop=False): either way slim's law, each crop covering at least a tenth of the record's box (the lower
+    right quarter: red from 120, green from 80), aspects 3:4 to 4:3, about half mirrored."""
+    dataset = make_dataset([jpeg_ramp_shard], training=True, batch_size=50, image_size=32, mean=(0, 0, 0),
+                           std=(1, 1, 1), repeat=False, seed=0, decode_crop=decode_crop)
+    images = np.concatenate([batch.numpy() for batch, _ in dataset])
+    assert len(images) == 200
+    red, green = images[..., 0], images[..., 1]
+    left, right = red.min(axis=(1, 2)), red.max(axis=(1, 2))
+    top, bottom = green.min(axis=(1, 2)), green.max(axis=(1, 2))
+    covered = np.clip(right - np.maximum(left, 120), 0, None) * np.clip(bottom - np.maximum(top, 80), 0, None)
+    # a tenth of the box (960 pixels), less what the edges' resize samples take off; a crop drawn without the
+    # box lies anywhere, away from it too
+    assert np.all(covered > 0.05 * 120 * 80) and np.median(covered) > 0.2 * 120 * 80
+    area, aspect, mirrored = crops([(tf.constant(images), None)]).T
+    assert 0.04 <= area.min() and area.max() <= 1.02 and 0.7 <= aspect.min() and aspect.max() <= 1.4
+    assert 0.3 < mirrored.mean() < 0.7
