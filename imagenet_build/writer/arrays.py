@@ -25,14 +25,14 @@ from imagenet_build.format.manifest import (
     SplitFigures,
     read_manifest,
     write_labels,
-    write_manifest,
 )
-from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
+from imagenet_build.format.naming import MANIFEST_NAME, SPLIT_NAME, index_name, parse_shard_name, shard_name
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, PathLike
+from imagenet_build.infra.errors import BuildError, PathLike, check_flag, check_path
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.request import QUALITY, is_quality
+from imagenet_build.writer.commit import ShardFacts, commit, entry_problem, read_facts, reported
 from imagenet_build.writer.output_folder import locked
 from imagenet_build.writer.shard_writer import shard_entry, write_records
 
@@ -60,6 +60,9 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     manifest, each split with its own encoding and layout (the index folder must be the same: the
     manifest records one); writing a split again replaces it.
     """
+    output_dir = check_path(output_dir, "output_dir")
+    index_dir = None if index_dir is None else check_path(index_dir, "index_dir")
+    lossless = check_flag(lossless, "lossless")
     np = require("numpy", "write_arrays")
 
     images = np.asarray(images)
@@ -151,19 +154,36 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
                 image_format=image_format,
             )
 
-    shards = []
+    shards, facts = [], _kept_facts(previous, output_dir, index_dir, split)
     for k, (begin, end) in enumerate(ranges):
         name = shard_name(split, k, num_shards)
         shards.append(shard_entry(split, name, write_records(name, output_dir, index_dir, payloads(begin, end))))
+        facts[name] = reported(shards[-1])
     counts = array("Q", [0] * len(names))
     for label in labels:
         counts[int(label)] += 1
     figures = split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
     figures["encoding"] = "PNG" if lossless else f"JPEG q{quality}"
     figures["layout_threads"] = layout_threads
-    manifest = write_manifest(output_dir, _manifest(previous, split, figures, shards, names, index_label))
+    held = [entry.name for entry in folder_entries(str(output_dir), str(index_dir)) if entry.kind == "shard"]
+    manifest = commit(output_dir, _manifest(previous, split, figures, shards, names, index_label), facts, held)
     write_labels(output_dir, names)
     return json.loads(json.dumps(manifest))
+
+
+def _kept_facts(previous: Manifest, output_dir: Path, index_dir: Path, split: str) -> dict[str, ShardFacts | None]:
+    """The facts of the shards of the folder's other splits, which the manifest keeps, read from their files;
+    refused before anything is written where an entry disagrees with them (writer/commit.py)."""
+    facts: dict[str, ShardFacts | None] = {}
+    for entry in previous.get("shards", []):
+        name = entry["name"]
+        if entry["split"] != split:
+            facts[name] = read_facts(str(output_dir / name), str(index_dir / index_name(name)))
+            problem = entry_problem(entry, facts[name])
+            if problem:
+                raise BuildError(f"{output_dir / MANIFEST_NAME}: {name}: {problem}; imagenet-build verify "
+                                 "says what else is wrong (write the arrays to another folder)")
+    return facts
 
 
 def _manifest(previous: Manifest, split: str, figures: SplitFigures, shards: list[ShardEntry], names: list[str],
