@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_flag, check_path, one_line
+from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_flag, check_path, check_paths, one_line
 from imagenet_build.report import PER_CLASS
 
 if TYPE_CHECKING:
@@ -65,15 +64,6 @@ def _path(value: Any, argument: str) -> Any:
     return None if value is None else check_path(value, argument)
 
 
-def _paths(value: Union[PathLike, Sequence[PathLike]], argument: str) -> tuple[str, ...]:
-    """One path or several, as a repeated option takes them."""
-    if isinstance(value, (str, os.PathLike)):
-        return (check_path(value, argument),)
-    if not isinstance(value, (list, tuple)):
-        raise UsageError(f"{argument} must be a path or a list of paths, not {type(value).__name__} {value!r:.40}")
-    return tuple(check_path(path, f"{argument}[{n}]") for n, path in enumerate(value))
-
-
 def _convert_options(output_dir: Any, options: dict[str, Any]) -> dict[str, Any]:
     """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types);
     a UsageError naming the first that is neither."""
@@ -85,7 +75,7 @@ def _convert_options(output_dir: Any, options: dict[str, Any]) -> dict[str, Any]
     flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
     for name, value in options.items():
         if name == "from_paths":
-            given[name] = _paths(value, name)
+            given[name] = check_paths(value, name)
         elif name == "spark_conf":
             given[name] = (value,) if isinstance(value, str) else tuple(value)
         elif name in PATH_OPTIONS:
@@ -133,7 +123,7 @@ def index(inputs: Union[PathLike, Sequence[PathLike]], index_dir: Optional[PathL
     with _tool_errors():
         from imagenet_build.format.dali_index import index_shards
 
-        return index_shards(_paths(inputs, "inputs"), index_dir=_path(index_dir, "index_dir"), workers=workers)
+        return index_shards(check_paths(inputs, "inputs"), index_dir=_path(index_dir, "index_dir"), workers=workers)
 
 
 def report(folder: PathLike, output: Optional[PathLike] = None, per_class: int = PER_CLASS,

@@ -73,6 +73,16 @@ def check_path(value: object, argument: str) -> str:
     return path
 
 
+def check_paths(value: object, argument: str) -> tuple[str, ...]:
+    """One path or a list (or tuple) of them, as the Python API takes a repeated option's; each as check_path
+    takes it, else a UsageError naming the argument (and the item)."""
+    if isinstance(value, (str, os.PathLike)):
+        return (check_path(value, argument),)
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"{argument} must be a path or a list of paths, not {_given(value)}")
+    return tuple(check_path(path, f"{argument}[{n}]") for n, path in enumerate(value))
+
+
 def check_flag(value: object, argument: str) -> bool:
     """A flag the Python API takes: True or False, else a UsageError naming the argument (a string such as "no"
     would read as true)."""

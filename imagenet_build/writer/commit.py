@@ -183,9 +183,11 @@ def _split_problem(split: str, figures: SplitFigures, entries: Sequence[ShardEnt
     return f"splits.{split}.label_counts: {shown(beyond)} is no label of the build" if beyond is not None else ""
 
 
-def _total(name: str) -> int | None:
+def _total(name: str) -> int:
+    """The N of a shard's -of-N (entry_problem has found each name a shard's)."""
     parsed = parse_shard_name(name)
-    return parsed.total if parsed is not None else None
+    assert parsed is not None, name
+    return parsed.total
 
 
 def _sums_problem(where: str, figures: Mapping[str, object], entries: Sequence[ShardEntry],
