@@ -217,7 +217,7 @@ def commit_tfds(root: str, manifest: Manifest) -> list[str]:
     """A complete build's TFDS files written beside it, from its manifest, once the manifest holds against its
     shards: each index and size read, every shard the folder holds listed (their bytes are not read: their
     sha256 and their records are verify's). Returns the files' names, in the order written."""
-    indexes = index_dir_of(root, manifest, None)
+    indexes = index_dir_of(root, manifest)
     names = [entry["name"] for entry in manifest["shards"]]
     with ThreadPoolExecutor(READ_THREADS) as pool:
         found = pool.map(lambda name: read_facts(storage.join(root, name), index_path(name, indexes), False), names)

@@ -223,7 +223,9 @@ def test_a_shard_the_folder_holds_that_a_complete_manifest_leaves_out_is_named(g
     assert manifest_problem(manifest, facts, [FIRST, SECOND, "train-00002-of-00003"]) == \
         "train-00002-of-00003: in the folder, not listed"
     assert manifest_problem(manifest, facts, [FIRST]) == ""
-    assert manifest_problem(change(manifest, lambda m: m.update(totals={})), facts) == ""  # no totals: none to hold
+    for optional in (lambda m: m.pop("totals"), lambda m: m.update(totals={}),  # no totals: none to hold
+                     lambda m: m["splits"]["train"].pop("shards_done")):
+        assert manifest_problem(change(manifest, optional), facts) == ""
     assert manifest_problem(manifest, dict(facts, **{SECOND: None})) == \
         f"{SECOND}: its shard or its index is not a file that can be read"
 
@@ -271,6 +273,8 @@ def test_tfds_files_are_written_only_beside_a_manifest_its_shards_bear_out(good,
     os.rename(folder / "dali_idx", folder / "elsewhere")
     with pytest.raises(BuildError, match=f"{FIRST}: its shard or its index is not a file that can be read"):
         commit_tfds(str(folder), manifest)
+    elsewhere = change(manifest, lambda m: m["options"].update(index_dir="elsewhere"))
+    assert commit_tfds(str(folder), elsewhere) == [FEATURES_JSON, DATASET_INFO_JSON]  # where its manifest says
     os.rename(folder / "elsewhere", folder / "dali_idx")
     (folder / "dali_idx" / "train-x").mkdir()  # a folder named as a shard is no shard the folder holds
     os.mkdir(folder / "train-00002-of-00003")
