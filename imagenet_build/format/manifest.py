@@ -264,8 +264,10 @@ def _options_problem(options: Mapping[str, Any]) -> str:
 
 
 def _inputs_problem(inputs: Mapping[str, Any]) -> str:
-    """inputs.shards, what resume looks each kept shard's inputs' state up in: {shard name: state}."""
-    return shape_problem(inputs.get(SHARD_INPUTS, {}), Dict[str, str], f"inputs.{SHARD_INPUTS}")
+    """What readers look up under inputs: each kept shard's inputs' state (resume: {shard name: state}), and the copy
+    the build came from (verify: an object, its kind and classes)."""
+    return (shape_problem(inputs.get(SHARD_INPUTS, {}), Dict[str, str], f"inputs.{SHARD_INPUTS}")
+            or shape_problem(inputs.get("source", {}), Dict[str, Any], "inputs.source"))
 
 
 def shard_entry_problem(entry: Any) -> str:

@@ -132,6 +132,14 @@ def test_report_refuses_label_counts_below_one(build, tmp_path):
 
 
 @pytest.mark.parametrize("verb", ["verify", "report"])
+def test_inputs_source_of_another_shape_is_one_line(build, verb, tmp_path):
+    edit_json(build / "manifest.json", lambda m: m["inputs"].update(source=["x"]))  # AttributeError in verify once
+    result = run_cli(verb, build, *(["-o", tmp_path / "page.html"] if verb == "report" else []), "--workers", 1)
+    said = result.output if verb == "verify" else result.stderr
+    assert result.exit_code == 1 and 'inputs.source: ["x"] is not an object' in said, result.output
+
+
+@pytest.mark.parametrize("verb", ["verify", "report"])
 def test_a_lone_surrogate_in_a_manifest_is_one_line(build, verb):
     edit_json(build / "manifest.json", lambda m: m["synsets"].__setitem__(0, "\ud800"))
     result = run_process(verb, build, *(["-o", build.parent / "page.html"] if verb == "report" else []))

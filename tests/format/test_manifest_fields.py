@@ -33,6 +33,8 @@ CASES = [
     # AttributeError: 'list' object has no attribute 'get'
     (lambda m: m.update(inputs={"shards": {"train-00000-of-00001": 5}}),
      "inputs.shards.train-00000-of-00001: 5 is not a string"),
+    (lambda m: m.update(inputs={"source": ["x"]}), 'inputs.source: ["x"] is not an object'),  # verify's classes:
+    # AttributeError: 'list' object has no attribute 'get'
     (lambda m: m["splits"]["train"].update(left_out=["x.JPEG"]), 'splits.train.left_out[0]: "x.JPEG" is not an object'),
     (lambda m: m.update(shards=[3]), "shards[0]: not an object"),
     (lambda m: m["shards"][0].pop("sha256"), "shards[0].sha256: missing"),
@@ -74,7 +76,8 @@ def test_what_the_reader_lets_pass():
     m["options"].update(real_labels="real.json")
     m["splits"]["train"]["left_out"] = [{"file": "x.JPEG", "reason": "empty"}]
     m["shards"][0].update(skipped=[SKIPPED], reencoded=[{"file": "y.JPEG", "reencoded": "PNG", "note": ""}])
-    m["inputs"] = {"shards": {"train-00000-of-00001": "state"}, "train": {"layout": "folders"}}
+    m["inputs"] = {"shards": {"train-00000-of-00001": "state"}, "train": {"layout": "folders"},
+                   "source": {"layout": "ilsvrc", "labels": [1, 2]}}
     assert manifest.schema_problem(m) == ""
     assert manifest.shard_entry_problem(m["shards"][0]) == ""
     assert manifest.shard_entry_problem([]) == "not an object"
