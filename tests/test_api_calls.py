@@ -146,6 +146,36 @@ def test_a_flag_given_anything_but_true_or_false_is_a_usage_error_naming_it(valu
         assert str(refused.value) == f"{argument} must be True or False, not {shown}", argument
 
 
+class BytesPath:
+    """An os.PathLike whose path is bytes: no path the command line would give either."""
+
+    def __fspath__(self):
+        return b"out"
+
+    def __repr__(self):
+        return "BytesPath()"
+
+
+def test_a_path_like_of_bytes_is_refused_where_one_path_or_several_are_taken(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argument, call in (("output_dir", lambda: api.convert(BytesPath(), train_dir="t")),
+                           ("from_paths", lambda: api.convert("out", from_paths=BytesPath())),
+                           ("inputs", lambda: api.index(BytesPath())), ("inputs[0]", lambda: api.index([BytesPath()]))):
+        with pytest.raises(UsageError) as refused:
+            call()
+        assert str(refused.value) == f"{argument} must be a path (a str or pathlib.Path), not BytesPath BytesPath()"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_wrong_value_is_shown_cut_short():
+    for value, shown in ((b"x" * 37, f"bytes {b'x' * 37!r}"),  # a repr of 40 characters: whole
+                         (b"x" * 38, f"bytes {repr(b'x' * 38)[:37]}..."),  # of 41: cut to 40
+                         (list(range(30)), f"list {repr(list(range(30)))[:37]}...")):
+        with pytest.raises(UsageError) as refused:
+            api.verify(value)
+        assert str(refused.value) == f"folder must be a path (a str or pathlib.Path), not {shown}"
+
+
 def test_an_unknown_keyword_stays_pythons_type_error():
     for call in (lambda: api.verify("b", quik=True), lambda: api.index("a", index="i"),
                  lambda: api.report("b", page="p"), lambda: api.write_arrays([], [], "out", losless=True)):

@@ -76,6 +76,7 @@ def test_what_the_reader_lets_pass():
     m["options"].update(real_labels="real.json")
     m["splits"]["train"]["left_out"] = [{"file": "x.JPEG", "reason": "empty"}]
     m["shards"][0].update(skipped=[SKIPPED], reencoded=[{"file": "y.JPEG", "reencoded": "PNG", "note": ""}])
+    m["splits"]["train"]["label_counts"] = {"1": 2, "2": 1}  # a label of one record
     m["inputs"] = {"shards": {"train-00000-of-00001": "state"}, "train": {"layout": "folders"},
                    "source": {"layout": "ilsvrc", "labels": [1, 2]}}
     assert manifest.schema_problem(m) == ""
