@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
-from imagenet_build.infra.errors import BuildError, PathLike, UsageError, one_line
+from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_flag, check_path, check_paths, one_line
 from imagenet_build.report import PER_CLASS
 
 if TYPE_CHECKING:
@@ -59,16 +58,31 @@ def _tool_errors() -> Iterator[None]:
         raise BuildError(one_line(e)) from e
 
 
-def _path(value: Any) -> Any:
-    """A path given as a pathlib.Path (or any os.PathLike) as the command line gives it: a str."""
-    return os.fspath(value) if isinstance(value, os.PathLike) else value
+def _path(value: Any, argument: str) -> Any:
+    """An optional path, given as a str or a pathlib.Path (any os.PathLike), as the command line gives it: a str;
+    None where not given. Anything else is a UsageError naming the argument."""
+    return None if value is None else check_path(value, argument)
 
 
-def _paths(value: Union[PathLike, Sequence[PathLike]]) -> tuple[str, ...]:
-    """One path or several, as a repeated option takes them."""
-    if isinstance(value, (str, os.PathLike)):
-        return (os.fspath(value),)
-    return tuple(str(os.fspath(path)) for path in value)
+def _convert_options(output_dir: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types);
+    a UsageError naming the first that is neither."""
+    import typing
+
+    from imagenet_build.request import PATH_OPTIONS, ConvertOptions
+
+    given: dict[str, Any] = {"output_dir": check_path(output_dir, "output_dir")}
+    flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
+    for name, value in options.items():
+        if name == "from_paths":
+            given[name] = check_paths(value, name)
+        elif name == "spark_conf":
+            given[name] = (value,) if isinstance(value, str) else tuple(value)
+        elif name in PATH_OPTIONS:
+            given[name] = _path(value, name)
+        else:
+            given[name] = check_flag(value, name) if name in flags else value
+    return given
 
 
 def convert(output_dir: PathLike, **options: Any) -> ConvertResult:
@@ -78,18 +92,15 @@ def convert(output_dir: PathLike, **options: Any) -> ConvertResult:
     Returns convert's --json document."""
     from imagenet_build.request import ConvertOptions, convert_request
 
-    known = {field.name for field in dataclasses.fields(ConvertOptions)}
+    known = {field.name for field in dataclasses.fields(ConvertOptions)} - {"output_dir"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise UsageError(f"convert has no option {unknown[0]!r}; its options: {', '.join(sorted(known))}")
-    given = {name: _path(value) for name, value in options.items()}
-    for name in ("from_paths", "spark_conf"):
-        if name in given:
-            given[name] = _paths(given[name])
+    given = _convert_options(output_dir, options)
     with _tool_errors():
         from imagenet_build.writer.run import convert as run
 
-        return run(convert_request(ConvertOptions(output_dir=os.fspath(output_dir), **given)))
+        return run(convert_request(ConvertOptions(**given)))
 
 
 def verify(folder: PathLike, index_dir: Optional[PathLike] = None, quick: bool = False, deep: bool = False,
@@ -100,8 +111,9 @@ def verify(folder: PathLike, index_dir: Optional[PathLike] = None, quick: bool =
     with _tool_errors():
         from imagenet_build.verify.run import verify as run
 
-        return run(folder, index_dir=_path(index_dir), quick=quick, deep=deep, expect_imagenet=expect_imagenet,
-                   workers=workers)
+        return run(check_path(folder, "folder"), index_dir=_path(index_dir, "index_dir"),
+                   quick=check_flag(quick, "quick"), deep=check_flag(deep, "deep"),
+                   expect_imagenet=check_flag(expect_imagenet, "expect_imagenet"), workers=workers)
 
 
 def index(inputs: Union[PathLike, Sequence[PathLike]], index_dir: Optional[PathLike] = None,
@@ -111,7 +123,7 @@ def index(inputs: Union[PathLike, Sequence[PathLike]], index_dir: Optional[PathL
     with _tool_errors():
         from imagenet_build.format.dali_index import index_shards
 
-        return index_shards(_paths(inputs), index_dir=_path(index_dir), workers=workers)
+        return index_shards(check_paths(inputs, "inputs"), index_dir=_path(index_dir, "index_dir"), workers=workers)
 
 
 def report(folder: PathLike, output: Optional[PathLike] = None, per_class: int = PER_CLASS,
@@ -123,5 +135,5 @@ def report(folder: PathLike, output: Optional[PathLike] = None, per_class: int =
     with _tool_errors():
         from imagenet_build.report.run import report as run
 
-        return run(os.fspath(folder), _path(output), per_class=per_class, classes=classes, run_verify=verify,
-                   workers=workers)
+        return run(check_path(folder, "folder"), _path(output, "output"), per_class=per_class, classes=classes,
+                   run_verify=check_flag(verify, "verify"), workers=workers)

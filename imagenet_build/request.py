@@ -71,6 +71,11 @@ class ConvertOptions:
 
 
 DEFAULTS = ConvertOptions(output_dir="")
+# the options that name a file or folder (the Python API takes each as a str or pathlib.Path; --subset's shipped
+# lists by their names too); from_paths one path or several
+PATH_OPTIONS = ("output_dir", "from_paths", "subset", "train_dir", "validation_dir", "train_tar", "validation_tar",
+                "bounding_box_file", "bbox_tar", "labels_file", "metadata_file", "validation_labels_file", "index_dir",
+                "real_labels")
 
 
 @dataclass(frozen=True)

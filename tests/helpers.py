@@ -314,3 +314,36 @@ def archive_members(archive):
             return [(i.filename, z.read(i)) for i in z.infolist() if not i.filename.endswith("/")]
     with tarfile.open(archive) as tar:
         return [(m.name, tar.extractfile(m).read()) for m in tar if m.isfile()]
+
+
+def sample_options(sample, **more):
+    """convert's options (the Python API's) for the session sample, as conftest.sample_args gives them."""
+    return dict(labels_file=str(sample / "labels.txt"), train_dir=str(sample / "train"),
+                bounding_box_file=str(sample / "bboxes.csv"), validation_dir=str(sample / "validation"),
+                validation_labels_file=str(sample / "validation_labels.txt"), train_shards=4, validation_shards=2,
+                layout_threads=2, workers=1, **more)
+
+
+def as_killed_run(build, job="1" * 16):
+    """A complete build made into what a run killed before its manifest leaves: each shard's receipt in the job
+    folder (as its task wrote it: [[output, entry, inputs' state]]), no manifest nor TFDS files. Returns the
+    receipts' paths by shard name."""
+    manifest = json.loads((build / "manifest.json").read_text())
+    folder = build / ".convert-job" / "results" / job
+    folder.mkdir(parents=True)
+    paths = {}
+    for number, entry in enumerate(manifest["shards"]):
+        result = [[str(build), entry, manifest["inputs"]["shards"][entry["name"]]]]
+        paths[entry["name"]] = folder / f"{entry['name']}.json"
+        paths[entry["name"]].write_text(json.dumps({"job": job, "task": number, "key": entry["name"],
+                                                    "result": result}))
+    for name in ("manifest.json", "features.json", "dataset_info.json"):
+        (build / name).unlink()
+    return paths
+
+
+def edit_json(path, change):
+    """Rewrite the JSON file at `path` with `change(document)` applied."""
+    document = json.loads(Path(path).read_text())
+    change(document)
+    Path(path).write_text(json.dumps(document))

@@ -117,7 +117,7 @@ def convert(as_json: bool, **options: Any) -> None:
 
     Writes OUTPUT_DIR/{train,validation}-NNNNN-of-SSSSS, a DALI index per shard
     and manifest.json (written last). Running the same command again resumes:
-    shards the manifest lists, whose sha256 still matches, are kept.
+    shards the manifest lists, whose sha256 and figures still match, are kept.
     """
     from imagenet_build.api import convert as run_convert
 

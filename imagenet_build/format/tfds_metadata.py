@@ -200,8 +200,10 @@ def _comparable(key: str, found: Any, expected: Any) -> tuple[Any, Any]:
 
 
 def _by_name(splits: list[Any]) -> Any:
-    """dataset_info.json's splits as {name: split}; a list that is not one of named splits stays as it is."""
-    if not all(isinstance(s, dict) and isinstance(s.get("name"), str) for s in splits):
+    """dataset_info.json's splits as {name: split}; a list that is not one of splits each named once stays as it is
+    (then compared as a list: nothing in it is lost)."""
+    names = [s.get("name") if isinstance(s, dict) else None for s in splits]
+    if not all(isinstance(name, str) for name in names) or len(set(names)) != len(names):
         return splits
     return {s["name"]: s for s in splits}
 

@@ -64,6 +64,40 @@ def check_count(value: object, option: str, least: int) -> int:
     return value
 
 
+def check_path(value: object, argument: str) -> str:
+    """A path the Python API takes, a str or an os.PathLike of one (pathlib.Path), as a str; else a UsageError
+    naming the argument: bytes, None or a number is no path the command line would give."""
+    path = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if not isinstance(path, str):
+        raise UsageError(f"{argument} must be a path (a str or pathlib.Path), not {_given(value)}")
+    return path
+
+
+def check_paths(value: object, argument: str) -> tuple[str, ...]:
+    """One path or a list (or tuple) of them, as the Python API takes a repeated option's; each as check_path
+    takes it, else a UsageError naming the argument (and the item)."""
+    if isinstance(value, (str, os.PathLike)):
+        return (check_path(value, argument),)
+    if not isinstance(value, (list, tuple)):
+        raise UsageError(f"{argument} must be a path or a list of paths, not {_given(value)}")
+    return tuple(check_path(path, f"{argument}[{n}]") for n, path in enumerate(value))
+
+
+def check_flag(value: object, argument: str) -> bool:
+    """A flag the Python API takes: True or False, else a UsageError naming the argument (a string such as "no"
+    would read as true)."""
+    if not isinstance(value, bool):
+        raise UsageError(f"{argument} must be True or False, not {_given(value)}")
+    return value
+
+
+def _given(value: object) -> str:
+    """A value as a message shows it: its type and its repr, cut short (None as itself)."""
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    return text if value is None else f"{type(value).__name__} {text}"
+
+
 def one_line(error: BaseException) -> str:
     """The line `error: ...` says for an error that ends a command: a BuildError's message, an
     OSError's file and reason, else the exception's type and first line."""

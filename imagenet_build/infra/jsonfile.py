@@ -4,7 +4,8 @@ in a reader.
 
 What the door refuses, each as one JsonError line `<file>: <what is wrong>`: a path that is no regular file (a
 FIFO would block, /dev/zero would grow memory until killed), a file over its reader's limit, bytes that are
-not UTF-8 or not JSON, a value nested deeper than MAX_DEPTH (Python's parser itself gives up with a
+not UTF-8 or not JSON, a string holding a lone surrogate (the escape \\ud800 alone: no Unicode text, and a line
+naming it could not be printed), a value nested deeper than MAX_DEPTH (Python's parser itself gives up with a
 RecursionError past about a thousand), and a value whose shape is not the one asked for. A shape is written
 as a type: a TypedDict (its required keys there, every key present of its type), List[X], Dict[str, X],
 Optional[X] and other Unions, Literal[...], int (not a bool), float (an int too), str, bool, or Any.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, Union, get_args, get_origin, get_type_hints
@@ -74,6 +76,10 @@ def parse_json(data: bytes | str, where: str, shape: Any = Any, check: Check | N
         raise JsonError(where, f"not valid JSON ({e})") from None
     if depth(value) > MAX_DEPTH:
         raise JsonError(where, f"nested deeper than {MAX_DEPTH} levels")
+    if _ESCAPED_SURROGATE.search(text) or (isinstance(data, str) and _unpaired(data)):  # UTF-8 bytes hold none
+        lone = _lone_surrogate(value)
+        if lone:
+            raise JsonError(where, f"a string holding a lone surrogate ({shown(lone)}), which is no Unicode text")
     problem = shape_problem(value, shape) or (check(value) if check is not None else "")
     if problem:
         raise JsonError(where, problem)
@@ -90,6 +96,33 @@ def depth(value: Any) -> int:
             deepest = max(deepest, level)
             stack.extend((child, level + 1) for child in children)
     return deepest
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _unpaired(text: str) -> bool:
+    """`text` holds a surrogate that UTF-8 cannot encode (one not of a pair)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _lone_surrogate(value: Any) -> str:
+    """The first key or string in `value` holding a lone surrogate (the JSON escape \\ud800 alone), or ""."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str) and _unpaired(item):
+            return item
+    return ""
 
 
 _NAMES = {int: "a whole number", float: "a number", str: "a string", bool: "true or false", list: "a list",

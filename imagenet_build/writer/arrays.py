@@ -25,14 +25,21 @@ from imagenet_build.format.manifest import (
     SplitFigures,
     read_manifest,
     write_labels,
-    write_manifest,
 )
-from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
+from imagenet_build.format.naming import (
+    MANIFEST_NAME,
+    SPLIT_NAME,
+    index_name,
+    is_shard_of,
+    parse_shard_name,
+    shard_name,
+)
 from imagenet_build.infra import storage
-from imagenet_build.infra.errors import BuildError, PathLike
+from imagenet_build.infra.errors import BuildError, PathLike, check_flag, check_path
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
 from imagenet_build.request import QUALITY, is_quality
+from imagenet_build.writer.commit import ShardFacts, commit, manifest_problem, read_facts, reported
 from imagenet_build.writer.output_folder import locked
 from imagenet_build.writer.shard_writer import shard_entry, write_records
 
@@ -60,6 +67,9 @@ def write_arrays(images: Any, labels: Any, output_dir: PathLike, split: str = "t
     manifest, each split with its own encoding and layout (the index folder must be the same: the
     manifest records one); writing a split again replaces it.
     """
+    output_dir = check_path(output_dir, "output_dir")
+    index_dir = None if index_dir is None else check_path(index_dir, "index_dir")
+    lossless = check_flag(lossless, "lossless")
     np = require("numpy", "write_arrays")
 
     images = np.asarray(images)
@@ -132,6 +142,7 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
         raise BuildError(f"label {int(labels.max())} but the folder's build has {len(names)} classes")
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
+    facts = _kept_facts(previous, output_dir, index_dir, split)
     index_dir.mkdir(parents=True, exist_ok=True)
     _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
@@ -155,15 +166,34 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
     for k, (begin, end) in enumerate(ranges):
         name = shard_name(split, k, num_shards)
         shards.append(shard_entry(split, name, write_records(name, output_dir, index_dir, payloads(begin, end))))
+        facts[name] = reported(shards[-1])
     counts = array("Q", [0] * len(names))
     for label in labels:
         counts[int(label)] += 1
     figures = split_figures(num_shards, shards, [], {k + 1: n for k, n in enumerate(counts)})
     figures["encoding"] = "PNG" if lossless else f"JPEG q{quality}"
     figures["layout_threads"] = layout_threads
-    manifest = write_manifest(output_dir, _manifest(previous, split, figures, shards, names, index_label))
+    held = [entry.name for entry in folder_entries(str(output_dir), str(index_dir)) if entry.kind == "shard"]
+    manifest = commit(output_dir, _manifest(previous, split, figures, shards, names, index_label), facts, held)
     write_labels(output_dir, names)
     return json.loads(json.dumps(manifest))
+
+
+def _kept_facts(previous: Manifest, output_dir: Path, index_dir: Path, split: str) -> dict[str, ShardFacts | None]:
+    """The facts of the shards of the folder's other splits, which the manifest keeps, read from their files;
+    refused before anything is written where the folder's manifest disagrees with its shards (writer/commit.py:
+    each entry, each split's figures, a shard of another split that it does not list)."""
+    if not previous:
+        return {}
+    facts = {entry["name"]: read_facts(str(output_dir / entry["name"]), str(index_dir / index_name(entry["name"])))
+             for entry in previous["shards"]}
+    others = [entry.name for entry in folder_entries(str(output_dir), str(index_dir))
+              if entry.kind == "shard" and not is_shard_of(entry.name, split)]
+    problem = manifest_problem(previous, facts, others)
+    if problem:
+        raise BuildError(f"{output_dir / MANIFEST_NAME}: {problem}; imagenet-build verify says what else is wrong "
+                         "(write the arrays to another folder)")
+    return {entry["name"]: facts[entry["name"]] for entry in previous["shards"] if entry["split"] != split}
 
 
 def _manifest(previous: Manifest, split: str, figures: SplitFigures, shards: list[ShardEntry], names: list[str],

@@ -8,7 +8,7 @@ left that it keeps, and its manifest from the shards done so far.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.engines.job import remove_job_folder
@@ -20,6 +20,7 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
+from imagenet_build.writer.commit import commit
 from imagenet_build.writer.dispatch import earlier_shards
 from imagenet_build.writer.inputs import Inputs, describe
 from imagenet_build.writer.output_folder import check_output_dir
@@ -48,6 +49,12 @@ class Build:
         splits = {p.split: self._split_figures(p) for p in plans}
         return assemble(self.base, splits, [r.entry for r in done], complete,
                         {r.entry["name"]: r.input_state for r in done})
+
+    def commit(self, plans: list[SplitPlan], complete: bool, ended: dict[str, str]) -> None:
+        """Its manifest written (writer/commit.py: each entry held to its shard's facts first), with how the run
+        ended where it stopped early."""
+        manifest = cast(Manifest, dict(self.manifest(plans, complete), **ended))
+        commit(self.dest.output, manifest, {name: result.facts for name, result in self.done.items()})
 
     def _split_figures(self, p: SplitPlan) -> SplitFigures:
         entries = [self.done[name].entry for name in p.names if name in self.done]

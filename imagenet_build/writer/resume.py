@@ -1,8 +1,9 @@
 """Resume: which shards of a previous run in the output this run may keep as they are.
 
 manifest.json is the commit point: a shard counts only when it lists it. A listed
-shard is kept when its bytes and its index's still match their sha256, its
-fingerprint matches this plan, and its inputs are as they were (see ShardSpec).
+shard is kept when its bytes and its index's still match their sha256 and every
+figure of its entry its files (writer/commit.py), its fingerprint matches this
+plan, and its inputs are as they were (see ShardSpec).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from imagenet_build.model import ShardSpec
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
+from imagenet_build.writer.commit import ShardFacts, kept_problem, read_facts
 from imagenet_build.writer.shard_writer import ShardResult, codec_of, rebuilt_sha256, variant_of
 
 
@@ -150,22 +152,23 @@ def still_matches(
     resize: ResizeOptions | None = None,
 ) -> ShardResult | None:
     """The first of `candidates` (what earlier runs said of the shard) that the shard and index in the folder still
-    match, with the shard's input state now; None when none does. The files are read once, whatever the count."""
-    state = sha = index_sha = None
-    for entry, previous_state in candidates:
+    match (writer/commit.py's kept_problem: every figure, the sha256s, the plan's images), with the shard's input
+    state now and its files' facts; None when none does. The files are read once, whatever the count."""
+    state = None
+    facts: list[ShardFacts | None] = []  # read at the first candidate that needs them
+    for entry, previous_state, _ in candidates:
         codec = codec_of(entry["reencoded"], entry.get("resized", 0), resize)
         if spec.fingerprint(on_error, codec, variant_of(resize)) != entry.get("fingerprint"):
             continue
         state = state or spec.input_state(input_identities(spec))
         if not verify_inputs and state != previous_state:
             continue
-        sha = sha or storage.sha256(storage.join(dest.output, spec.name)) or "unreadable"
-        if sha != entry["sha256"]:
-            continue
-        index_sha = index_sha or storage.sha256(storage.join(dest.index, index_name(spec.name))) or "unreadable"
-        if index_sha != entry["index_sha256"]:
+        if not facts:
+            facts.append(read_facts(storage.join(dest.output, spec.name),
+                                    storage.join(dest.index, index_name(spec.name))))
+        if kept_problem(entry, facts[0], spec):
             continue
         if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
             continue
-        return ShardResult(entry, state)
+        return ShardResult(entry, state, facts[0])
     return None

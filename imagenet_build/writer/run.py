@@ -3,7 +3,8 @@
 With every build's folders held (output_folder.py's lock) from the start: list the inputs
 (writer/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run
 vouches for (writer/builds.py, resume.py), write the rest (shard_writer.py, through the engine --runner chose:
-dispatch.py), and record each finished shard in the manifest, written complete last (format/manifest.py).
+dispatch.py), and record each finished shard in the manifest, written complete last (format/manifest.py), each
+time through the commit check (writer/commit.py).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import time
 from typing import Any, Callable, cast
 
 from imagenet_build.engines.job import remove_job_folder
-from imagenet_build.format.manifest import Manifest, ShardEntry, write_manifest
+from imagenet_build.format.manifest import ShardEntry
 from imagenet_build.infra.errors import BuildError, Stopped, one_line
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import spool
 from imagenet_build.writer.builds import Build, destinations, make_builds, ready_builds
+from imagenet_build.writer.commit import reported
 from imagenet_build.writer.dispatch import Planned, run_job
 from imagenet_build.writer.inputs import Inputs, list_inputs
 from imagenet_build.writer.output_folder import check_resize_root, locked, remove_unrecorded
@@ -73,8 +75,7 @@ class _Progress:
 
     def save(self, complete: bool, ended: dict[str, str] | None = None) -> None:
         for build in self.builds:
-            manifest = build.manifest(self.plans, complete)
-            write_manifest(build.dest.output, cast(Manifest, dict(manifest, **ended or {})))
+            build.commit(self.plans, complete, ended or {})
         self.last_write = time.monotonic()
 
     def finished(self, task: Planned, raw: list[list[Any]]) -> None:
@@ -82,7 +83,8 @@ class _Progress:
         assert len(task.dests) == len(raw), "one result per destination"
         for dest, (_, entry, state) in zip(task.dests, raw):
             build = self.by_dest[dest]
-            build.done[entry["name"]] = ShardResult(cast(ShardEntry, entry), state)
+            written = cast(ShardEntry, entry)  # the writer's own figures, as its task reported them
+            build.done[written["name"]] = ShardResult(written, state, reported(written))
             build.written.append(entry["name"])
         self.written += 1
         self.bar.update(task.images)

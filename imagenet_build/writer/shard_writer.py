@@ -36,16 +36,20 @@ from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
 from imagenet_build.request import OnError
 from imagenet_build.sources import Reader, reader_for
+from imagenet_build.writer.commit import ShardFacts
 
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 
 
 class ShardResult(NamedTuple):
     """One shard written, or kept from a previous run: its entry in the manifest's shards, and its inputs'
-    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume."""
+    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume;
+    `facts`: what its files say, which the commit check holds its entry to (None: not known yet, and no
+    manifest lists it: writer/commit.py)."""
 
     entry: ShardEntry
     input_state: str
+    facts: ShardFacts | None = None
 
 
 class ShardFigures(NamedTuple):

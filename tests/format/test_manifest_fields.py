@@ -13,6 +13,8 @@ from imagenet_build.format.naming import DATASET_INFO_JSON, FEATURES_JSON
 from imagenet_build.format.record_schema import EXTRA, IMAGE_KEY, REAL_LABELS, SCHEMA
 
 LONG = ["n%05d" % k for k in range(20)]
+COUNTS = 'splits.train.label_counts: expected {"<label>": <count of at least 1>}'
+SKIPPED = {"file": "x.JPEG", "label": 1, "reason": "empty"}
 
 CASES = [
     (lambda m: m.update(complete=1), "complete: 1 is not true or false"),
@@ -22,20 +24,37 @@ CASES = [
     (lambda m: m["options"].update(real_labels=1), "options.real_labels: not a string"),
     (lambda m: m["splits"].update(train=[]), "splits.train: not an object"),
     (lambda m: m["splits"]["train"].pop("records"), "splits.train.records: missing"),
-    (lambda m: m["splits"]["train"].update(label_counts={"1": True}),
-     'splits.train.label_counts: expected {"<label>": <count>}'),
-    (lambda m: m["splits"]["train"].update(label_counts={"1": "3"}),
-     'splits.train.label_counts: expected {"<label>": <count>}'),
+    (lambda m: m["splits"]["train"].update(label_counts={"1": True}), COUNTS),
+    (lambda m: m["splits"]["train"].update(label_counts={"1": "3"}), COUNTS),
+    (lambda m: m["splits"]["train"].update(label_counts={"1": -5}), COUNTS),  # report drew it as a bar below 0
+    (lambda m: m["splits"]["train"].update(label_counts={"1": 3, "2": 0}), COUNTS),  # never written: verify refuses
+    (lambda m: m["splits"]["train"].update(left_out=[{"file": "x.JPEG"}]), "splits.train.left_out[0].reason: missing"),
+    (lambda m: m.update(inputs={"shards": ["state"]}), 'inputs.shards: ["state"] is not an object'),  # a rerun:
+    # AttributeError: 'list' object has no attribute 'get'
+    (lambda m: m.update(inputs={"shards": {"train-00000-of-00001": 5}}),
+     "inputs.shards.train-00000-of-00001: 5 is not a string"),
+    (lambda m: m.update(inputs={"source": ["x"]}), 'inputs.source: ["x"] is not an object'),  # verify's classes:
+    # AttributeError: 'list' object has no attribute 'get'
     (lambda m: m["splits"]["train"].update(left_out=["x.JPEG"]), 'splits.train.left_out[0]: "x.JPEG" is not an object'),
     (lambda m: m.update(shards=[3]), "shards[0]: not an object"),
     (lambda m: m["shards"][0].pop("sha256"), "shards[0].sha256: missing"),
     (lambda m: m["shards"][0].update(records="3"), 'shards[0].records: "3" is not a whole number >= 0'),
-    (lambda m: m["shards"][0].update(skipped=[{}, 5]), "shards[0].skipped[1]: 5 is not an object"),
+    (lambda m: m["shards"][0].update(skipped=[SKIPPED, 5]), "shards[0].skipped[1]: 5 is not an object"),
+    (lambda m: m["shards"][0].update(skipped=[{"file": "x.JPEG", "reason": "empty"}]),
+     "shards[0].skipped[0].label: missing"),  # a rerun counted the labels left out: KeyError: 'label'
+    (lambda m: m["shards"][0].update(skipped=[dict(SKIPPED, label="1")]),
+     'shards[0].skipped[0].label: "1" is not a whole number'),
+    (lambda m: m["shards"][0].update(reencoded=[{"file": "x.JPEG", "note": ""}]),
+     "shards[0].reencoded[0].reencoded: missing"),  # a rerun's codec: KeyError: 'reencoded'
+    (lambda m: m["shards"][0].update(reencoded=[{"file": "x.JPEG", "reencoded": "PNG"}]),
+     "shards[0].reencoded[0].note: missing"),  # convert's lines: KeyError: 'note'
+    (lambda m: m["shards"][0].update(reencoded=[{"file": 5, "reencoded": "PNG", "note": ""}]),
+     "shards[0].reencoded[0].file: 5 is not a string"),
     (lambda m: m["shards"][0].update(resized="2"), 'shards[0].resized: "2" is not a whole number >= 0'),
     (lambda m: m["shards"][0].update(fingerprint=5), "shards[0].fingerprint: 5 is not a string"),
     (lambda m: m["shards"][0].update(name=LONG), f"shards[0].name: {json.dumps(LONG)[:40]} is not a string"),
     (lambda m: m["shards"][0].update(skipped=[LONG]),
-     f"shards[0].skipped[0]: {json.dumps(LONG)[:40]} is not an object"),
+     f"shards[0].skipped[0]: {json.dumps(LONG)[:37]}... is not an object"),
 ]
 
 
@@ -56,6 +75,10 @@ def test_what_the_reader_lets_pass():
     m["shards"][0].update(resized=0, fingerprint="f")
     m["options"].update(real_labels="real.json")
     m["splits"]["train"]["left_out"] = [{"file": "x.JPEG", "reason": "empty"}]
+    m["shards"][0].update(skipped=[SKIPPED], reencoded=[{"file": "y.JPEG", "reencoded": "PNG", "note": ""}])
+    m["splits"]["train"]["label_counts"] = {"1": 2, "2": 1}  # a label of one record
+    m["inputs"] = {"shards": {"train-00000-of-00001": "state"}, "train": {"layout": "folders"},
+                   "source": {"layout": "ilsvrc", "labels": [1, 2]}}
     assert manifest.schema_problem(m) == ""
     assert manifest.shard_entry_problem(m["shards"][0]) == ""
     assert manifest.shard_entry_problem([]) == "not an object"

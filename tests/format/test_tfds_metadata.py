@@ -189,3 +189,16 @@ def test_differences_names_numbers_written_as_numbers_the_same():
     assert differences({"a": [12, "3"]}, {"a": ["12", "3"]}) == []
     assert differences([1], {"a": 1}) == ["the file: [1], the build's: {\"a\": 1}"]
     assert differences({"a": True}, {"a": "1"}) == ['a: true, the build\'s: "1"']
+
+
+@pytest.mark.parametrize("found,line", [
+    ([1], "splits: [1], the build's: "),  # no split at all: an AttributeError once
+    ([{"numBytes": "5"}], 'splits: [{"numBytes": "5"}], the build\'s: '),  # a split without a name: a KeyError once
+    ([{"name": 3}], 'splits: [{"name": 3}], the build\'s: '),
+    ([{"name": "train"}, {"name": "train", "numBytes": "5"}], 'splits: [{"name": "train"}, {"name": "train", '),
+])
+def test_splits_that_are_not_each_named_once_are_compared_as_the_list_they_are(found, line):
+    expected = {"splits": [{"name": "train", "numBytes": "5"}]}
+    (difference,) = differences({"splits": found}, expected)
+    assert difference.startswith(line), difference
+    assert differences({"splits": [{"numBytes": "5", "name": "train"}]}, expected) == []

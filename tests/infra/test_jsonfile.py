@@ -210,6 +210,17 @@ def test_nesting_is_bounded_however_it_is_written():
             parse_json(text, "deep.json")
 
 
+def test_a_lone_surrogate_is_no_text_wherever_it_is():
+    lone = 'a string holding a lone surrogate ("{}"), which is no Unicode text'
+    for text, held in ((r'{"synsets": ["\ud800"]}', "\\ud800"), (r'{"x\udfffy": 1}', "x\\udfffy"),
+                       (r'[[{"a": "\uDBFF"}]]', "\\udbff"), ('"raw \ud800"', "raw \\ud800")):
+        with pytest.raises(JsonError) as refused:
+            parse_json(text, "m.json")
+        assert str(refused.value) == "m.json: " + lone.format(held), text
+    assert parse_json(r'["\ud83d\ude00", "\\ud800"]', "ok.json") == ["\U0001f600", "\\ud800"]  # a pair; a backslash
+    assert parse_json(b'"\\\\ud800 \xf0\x9f\x98\x80"', "ok.json") == "\\ud800 \U0001f600"  # UTF-8 bytes
+
+
 def test_a_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path):
     import os
 

@@ -2,7 +2,9 @@
 
 import io
 import json
+import os
 import random
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 from PIL import Image
 
 from conftest import run_cli, tree_digest
+from helpers import edit_json
 from imagenet_build import write_arrays
 from imagenet_build.infra.errors import BuildError
 
@@ -247,3 +250,29 @@ def test_arrays_splits_keep_their_own_encoding_and_the_folders_classes(np, tmp_p
         "train": ("JPEG q95", 2), "test": ("PNG", 1)}
     verify = run_cli("verify", tmp_path, "--deep", "--workers", 1)
     assert verify.exit_code == 0, verify.output
+
+
+def test_arrays_refuse_a_folder_whose_manifest_its_shards_contradict(np, tmp_path):
+    """The folder's other splits are kept in the manifest written: each held to its shards first (the commit
+    check), and a lie refused in one line before anything is written."""
+    images, labels = np.zeros((12, 8, 8, 3), np.uint8), np.arange(12) % 3
+    write_arrays(images, labels, tmp_path, "train", 2)
+    manifest = (tmp_path / "manifest.json").read_text()
+    for lie, problem in (
+            (lambda m: m["shards"][0].update(records=7), "train-00000-of-00002: records 7, its files' 6"),
+            (lambda m: m["shards"][1].update(sha256="0" * 64), "train-00001-of-00002: sha256 "),
+            (lambda m: m["splits"]["train"].update(records=13), "splits.train.records is 13, its shard entries add"),
+            (lambda m: None, "test-00000-of-00001: in the folder, not listed")):
+        (tmp_path / "manifest.json").write_text(manifest)
+        edit_json(tmp_path / "manifest.json", lie)
+        if "test-" in problem:
+            shutil.copy(tmp_path / "train-00000-of-00002", tmp_path / "test-00000-of-00001")
+        before = tree_digest(tmp_path)
+        with pytest.raises(BuildError) as refused:
+            write_arrays(images[:4], labels[:4], tmp_path, "validation", 1)
+        assert str(refused.value).startswith(f"{tmp_path / 'manifest.json'}: {problem}"), str(refused.value)
+        assert tree_digest(tmp_path) == before
+    os.remove(tmp_path / "test-00000-of-00001")
+    (tmp_path / "manifest.json").write_text(manifest)
+    write_arrays(images[:4], labels[:4], tmp_path, "train", 1)  # the split written again: its old shards go
+    assert run_cli("verify", tmp_path, "--workers", 1).exit_code == 0
