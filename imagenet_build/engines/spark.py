@@ -184,14 +184,14 @@ def _first_line(error: BaseException, log: str, said: str = "the Spark job faile
 
 
 _TRACEBACK = "Traceback (most recent call last):"
-_EXCEPTION = re.compile(r"^:?\s*((?:[\w$]+\.)*\w*(?:Exception|Error)(?::.*)?)$")
+_EXCEPTION = re.compile(r'^(?:Exception in thread "[^"]*" )?:?\s*((?:[\w$]+\.)*\w*(?:Exception|Error)(?::.*)?)$')
 _GAVE_UP = re.compile(r" ERROR \S+: .*Reason: (.+)$")
 
 
 def _cause(text: str) -> str | None:
     """The first cause in Spark's words: a Python worker's exception line (the first unindented line after its
     traceback), else the reason Spark gave an application up, else the first exception line below the first line
-    (Py4J's "An error occurred while calling ...")."""
+    (Py4J's "An error occurred while calling ...", a log's first line), a JVM's uncaught one included."""
     lines = text.splitlines()
     for i, line in enumerate(lines):
         if line.strip().endswith(_TRACEBACK):

@@ -218,6 +218,8 @@ JAVA = """An error occurred while calling None.org.apache.spark.api.java.JavaSpa
     (GAVE_UP, "All masters are unresponsive! Giving up."),
     (JAVA, "org.apache.spark.SparkException: Asked to run locally with 0 threads"),
     ("An error occurred while calling o1.x\njava.lang.IllegalStateException", "java.lang.IllegalStateException"),
+    ('26/11/28 WARN Utils: x\nException in thread "main" org.apache.spark.SparkException: Master must either be yarn',
+     "org.apache.spark.SparkException: Master must either be yarn"),
     ("Traceback (most recent call last):\n  File x\n", None), ("one line\nand no cause", None), ("", None),
 ])
 def test_the_cause_is_the_first_exception_line_in_sparks_words(text, cause):
@@ -291,7 +293,8 @@ def test_a_spark_that_does_not_start_is_one_line_naming_its_log(tmp_path):
     with pytest.raises(BuildError) as raised:
         spark("no-such-master://x").run(job, [(0, None)], lambda n, result: None, None)
     line = str(raised.value)
-    assert line.startswith("Spark did not start: [JAVA_GATEWAY_EXITED] Java gateway process exited")
+    assert line.startswith("Spark did not start: org.apache.spark.SparkException: Master must either be yarn or "
+                           "start with spark, k8s, or local (Spark's log: ")  # the JVM's words, from its log
     assert "\n" not in line
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
     assert os.path.basename(log).startswith("imagenet-build-spark-") and log.endswith(".log") and os.path.exists(log)
