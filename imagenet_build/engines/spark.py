@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.parse
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -221,8 +222,11 @@ def _read_log(path: str) -> str:
 
 
 def _stop(context: Any) -> None:
-    """The context stopped, and Spark's JVM (with the executors it started) ended before convert goes on."""
-    context.stop()
+    """The context stopped, and Spark's JVM (with the executors it started) ended before convert goes on. A JVM a
+    signal to the process group ended first makes pyspark warn that it could not shut it down: that is the stop."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        context.stop()
     _end_jvm()
 
 
