@@ -324,3 +324,53 @@ def test_dasks_runner_runs_every_task_of_a_job(tmp_path):
         beam(f"--runner DaskRunner --dask_client_address {cluster.scheduler_address}").run(
             job, ((n, None) for n in range(3)), lambda n, result: pytest.fail("Beam hands nothing back"), None)
     assert reported(job) == {"k0", "k1", "k2"}
+
+
+def beams_logs(folder):
+    return sorted(folder.glob("imagenet-build-beam-*.log"))
+
+
+def test_beams_worker_processes_write_to_a_log_named_when_the_job_fails(tmp_path, monkeypatch):
+    """FnApiRunner's worker processes' stderr (their start-up lines, Beam's import warnings) goes to a log in the
+    temporary folder: removed when the job succeeds, named in the line when it fails (its workers killed here)."""
+    import tempfile
+
+    from conftest import children_of
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    many = "--direct_running_mode=multi_processing --direct_num_workers=2"
+    job = write_job(str(tmp_path / "ok"), [Task(f"k{n}", abs, (-n,)) for n in range(4)])  # workers: no test module
+    beam(many).run(job, ((n, None) for n in range(4)), lambda n, result: None, None)
+    assert reported(job) == {"k0", "k1", "k2", "k3"} and beams_logs(tmp_path) == []
+
+    def workers():
+        return [pid for child in children_of(os.getpid()) for pid in [child, *children_of(child)]
+                if b"sdk_worker_main" in open(f"/proc/{pid}/cmdline", "rb").read()
+                and not open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"/bin/sh")]
+
+    def kill_the_workers():
+        deadline = time.monotonic() + 120
+        while len(workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in workers():
+            os.kill(pid, signal.SIGKILL)
+
+    slow = write_job(str(tmp_path / "killed"), [Task(f"k{n}", time.sleep, (60,)) for n in range(4)])
+    killer = threading.Thread(target=kill_the_workers)
+    killer.start()
+    with pytest.raises(BuildError) as raised:
+        beam(many).run(slow, ((n, None) for n in range(4)), lambda n, result: None, None)
+    killer.join()
+    logs = beams_logs(tmp_path)
+    assert str(raised.value).startswith("a worker process of Beam's local runner died (Worker subprocess exited "
+                                        "with return code ")
+    assert len(logs) == 1 and str(raised.value).endswith(f") (Beam's workers' log: {logs[0]})")
+    assert logs[0].stat().st_size > 0  # what they said on their way: not on the command's stderr
+
+
+def test_dasks_runner_without_dask_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(BuildError) as raised:
+        beam("--runner dask").check()
+    assert str(raised.value) == ("--runner beam with dask needs Dask's distributed scheduler, which is not installed: "
+                                 "in a clone of imagenet-build, pip install -c constraints.txt '.[dask]'")
