@@ -152,17 +152,18 @@ class BeamEngine(Engine):
 
 
 def parse_options(args: Sequence[str]) -> Any:
-    """Beam's options, parsed: Beam's refusal (argparse's usage text and exit 2) as one UsageError line."""
+    """Beam's options, parsed: Beam's refusal (argparse's usage text and exit 2), or its help and exit 0, as one
+    UsageError line."""
     from apache_beam.options.pipeline_options import PipelineOptions
 
     said = io.StringIO()
     try:
-        with contextlib.redirect_stderr(said):
+        with contextlib.redirect_stderr(said), contextlib.redirect_stdout(said):
             options = PipelineOptions(list(args))
             options.get_all_options()  # parsed now, not when the pipeline first reads them
     except SystemExit:
         errors = [line.split(": error: ", 1)[1] for line in said.getvalue().splitlines() if ": error: " in line]
-        raise UsageError(f"--beam-options: {errors[-1] if errors else 'Beam refused them'}") from None
+        raise UsageError(f"--beam-options: {errors[-1] if errors else 'Beam would not run with them'}") from None
     return options
 
 

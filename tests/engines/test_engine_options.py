@@ -282,6 +282,8 @@ def test_a_worker_ended_by_a_stop_under_way_is_the_stop(monkeypatch):
 @pytest.mark.parametrize("options,said", [
     ("--runner", "argument --runner: expected one argument"),
     ("--direct_num_workers=abc", "argument --direct_num_workers: invalid int value: 'abc'"),
+    ("'--direct_num_workers=: error: x'", "argument --direct_num_workers: invalid int value: ': error: x'"),
+    ("--help", "Beam would not run with them"),  # its help, on stdout, and exit 0
     ("--runner FnApiRunner --direct_running_mode=sometimes", "argument --direct_running_mode: invalid choice: "
                                                              "'sometimes' (choose from 'in_memory', 'multi_threading', "
                                                              "'multi_processing')"),
