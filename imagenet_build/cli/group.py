@@ -5,6 +5,7 @@ mistake as one `error:` line (with --json also a document) and a non-zero exit, 
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NoReturn, TypeVar
@@ -22,6 +23,15 @@ def _error_line(message: str, as_json: bool, exit_code: int) -> NoReturn:
         print_json({"ok": False, "error": message, "exit_code": exit_code})
     click.echo(f"error: {message}", err=True)
     sys.exit(exit_code)
+
+
+def _library_logs_off() -> None:
+    """Libraries' log records are not the user's business (gcsfs's bucket-type error for every object read without
+    Google's default credentials, Beam's import warnings, its channels' errors after a stop, py4j's): the command
+    speaks in its own lines. A handler on the root logger that drops them keeps Python's last-resort handler off
+    stderr, and makes basicConfig (which a library's import-time logging.warning calls) do nothing."""
+    if not any(isinstance(handler, logging.NullHandler) for handler in logging.root.handlers):
+        logging.root.addHandler(logging.NullHandler())
 
 
 class _Commands(click.Group):
@@ -43,6 +53,7 @@ class _Commands(click.Group):
 
         argv = list(sys.argv[1:] if args is None else args)
         as_json = "--json" in argv
+        _library_logs_off()
         restore = stop_on_signals()
         try:
             try:

@@ -15,14 +15,17 @@ import logging
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from imagenet_build.engines.base import Engine, OnResult, Tasks, register
-from imagenet_build.engines.job import JobRef, run_task, task_error
+from imagenet_build.engines.job import JobRef, TaskFailed, run_task, task_error
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import native_stderr_to, require
 
@@ -94,23 +97,25 @@ class SparkEngine(Engine):
             conf.set(key, value)
         return conf
 
+    def executor_python(self) -> str | None:
+        """The Python the executors run: `spark.pyspark.python` (or `spark.executorEnv.PYSPARK_PYTHON`) as given;
+        else this one on a local master; else None (PYSPARK_PYTHON, then "python3", as pyspark takes it). pyspark
+        takes it from the driver's PYSPARK_PYTHON alone: spark-submit sets that from the configuration, a driver
+        that starts Spark itself must."""
+        conf = dict(self.settings.spark_conf)
+        given = conf.get("spark.pyspark.python") or conf.get("spark.executorEnv.PYSPARK_PYTHON")
+        return given or (sys.executable if self.workers_see_local_paths() else None)
+
     def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
         numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
         require("pyspark", "--runner spark")
-        from pyspark import SparkContext
-
+        _masters_answer(self.settings.spark_master)
         log = tempfile.NamedTemporaryFile(prefix="imagenet-build-spark-", suffix=".log", delete=False)
         log.close()
         failed = True
         try:
-            with _spark_dirs(self.workers_see_local_paths()), _python_logs_off():
-                with native_stderr_to(log.name):  # the JVM started now keeps it for its logs
-                    try:
-                        context = SparkContext(conf=self._conf())
-                    except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
-                        _end_jvm()
-                        raise BuildError(f"Spark did not start: {_first_line(e, '')} (Spark's log: {log.name})"
-                                         ) from None
+            with _spark_environment(self.settings.spark_master, self.executor_python()), _python_logs_off():
+                context = _start(self._conf(), log.name)
                 try:
                     context.parallelize(list(numbers), len(numbers)).foreach(functools.partial(spark_task, job=job))
                     failed = False
@@ -118,7 +123,7 @@ class SparkEngine(Engine):
                     context.cancelAllJobs()
                     raise
                 except Exception as e:
-                    raise BuildError(f"{_first_line(e)} (Spark's log: {log.name})") from e
+                    raise BuildError(f"{_first_line(e, log.name)} (Spark's log: {log.name})") from e
                 finally:
                     _stop(context)
         finally:
@@ -126,18 +131,102 @@ class SparkEngine(Engine):
                 os.unlink(log.name)
 
 
-def _first_line(error: BaseException, said: str = "the Spark job failed: ") -> str:
-    """A task's own line in Spark's error, else its first line after `said`."""
-    found = task_error(error)
+def _start(conf: Any, log: str) -> Any:
+    """A SparkContext, its JVM's output going to `log`; a Spark that does not start is one BuildError line, its
+    cause read while its JVM still answers, then the JVM ended."""
+    from pyspark import SparkContext
+
+    with native_stderr_to(log):  # the JVM started now keeps it for its logs
+        try:
+            context = SparkContext(conf=conf)
+        except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
+            said = _first_line(e, log, "")
+            _end_jvm()
+            raise BuildError(f"Spark did not start: {said} (Spark's log: {log})") from None
+    server = getattr(context, "_accumulatorServer", None)  # pyspark's, for accumulators (none here): when a stop
+    if server is not None:  # ends the JVM first, it prints an EOFError traceback; its errors are not news
+        server.handle_error = lambda request, address: None
+    return context
+
+
+MASTER_TIMEOUT = 30.0  # seconds a standalone master may take to accept a connection before it is said not to answer
+
+
+def _masters_answer(master: str) -> None:
+    """A standalone master (`spark://h:p[,h2:p2]`) that accepts no connection is said at once: Spark itself tries to
+    register for a minute and more, then fails the job with its reason in its log alone."""
+    if not master.startswith("spark://"):
+        return
+    said = []
+    for place in master[len("spark://"):].split(","):
+        where = urllib.parse.urlsplit("spark://" + place)
+        try:
+            with socket.create_connection((where.hostname or "", where.port or 7077), timeout=MASTER_TIMEOUT):
+                return
+        except (OSError, ValueError) as e:
+            said.append(f"{place}: {e.strerror or e}" if isinstance(e, OSError) else f"{place}: {e}")
+    raise BuildError(f"Spark did not start: no master of {master} answers ({'; '.join(said)})")
+
+
+def _first_line(error: BaseException, log: str, said: str = "the Spark job failed: ") -> str:
+    """A task's own line in Spark's error; else `said` and the cause: the first exception line of the Python
+    traceback or Java error it holds, else of Spark's log (the reason it gave an application up), else its first
+    line. Read while the JVM answers: a Py4J error's text comes from it."""
+    try:
+        text = str(error)
+    except Exception:  # noqa: BLE001 - a JVM that no longer answers: its class is all there is
+        text = ""
+    found = task_error(error if isinstance(error, TaskFailed) else RuntimeError(text))
     if found:
         return found
-    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    return said + (lines[0] if lines else type(error).__name__)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    cause = _cause(text) or _cause(_read_log(log))
+    return said + (cause or (lines[0] if lines else type(error).__name__))
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION = re.compile(r'^(?:Exception in thread "[^"]*" )?:?\s*((?:[\w$]+\.)*\w*(?:Exception|Error)(?::.*)?)$')
+_GAVE_UP = re.compile(r" ERROR \S+: .*Reason: (.+)$")
+
+
+def _cause(text: str) -> str | None:
+    """The first cause in Spark's words: a Python worker's exception line (the first unindented line after its
+    traceback), else the reason Spark gave an application up, else the first exception line below the first line
+    (Py4J's "An error occurred while calling ...", a log's first line), a JVM's uncaught one included."""
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().endswith(_TRACEBACK):
+            for after in lines[i + 1:]:
+                if after and not after[0].isspace():
+                    return after.strip()
+    for line in lines:
+        gave_up = _GAVE_UP.search(line)
+        if gave_up:
+            return gave_up.group(1).strip()
+    for line in lines[1:]:
+        match = _EXCEPTION.match(line.strip())
+        if match:
+            return match.group(1)
+    return None
+
+
+LOG_READ = 1 << 20  # bytes of Spark's log searched for a cause
+
+
+def _read_log(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(LOG_READ).decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def _stop(context: Any) -> None:
-    """The context stopped, and Spark's JVM (with the executors it started) ended before convert goes on."""
-    context.stop()
+    """The context stopped, and Spark's JVM (with the executors it started) ended before convert goes on. A JVM a
+    signal to the process group ended first makes pyspark warn that it could not shut it down: that is the stop."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        context.stop()
     _end_jvm()
 
 
@@ -168,17 +257,19 @@ def _python_logs_off() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _spark_dirs(local: bool) -> Iterator[None]:
-    """A local master's scratch and worker folders in a temporary folder, not in the pyspark package's own, and its
-    executors' Python this one (pyspark takes it from PYSPARK_PYTHON, "python3" otherwise)."""
-    if not local:
-        yield
-        return
+def _spark_environment(master: str, python: str | None) -> Iterator[None]:
+    """What Spark reads from the driver's environment, for as long as it runs: the executors' Python
+    (PYSPARK_PYTHON), the driver's scratch (SPARK_LOCAL_DIRS) in a temporary folder removed at the end, and for a
+    `local-cluster` master a Spark home of links to pyspark's own, whose `work` folder (its workers' and executors'
+    folders, which Spark puts in its home) is in that temporary folder too, not in the installed package."""
     with tempfile.TemporaryDirectory(prefix="imagenet-build-spark-") as scratch:
-        saved = {name: os.environ.get(name) for name in ("SPARK_WORKER_DIR", "SPARK_LOCAL_DIRS", "PYSPARK_PYTHON")}
-        os.environ["SPARK_WORKER_DIR"] = os.path.join(scratch, "work")
-        os.environ["SPARK_LOCAL_DIRS"] = os.path.join(scratch, "local")
-        os.environ["PYSPARK_PYTHON"] = sys.executable  # executors here: this Python, with this environment's packages
+        settings = {"SPARK_LOCAL_DIRS": os.path.join(scratch, "local")}
+        if python:
+            settings["PYSPARK_PYTHON"] = python
+        if master.startswith("local-cluster"):
+            settings["SPARK_HOME"] = _linked_home(os.path.join(scratch, "home"))
+        saved = {name: os.environ.get(name) for name in settings}
+        os.environ.update(settings)
         try:
             yield
         finally:
@@ -187,3 +278,15 @@ def _spark_dirs(local: bool) -> Iterator[None]:
                     os.environ.pop(name, None)
                 else:
                     os.environ[name] = value
+
+
+def _linked_home(folder: str) -> str:
+    """A Spark home whose entries link to the one pyspark runs from, less its `work` folder."""
+    from pyspark.find_spark_home import _find_spark_home
+
+    home = _find_spark_home()
+    os.makedirs(folder)
+    for name in os.listdir(home):
+        if name != "work":
+            os.symlink(os.path.join(home, name), os.path.join(folder, name))
+    return folder

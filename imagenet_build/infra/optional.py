@@ -28,6 +28,8 @@ EXTRAS = {
     "gcsfs": ("gcs", "gcsfs"),
     "apache_beam.runners.dataflow": ("dataflow", "Apache Beam's Dataflow runner (apache-beam[gcp])"),
     "apache_beam": ("beam", "Apache Beam"),
+    "distributed": ("dask", "Dask's distributed scheduler"),
+    "dask": ("dask", "Dask"),
     "pyspark": ("spark", "Apache Spark (pyspark)"),
     "tensorflow": ("tf", "TensorFlow"),
     "nvidia.dali.plugin.tf": ("dali", "DALI's TensorFlow plugin"),

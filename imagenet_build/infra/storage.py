@@ -30,6 +30,11 @@ def join(base: PathLike, *names: str) -> str:
     return str(Path(base, *names))
 
 
+def absolute(path: PathLike) -> str:
+    """A local path made absolute (as a worker running in another folder needs it); a URL as it is."""
+    return str(path) if is_url(path) else os.path.abspath(path)
+
+
 def basename(path: PathLike) -> str:
     return str(path).rstrip("/").rsplit("/", 1)[-1]
 

@@ -8,7 +8,6 @@ whose task finished is recorded even when the job as a whole fails or is stopped
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -68,6 +67,7 @@ def run_job(engine: Engine, output: str, tasks: Iterable[ShardTask], pool: Worke
     Workers that read their task from the output's storage get the plan written there first; the local engine's
     are handed each task as it is drawn."""
     drawn = _Drawn(tasks)
+    output = storage.absolute(output)  # the job folder as workers in another folder (Spark's executors) find it
     todo: Tasks
     if engine.reads_tasks_file:
         job = write_job(output, drawn)
@@ -133,17 +133,14 @@ def _not_written(collected: Collected, keys: Sequence[str]) -> str:
 def earlier_shards(output: str, dests: Sequence[Destination]) -> dict[Destination, list[ShardResult]]:
     """{dest: [ShardResult]} that receipts of an earlier job (failed or killed) in `output` report, for
     resume to check against the files as it checks the manifest's entries."""
-    def place(path: str) -> str:
-        return path if storage.is_url(path) else os.path.abspath(path)
-
-    by_place = {place(dest.output): dest for dest in dests}
+    by_place = {storage.absolute(dest.output): dest for dest in dests}
     found: dict[Destination, list[ShardResult]] = {dest: [] for dest in dests}
     for _, raw in earlier_results(output):
         for item in raw if isinstance(raw, list) else []:
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
                     and isinstance(item[2], str) and not shard_entry_problem(item[1])):
                 continue  # a receipt this version did not write: nothing to trust
-            dest = by_place.get(place(item[0]))
+            dest = by_place.get(storage.absolute(item[0]))
             if dest is not None:
                 found[dest].append(ShardResult(item[1], item[2]))
     return found

@@ -15,7 +15,7 @@ from typing import Any, Callable, cast
 
 from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.manifest import ShardEntry
-from imagenet_build.infra.errors import BuildError, Stopped, one_line
+from imagenet_build.infra.errors import BuildError, Interrupted, Stopped, one_line
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
@@ -107,7 +107,7 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
         progress.save(True)
         remove_job_folder(request.dest.output)  # the manifests vouch for every shard its receipts named
     except BaseException as e:
-        interrupted = isinstance(e, KeyboardInterrupt)
+        interrupted = isinstance(e, KeyboardInterrupt) or Interrupted.requested  # an engine's failure a stop set off
         ended = {"ended": "interrupted"} if interrupted else {"ended": "failed", "error": one_line(e)}
         _stop(pool, builds, lambda: progress.save(False, ended))
         with contextlib.suppress(OSError, BuildError):  # the run's own error is the one to say

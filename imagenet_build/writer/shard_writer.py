@@ -88,9 +88,7 @@ class ShardTask(NamedTuple):
 
     def portable(self) -> ShardTask:
         """The task with its local paths absolute, as a worker in another folder (a Spark executor's) needs them."""
-        def absolute(path: str) -> str:
-            return path if storage.is_url(path) else os.path.abspath(path)
-
+        absolute = storage.absolute
         spec = dataclasses.replace(self.spec, source_root=absolute(self.spec.source_root))
         dests = tuple(Destination(absolute(d.output), absolute(d.index)) for d in self.dests)
         return self._replace(spec=spec, dests=dests)

@@ -28,8 +28,8 @@ class PolledEngine(LocalEngine):
         super().run(job, tasks, lambda n, raw: None, pool)
 
 
-def stopping_after(count, error):
-    class Stops(LocalEngine):
+def stopping_after(count, error, base=LocalEngine):
+    class Stops(base):
         """Runs the first `count` tasks, then fails as `error` says."""
 
         def run(self, job, tasks, on_result, pool):
@@ -98,11 +98,13 @@ def test_a_job_that_fails_after_every_shard_reported_says_so(sample_dir, tmp_pat
     assert [entry["name"] for entry in manifest_of(out)["shards"]] == SHARDS
 
 
-def test_a_job_stopped_part_way_records_what_finished(sample_dir, tmp_path):
+@pytest.mark.parametrize("base", [LocalEngine, PolledEngine], ids=["handed back", "polled"])
+def test_a_job_stopped_part_way_records_what_finished(sample_dir, tmp_path, base):
+    """Polled: the shards whose receipts came since the last look are recorded on the way out, not rewritten."""
     out = tmp_path / "out"
     out.mkdir()
     with pytest.raises(Stopped, match="interrupted; run the same command again to resume"):
-        convert(request_for(sample_dir, out, stopping_after(4, KeyboardInterrupt())))
+        convert(request_for(sample_dir, out, stopping_after(4, KeyboardInterrupt(), base)))
     manifest = manifest_of(out)
     assert manifest["ended"] == "interrupted"
     assert [entry["name"] for entry in manifest["shards"]] == SHARDS[:4] == shards_on_disk(out)
@@ -128,6 +130,22 @@ def test_workers_that_read_the_tasks_file_write_the_same_build(sample_dir, conve
     convert(request_for(sample_dir, out, Watching))
     assert seen == [(True, [None] * 6)]  # the plan on disk before the engine starts; numbers only
     assert tree_digest(out) == tree_digest(converted)
+
+
+def test_the_job_is_where_workers_in_another_folder_find_it(sample_dir, converted, tmp_path, monkeypatch):
+    """A relative --output-dir: Spark's executors run in folders of their own, so the job they read and report to
+    is named by its absolute path."""
+    jobs = []
+
+    class Recording(FileReadingEngine):
+        def run(self, job, tasks, on_result, pool):
+            jobs.append(job)
+            super().run(job, tasks, on_result, pool)
+
+    monkeypatch.chdir(tmp_path)
+    convert(request_for(sample_dir, "out", Recording))
+    assert jobs[0].folder == str(tmp_path / "out" / ".convert-job")  # what the engine ships to its workers
+    assert tree_digest(tmp_path / "out") == tree_digest(converted)
 
 
 def live_manifest_engine(base):

@@ -12,11 +12,18 @@ import pytest
 
 from imagenet_build.engines import ENGINES, make_engine
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER, EngineSettings
-from imagenet_build.engines.beam import DEFAULT_RUNNER, BeamEngine, _option, _worker_deaths_fail_the_job
+from imagenet_build.engines.beam import (
+    DEFAULT_RUNNER,
+    BeamEngine,
+    _option,
+    _QuietHook,
+    _worker_deaths_fail_the_job,
+    runner_path,
+)
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import SparkEngine
-from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.errors import BuildError, Interrupted, UsageError
 from imagenet_build.infra.workers import Workers
 
 
@@ -220,12 +227,152 @@ def test_a_dead_beam_worker_stops_the_job_waiting_for_it():
         pytest.fail("the wait was not stopped")
     assert str(raised.value) == ("a worker process of Beam's local runner died (Worker subprocess exited with "
                                  "return code 137)")
-    assert threading.excepthook is hook and signal.getsignal(signal.SIGUSR1) == handler
+    assert signal.getsignal(signal.SIGUSR1) == handler
+    assert threading.excepthook is hook or threading.excepthook.previous is hook  # Beam's threads quiet after it
 
 
-def test_other_thread_errors_are_left_to_pythons_hook(monkeypatch):
+def test_beams_threads_are_quiet_during_the_job_and_after_it_others_are_not(monkeypatch):
     seen = []
     monkeypatch.setattr(threading, "excepthook", lambda args: seen.append(str(args.exc_value)))
+    go = threading.Event()
+    theirs = threading.Thread(target=lambda: go.wait(60) and (_ for _ in ()).throw(KeyError("theirs")))
+    theirs.start()  # a thread of the program's, not Beam's
+    late = threading.Event()
     with _worker_deaths_fail_the_job():
-        raise_in_a_thread(KeyError("a bug"))
-    assert seen == ["'a bug'"]
+        raise_in_a_thread(RuntimeError("Beam's channel broke"))
+        beams = threading.Thread(target=lambda: late.wait(60) and (_ for _ in ()).throw(RuntimeError("after")))
+        beams.start()  # a thread of the job's, still running when it ends
+        go.set()
+        theirs.join()
+    assert isinstance(threading.excepthook, _QuietHook)
+    late.set()
+    beams.join()
+    assert seen == ["'theirs'"]
+    raise_in_a_thread(KeyError("later"))  # a thread started after the job: the program's again
+    assert seen == ["'theirs'", "'later'"]
+
+
+def test_off_the_main_thread_a_job_is_waited_for_as_it_is():
+    """Signals reach the main thread alone: elsewhere (a program's own thread running convert) nothing is set."""
+    done = []
+
+    def job():
+        with _worker_deaths_fail_the_job():
+            done.append(signal.getsignal(signal.SIGUSR1))
+        done.append("ended")
+
+    handler = signal.getsignal(signal.SIGUSR1)
+    thread = threading.Thread(target=job)
+    thread.start()
+    thread.join()
+    assert done == [handler, "ended"] and signal.getsignal(signal.SIGUSR1) == handler
+
+
+def test_a_worker_ended_by_a_stop_under_way_is_the_stop(monkeypatch):
+    """A signal to the process group ends Beam's workers too: their deaths are not a second error raised into the
+    stop's own cleanup."""
+    monkeypatch.setattr(Interrupted, "requested", True)
+    with _worker_deaths_fail_the_job():
+        raise_in_a_thread(RuntimeError("Worker subprocess exited with return code -15"))
+        os.kill(os.getpid(), signal.SIGUSR1)  # as a death seen before the stop would have sent it
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("options,said", [
+    ("--runner", "argument --runner: expected one argument"),
+    ("--direct_num_workers=abc", "argument --direct_num_workers: invalid int value: 'abc'"),
+    ("'--direct_num_workers=: error: x'", "argument --direct_num_workers: invalid int value: ': error: x'"),
+    ("--help", "Beam would not run with them"),  # its help, on stdout, and exit 0
+    ("--runner FnApiRunner --direct_running_mode=sometimes", "argument --direct_running_mode: invalid choice: "
+                                                             "'sometimes' (choose from 'in_memory', 'multi_threading', "
+                                                             "'multi_processing')"),
+])
+def test_beams_refusal_of_its_options_is_one_line_before_anything_runs(options, said, capfd):
+    with pytest.raises(UsageError) as raised:
+        beam(options).check()
+    assert str(raised.value) == f"--beam-options: {said}"
+    assert capfd.readouterr() == ("", "")  # not Beam's usage text
+
+
+def test_dasks_runner_by_its_short_name_with_a_partition_for_each_task(tmp_path):
+    from apache_beam.runners.dask.dask_runner import DaskOptions, DaskRunner
+    from apache_beam.runners.dask.overrides import dask_overrides
+
+    assert runner_path("DaskRunner") == runner_path("dask") == "apache_beam.runners.dask.dask_runner.DaskRunner"
+    assert runner_path("FnApiRunner") == "FnApiRunner"
+    beam("--runner DaskRunner").check()
+    assert beam("--runner DaskRunner").workers_see_local_paths()  # Dask's own cluster, started here
+    assert not beam("--runner DaskRunner --dask_client_address tcp://h:8786").workers_see_local_paths()
+    assert not beam("--runner dask --dask_scheduler_file /s.json").workers_see_local_paths()
+    job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(40)])
+    pipeline = beam("--runner DaskRunner").pipeline(job, range(40))
+    assert isinstance(pipeline.runner, DaskRunner)
+    bag_kwargs = DaskOptions._extract_bag_kwargs(pipeline.options.view_as(DaskOptions).get_all_options(
+        drop_default=True))
+    pipeline.replace_all(dask_overrides())  # as DaskRunner makes its dask.bag of the pipeline
+    visitor = DaskRunner.to_dask_bag_visitor(bag_kwargs)
+    pipeline.visit(visitor)
+    assert [bag.npartitions for bag in visitor.bags.values()][0] == 40  # Beam's default: 1 partition of 128
+    given = beam("--runner DaskRunner --dask_partition_size 8").pipeline(job, range(40)).options.get_all_options()
+    assert given["partition_size"] == 8 and given["npartitions"] is None
+
+
+def test_dasks_runner_runs_every_task_of_a_job(tmp_path):
+    from distributed import LocalCluster
+
+    job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(3)])
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        beam(f"--runner DaskRunner --dask_client_address {cluster.scheduler_address}").run(
+            job, ((n, None) for n in range(3)), lambda n, result: pytest.fail("Beam hands nothing back"), None)
+    assert reported(job) == {"k0", "k1", "k2"}
+
+
+def beams_logs(folder):
+    return sorted(folder.glob("imagenet-build-beam-*.log"))
+
+
+def test_beams_worker_processes_write_to_a_log_named_when_the_job_fails(tmp_path, monkeypatch):
+    """FnApiRunner's worker processes' stderr (their start-up lines, Beam's import warnings) goes to a log in the
+    temporary folder: removed when the job succeeds, named in the line when it fails (its workers killed here)."""
+    import tempfile
+
+    from conftest import children_of
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    many = "--direct_running_mode=multi_processing --direct_num_workers=2"
+    job = write_job(str(tmp_path / "ok"), [Task(f"k{n}", abs, (-n,)) for n in range(4)])  # workers: no test module
+    beam(many).run(job, ((n, None) for n in range(4)), lambda n, result: None, None)
+    assert reported(job) == {"k0", "k1", "k2", "k3"} and beams_logs(tmp_path) == []
+
+    def workers():
+        return [pid for child in children_of(os.getpid()) for pid in [child, *children_of(child)]
+                if b"sdk_worker_main" in open(f"/proc/{pid}/cmdline", "rb").read()
+                and not open(f"/proc/{pid}/cmdline", "rb").read().startswith(b"/bin/sh")]
+
+    def kill_the_workers():
+        deadline = time.monotonic() + 120
+        while len(workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in workers():
+            os.kill(pid, signal.SIGKILL)
+
+    slow = write_job(str(tmp_path / "killed"), [Task(f"k{n}", time.sleep, (60,)) for n in range(4)])
+    killer = threading.Thread(target=kill_the_workers)
+    killer.start()
+    with pytest.raises(BuildError) as raised:
+        beam(many).run(slow, ((n, None) for n in range(4)), lambda n, result: None, None)
+    killer.join()
+    logs = beams_logs(tmp_path)
+    assert str(raised.value).startswith("a worker process of Beam's local runner died (Worker subprocess exited "
+                                        "with return code ")
+    assert len(logs) == 1 and str(raised.value).endswith(f") (Beam's workers' log: {logs[0]})")
+    assert logs[0].stat().st_size > 0  # what they said on their way: not on the command's stderr
+
+
+def test_dasks_runner_without_dask_is_one_line_naming_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(BuildError) as raised:
+        beam("--runner dask").check()
+    said = str(raised.value)  # the install hint's wording is optional.py's own
+    assert said.startswith("--runner beam with dask needs Dask's distributed scheduler, which is not installed: ")
+    assert "'.[dask]'" in said and "\n" not in said

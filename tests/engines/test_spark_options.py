@@ -10,7 +10,16 @@ import pytest
 
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.job import Task, reported, write_job
-from imagenet_build.engines.spark import SparkEngine, _first_line, _spark_dirs, find_java, java_version
+from imagenet_build.engines.spark import (
+    SparkEngine,
+    _cause,
+    _first_line,
+    _linked_home,
+    _masters_answer,
+    _spark_environment,
+    find_java,
+    java_version,
+)
 from imagenet_build.infra.errors import BuildError
 
 
@@ -115,23 +124,125 @@ def test_where_sparks_workers_run(master, here):
     assert spark(master).describe() == f"Apache Spark ({master})"
 
 
-def test_a_local_masters_folders_and_python_are_set_while_it_runs_and_put_back(monkeypatch):
-    monkeypatch.setenv("SPARK_WORKER_DIR", "/theirs")
+def test_a_masters_environment_is_set_while_it_runs_and_put_back(monkeypatch):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", "/theirs")
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
-    with _spark_dirs(True):
-        assert os.environ["PYSPARK_PYTHON"] == sys.executable
-        scratch = os.path.dirname(os.environ["SPARK_WORKER_DIR"])
-        assert os.environ["SPARK_LOCAL_DIRS"] == os.path.join(scratch, "local") and os.path.isdir(scratch)
-    assert os.environ["SPARK_WORKER_DIR"] == "/theirs" and "PYSPARK_PYTHON" not in os.environ
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    with _spark_environment("local[2]", "/some/python"):
+        assert os.environ["PYSPARK_PYTHON"] == "/some/python" and "SPARK_HOME" not in os.environ
+        scratch = os.path.dirname(os.environ["SPARK_LOCAL_DIRS"])
+        assert os.path.basename(os.environ["SPARK_LOCAL_DIRS"]) == "local" and os.path.isdir(scratch)
+    assert os.environ["SPARK_LOCAL_DIRS"] == "/theirs" and "PYSPARK_PYTHON" not in os.environ
     assert not os.path.exists(scratch)
-    with _spark_dirs(False):
-        assert os.environ["SPARK_WORKER_DIR"] == "/theirs" and "PYSPARK_PYTHON" not in os.environ
+    monkeypatch.setenv("PYSPARK_PYTHON", "/their/python")
+    with _spark_environment("yarn", None):
+        assert os.environ["PYSPARK_PYTHON"] == "/their/python" and "SPARK_HOME" not in os.environ
+    with _spark_environment("local-cluster[2,1,1024]", None):
+        home = os.environ["SPARK_HOME"]
+        assert os.path.dirname(home) == os.path.dirname(os.environ["SPARK_LOCAL_DIRS"])  # removed with the scratch
+    assert "SPARK_HOME" not in os.environ and not os.path.exists(home)
 
 
-def test_a_spark_failure_is_its_tasks_line_or_its_first():
-    assert _first_line(RuntimeError("x\nimagenet_build.engines.job.TaskFailed: a.JPEG: bad\n")) == "a.JPEG: bad"
-    assert _first_line(RuntimeError("\n  An error occurred\nmore")) == "the Spark job failed: An error occurred"
-    assert _first_line(RuntimeError("")) == "the Spark job failed: RuntimeError"
+def test_a_local_clusters_spark_home_links_to_pysparks_less_its_work_folder(tmp_path, monkeypatch):
+    pytest.importorskip("pyspark")
+    theirs = tmp_path / "spark"
+    for name in ("bin", "jars", "work", "python"):
+        (theirs / name).mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(theirs))  # pyspark's rule: SPARK_HOME first, then its own folder
+    home = _linked_home(str(tmp_path / "home"))
+    assert sorted(os.listdir(home)) == ["bin", "jars", "python"]
+    assert all(os.readlink(os.path.join(home, name)) == str(theirs / name) for name in os.listdir(home))
+    monkeypatch.delenv("SPARK_HOME")
+    import pyspark
+
+    own = _linked_home(str(tmp_path / "own"))
+    assert os.readlink(os.path.join(own, "jars")) == os.path.join(os.path.dirname(pyspark.__file__), "jars")
+
+
+@pytest.mark.parametrize("conf,local,python", [
+    ((), True, sys.executable), ((), False, None),
+    ((("spark.pyspark.python", "/opt/venv/bin/python"),), False, "/opt/venv/bin/python"),
+    ((("spark.pyspark.python", "/opt/a"),), True, "/opt/a"),
+    ((("spark.executorEnv.PYSPARK_PYTHON", "/opt/b"),), False, "/opt/b"),
+    ((("spark.executorEnv.PYSPARK_PYTHON", "/opt/b"), ("spark.pyspark.python", "/opt/a")), False, "/opt/a"),
+])
+def test_the_executors_python_is_the_one_configured_else_this_one_on_a_local_master(conf, local, python):
+    assert spark("local[2]" if local else "yarn", conf).executor_python() == python
+
+
+def test_a_standalone_master_that_answers_nothing_is_one_line_at_once():
+    import socket
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]  # bound, not listening: refused
+        with pytest.raises(BuildError) as raised:
+            _masters_answer(f"spark://127.0.0.1:{port}")
+        assert str(raised.value) == (f"Spark did not start: no master of spark://127.0.0.1:{port} answers "
+                                     f"(127.0.0.1:{port}: Connection refused)")
+        with socket.socket() as listening:
+            listening.bind(("127.0.0.1", 0))
+            listening.listen()
+            other = listening.getsockname()[1]
+            _masters_answer(f"spark://127.0.0.1:{port},127.0.0.1:{other}")  # one of them answers: Spark's to say
+            with pytest.raises(BuildError, match=r"answers \(127\.0\.0\.1:\d+: Connection refused; "
+                                                 r"127\.0\.0\.1:x: Port could not be cast"):
+                _masters_answer(f"spark://127.0.0.1:{port},127.0.0.1:x")
+    _masters_answer("yarn")  # nothing to connect to here
+    _masters_answer("local[2]")
+
+
+PYTHON_TRACEBACK = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
+: org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 0.0 failed 4 times, most recent \
+failure: Lost task 0.3 (TID 3) (127.0.0.1 executor 1): org.apache.spark.api.python.PythonException: \
+[PYTHON_EXCEPTION] An exception was thrown from the Python worker: Traceback (most recent call last):
+  File "/x/pyspark/worker.py", line 4197, in invoke_udf
+    func = read_command(pickleSer, init_info.udf_info)
+ModuleNotFoundError: No module named 'imagenet_build'
+ SQLSTATE: 38000
+\tat org.apache.spark.api.python.BasePythonRunner.handlePythonException(PythonRunner.scala:1097)
+"""
+GAVE_UP = """26/11/28 15:09:57 WARN StandaloneSchedulerBackend: Application ID is not initialized yet.
+26/11/28 15:09:57 ERROR StandaloneSchedulerBackend: Application has been killed. Reason: All masters are \
+unresponsive! Giving up.
+"""
+JAVA = """An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.
+: org.apache.spark.SparkException: Asked to run locally with 0 threads
+\tat org.apache.spark.SparkContext$.createTaskScheduler(SparkContext.scala:3333)
+"""
+
+
+@pytest.mark.parametrize("text,cause", [
+    (PYTHON_TRACEBACK, "ModuleNotFoundError: No module named 'imagenet_build'"),
+    (GAVE_UP, "All masters are unresponsive! Giving up."),
+    (JAVA, "org.apache.spark.SparkException: Asked to run locally with 0 threads"),
+    ("An error occurred while calling o1.x\njava.lang.IllegalStateException", "java.lang.IllegalStateException"),
+    ('26/11/28 WARN Utils: x\nException in thread "main" org.apache.spark.SparkException: Master must either be yarn',
+     "org.apache.spark.SparkException: Master must either be yarn"),
+    ("Traceback (most recent call last):\n  File x\n", None), ("one line\nand no cause", None), ("", None),
+])
+def test_the_cause_is_the_first_exception_line_in_sparks_words(text, cause):
+    assert _cause(text) == cause
+
+
+def test_a_spark_failure_is_its_tasks_line_else_its_cause_else_its_first(tmp_path):
+    log = tmp_path / "spark.log"
+    log.write_text(GAVE_UP)
+    assert _first_line(RuntimeError("x\nimagenet_build.engines.job.TaskFailed: a.JPEG: bad\n"), str(log)) == \
+        "a.JPEG: bad"
+    assert _first_line(RuntimeError(PYTHON_TRACEBACK), str(log)) == \
+        "the Spark job failed: ModuleNotFoundError: No module named 'imagenet_build'"
+    assert _first_line(RuntimeError("An error occurred"), str(log), "") == "All masters are unresponsive! Giving up."
+    missing = str(tmp_path / "no-log")
+    said = "the Spark job failed: An error occurred"
+    assert _first_line(RuntimeError("\n  An error occurred\nmore"), missing) == said
+    assert _first_line(RuntimeError(""), missing) == "the Spark job failed: RuntimeError"
+
+    class Unreadable(Exception):
+        def __str__(self):
+            raise ConnectionRefusedError(111, "Connection refused")  # a Py4J error whose JVM has ended
+
+    assert _first_line(Unreadable(), missing) == "the Spark job failed: Unreadable"
 
 
 def java_children():
@@ -181,9 +292,55 @@ def test_a_spark_that_does_not_start_is_one_line_naming_its_log(tmp_path):
     with pytest.raises(BuildError) as raised:
         spark("no-such-master://x").run(job, [(0, None)], lambda n, result: None, None)
     line = str(raised.value)
-    assert line.startswith("Spark did not start: [JAVA_GATEWAY_EXITED] Java gateway process exited")
+    assert line.startswith("Spark did not start: org.apache.spark.SparkException: Master must either be yarn or "
+                           "start with spark, k8s, or local (Spark's log: ")  # the JVM's words, from its log
     assert "\n" not in line
     log = line.rsplit("(Spark's log: ", 1)[1].rstrip(")")
     assert os.path.basename(log).startswith("imagenet-build-spark-") and log.endswith(".log") and os.path.exists(log)
     assert java_children() == []
     os.unlink(log)
+
+
+def needs_spark():
+    pytest.importorskip("pyspark")
+    if find_java() is None:
+        pytest.skip("no Java for Spark (scripts/test.sh installs Debian's openjdk-17-jre-headless where it may)")
+
+
+def test_a_spark_that_fails_once_its_jvm_is_up_says_why_and_ends_it(tmp_path):
+    """local[0]: Spark refuses it after its JVM started; its words are read from the JVM before it is ended."""
+    from pyspark import SparkContext
+
+    needs_spark()
+    job = write_job(str(tmp_path), [Task("k0", abs, (-1,))])
+    with pytest.raises(BuildError) as raised:
+        spark("local[0]").run(job, [(0, None)], lambda n, result: None, None)
+    line = str(raised.value)
+    assert line.startswith("Spark did not start: org.apache.spark.SparkException: Asked to run locally with 0 "
+                           "threads (Spark's log: ")
+    assert SparkContext._gateway is None and java_children() == []
+    os.unlink(line.rsplit("(Spark's log: ", 1)[1].rstrip(")"))
+
+
+def python_without_imagenet_build(folder):
+    """A Python that runs pyspark's worker (from the zips Spark puts on its path) but cannot import imagenet-build:
+    what a cluster node's `python3` is where imagenet-build is not installed."""
+    folder.mkdir(parents=True, exist_ok=True)
+    python = folder / "python3"
+    python.write_text("#!/bin/sh\n"
+                      "PYTHONPATH=$(printf '%s' \"$PYTHONPATH\" | tr ':' '\\n' | grep '[.]zip$' | paste -sd: -)\n"
+                      f"export PYTHONPATH\nexec {sys.executable} -S -P \"$@\"\n")
+    python.chmod(0o755)
+    return python
+
+
+def test_the_executors_python_is_the_configured_one_and_its_failure_is_named(tmp_path):
+    needs_spark()
+    python = python_without_imagenet_build(tmp_path / "bin")
+    job = write_job(str(tmp_path), [Task("k0", abs, (-1,))])
+    with pytest.raises(BuildError) as raised:
+        spark("local[1]", (("spark.pyspark.python", str(python)),)).run(job, [(0, None)], lambda n, r: None, None)
+    line = str(raised.value)
+    assert line.startswith("the Spark job failed: ModuleNotFoundError: No module named 'imagenet_build' (Spark's "
+                           "log: "), line
+    os.unlink(line.rsplit("(Spark's log: ", 1)[1].rstrip(")"))
