@@ -172,3 +172,8 @@ def sha256(path: PathLike) -> str | None:
     except (OSError, FileNotFoundError):
         return None
     return digest.hexdigest()
+
+
+def file_system(url: PathLike) -> Any:
+    """The fsspec file system of a URL (the doors' own use of it: infra/read_door.py, infra/write_door.py)."""
+    return _fs(url)
