@@ -33,7 +33,7 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     from imagenet_build.catalog.boxes import boxes_to_csv_lines
     from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
     from imagenet_build.format.output_guard import check_output_file
-    from imagenet_build.infra.atomic import write_atomic
+    from imagenet_build.infra import write_door
 
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
@@ -43,7 +43,7 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     lines, counts, problems = boxes_to_csv_lines(source, synset_list, strict=strict)
     text = "".join(line + "\n" for line in lines)
     if output:
-        write_atomic(output, text.encode())
+        write_door.write_bytes(output, text.encode())
     else:
         click.echo(text, nl=False)
     if as_json:

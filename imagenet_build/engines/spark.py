@@ -17,12 +17,12 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, run_task, task_error
+from imagenet_build.infra import write_door
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import native_stderr_to, require
 
@@ -99,12 +99,12 @@ class SparkEngine(Engine):
         require("pyspark", "--runner spark")
         from pyspark import SparkContext
 
-        log = tempfile.NamedTemporaryFile(prefix="imagenet-build-spark-", suffix=".log", delete=False)
+        log = write_door.scratch_file("imagenet-build-spark-", ".log")
         log.close()
         failed = True
         try:
             with _spark_dirs(self.workers_see_local_paths()), _python_logs_off():
-                with native_stderr_to(log.name):  # the JVM started now keeps it for its logs
+                with native_stderr_to(write_door.open_fd(log.name, append=True)):  # the JVM keeps it for its logs
                     try:
                         context = SparkContext(conf=self._conf())
                     except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
@@ -123,7 +123,7 @@ class SparkEngine(Engine):
                     _stop(context)
         finally:
             if not failed:
-                os.unlink(log.name)
+                write_door.remove(log.name)
 
 
 def _first_line(error: BaseException, said: str = "the Spark job failed: ") -> str:
@@ -174,7 +174,7 @@ def _spark_dirs(local: bool) -> Iterator[None]:
     if not local:
         yield
         return
-    with tempfile.TemporaryDirectory(prefix="imagenet-build-spark-") as scratch:
+    with write_door.scratch_folder("imagenet-build-spark-") as scratch:
         saved = {name: os.environ.get(name) for name in ("SPARK_WORKER_DIR", "SPARK_LOCAL_DIRS", "PYSPARK_PYTHON")}
         os.environ["SPARK_WORKER_DIR"] = os.path.join(scratch, "work")
         os.environ["SPARK_LOCAL_DIRS"] = os.path.join(scratch, "local")

@@ -16,18 +16,22 @@ import os
 from collections.abc import Iterable, Sequence
 
 from imagenet_build.format.folder_contents import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
+from imagenet_build.format.manifest import read_manifest
 from imagenet_build.format.naming import (
     LABELS_NAME,
+    LOCK_NAME,
     MANIFEST_NAME,
     REPORT_FILES,
     RESIZED_FOLDER,
     TRAINER_CHECK_PNG,
+    index_dir_of,
     is_shard_index,
+    is_temp_name,
     parse_shard_name,
 )
 from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import check_writable
 from imagenet_build.infra.errors import InputError, PathLike
+from imagenet_build.infra.write_door import check_writable
 
 PICTURE = "picture"  # may_write: trainer-check's picture, trainer-check.png or any new *.png name
 
@@ -151,7 +155,8 @@ def _check_inputs(given: str, where: str, option: str, inputs: Iterable[PathLike
 
 
 def _check_url(url: str, option: str, may_write: Sequence[str]) -> None:
-    """An object store's prefix by names alone: a build's file name, or a new name beside a manifest."""
+    """An object store's prefix by names alone: a build's file name, a new name beside a manifest, or any name below
+    a prefix holding one (its index folder, a folder of its own)."""
     name, parent = storage.basename(url), storage.parent(url)
     if name in may_write and name in REPORT_FILES:
         return
@@ -159,3 +164,92 @@ def _check_url(url: str, option: str, may_write: Sequence[str]) -> None:
             name in REPORT_FILES or storage.exists(storage.join(parent, MANIFEST_NAME)):
         raise InputError(url, f"{option} would write over {_what(url)} of the build in {parent}, which holds only "
                               f"{MAY_HOLD}; name a file outside the build")
+    above = _build_above_url(parent)
+    if above is not None:
+        raise InputError(url, f"{option} would write inside the build folder {above} ({_what(url)}); name a file "
+                              "outside the build")
+
+
+def _build_above_url(prefix: str) -> str | None:
+    """The prefix above `prefix` (not `prefix` itself) holding a manifest, or None: one HEAD a level, up to the
+    bucket."""
+    below, above = prefix, storage.parent(prefix)
+    while "://" in above and above.split("://", 1)[1] and above != below:
+        if storage.exists(storage.join(above, MANIFEST_NAME)):
+            return above
+        below, above = above, storage.parent(above)
+    return None
+
+
+def check_build_folders(output: str, index: str, index_given: bool) -> None:
+    """convert's --output-dir and --index-dir: a build is never written inside another (below a folder holding a
+    build or its indexes), nor its indexes into another build's folder, or below one, or below its index folder. Its
+    own folder, and its own index folder inside it, are its own (a rerun writes there)."""
+    _check_build_place(output, "--output-dir", output)
+    if index_given and not _is_below(index, output):
+        _check_build_place(index, "--index-dir", output)
+        if storage.is_url(index) and storage.exists(storage.join(index, MANIFEST_NAME)) or \
+                not storage.is_url(index) and _folder_kind(os.path.realpath(index)) == "build":
+            raise InputError(index, f"--index-dir: is a build folder, which holds only {MAY_HOLD}; name a folder "
+                                    "outside any build")
+
+
+def _is_below(folder: str, root: str) -> bool:
+    """`folder` is `root` or lies below it (real paths; an object store's prefixes by name)."""
+    if storage.is_url(folder):
+        return folder.rstrip("/") == root.rstrip("/") or folder.startswith(root.rstrip("/") + "/")
+    real, top = os.path.realpath(folder), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def _check_build_place(folder: str, option: str, output: str) -> None:
+    above = _build_above_url(folder) if storage.is_url(folder) else _build_holding(os.path.realpath(folder))
+    if above is not None and not (option == "--index-dir" and _is_below(above, output)):
+        raise InputError(folder, f"{option}: is inside {_named(above)}, which holds only {MAY_HOLD}; name a folder "
+                                 "outside any build")
+
+
+def _named(folder: str) -> str:
+    """A folder holding a build or indexes, in words: "the build folder X", "the index folder X"."""
+    local = not storage.is_url(folder)
+    return f"the {'index' if local and _folder_kind(folder) == 'index' else 'build'} folder {folder}"
+
+
+def check_index_folder(folder: str, shards: Sequence[str]) -> None:
+    """`index`'s target: a folder of DALI indexes. The indexes of a build's own shards may go into its own index
+    folder (its manifest's, else dali_idx/ beside them); any other index never goes into a build, below one, into its
+    index folder, nor into a folder holding anything but DALI indexes (an input's images)."""
+    strangers = [shard for shard in shards if not _own_index_folder(folder, shard)]
+    if not strangers:
+        return
+    what = f"the index of {strangers[0]}"
+    if storage.is_url(folder):
+        above = folder if storage.exists(storage.join(folder, MANIFEST_NAME)) else _build_above_url(folder)
+        if above is not None:
+            raise InputError(folder, f"--index-dir would write {what} into the build in {above}, which holds only "
+                                     f"{MAY_HOLD}; name a folder outside any build")
+        return
+    real = os.path.realpath(folder)
+    build = real if _folder_kind(real) == "build" else _build_holding(real)
+    if build is not None:
+        raise InputError(folder, f"--index-dir would write {what} into {_named(build)}, which holds only "
+                                 f"{MAY_HOLD}; name a folder outside any build")
+    others = sorted(name for name in storage.listdir(real)
+                    if not (is_shard_index(name) or name.endswith(".idx") or name == LOCK_NAME or is_temp_name(name)))
+    if others:
+        raise InputError(folder, f"--index-dir holds files that are not DALI indexes ({', '.join(others[:3])}"
+                                 f"{' ...' if len(others) > 3 else ''}); choose an empty or new --index-dir")
+
+
+def _own_index_folder(folder: str, shard: str) -> bool:
+    """`folder` is where the build holding `shard` keeps its indexes: its manifest's index folder, else dali_idx/
+    beside the shard (a folder of shards with no manifest has that one too)."""
+    home = storage.parent(shard) if storage.is_url(shard) else os.path.dirname(os.path.abspath(shard))
+    try:
+        manifest = read_manifest(home)
+    except ValueError:  # a manifest that cannot be read: verify says why; its indexes go where they go by default
+        manifest = None
+    own = index_dir_of(home, manifest)
+    if storage.is_url(folder):
+        return folder.rstrip("/") == own.rstrip("/")
+    return os.path.realpath(folder) == os.path.realpath(own)

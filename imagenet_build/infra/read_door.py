@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import io
 import os
 import stat
 from typing import IO
@@ -23,7 +24,7 @@ from typing import IO
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 
-_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 HASH_BLOCK = 1 << 20
 
 
@@ -32,13 +33,23 @@ class NotRegularFile(OSError):
 
     def __init__(self, path: PathLike, kind: str) -> None:
         self.kind = kind
-        super().__init__(errno.EINVAL, f"not a regular file ({kind})", str(path))
+        super().__init__(errno.EISDIR if kind == "a folder" else errno.EINVAL, f"not a regular file ({kind})",
+                         str(path))
 
     def __str__(self) -> str:
         return f"{self.filename}: {self.strerror}"
 
     def __reduce__(self) -> tuple[object, ...]:  # survive the trip back from a worker process
         return (type(self), (self.filename, self.kind))
+
+
+class FolderNotFile(NotRegularFile, IsADirectoryError):
+    """A folder where a file was to be read: an IsADirectoryError too, as open() would have raised."""
+
+
+def _refused(path: PathLike, mode: int) -> NotRegularFile:
+    kind = kind_of(mode)
+    return FolderNotFile(path, kind) if stat.S_ISDIR(mode) else NotRegularFile(path, kind)
 
 
 class TooLarge(OSError):
@@ -77,23 +88,28 @@ def check_regular(path: PathLike) -> None:
         return
     mode = os.stat(path).st_mode
     if not stat.S_ISREG(mode):
-        raise NotRegularFile(path, kind_of(mode))
+        raise _refused(path, mode)
 
 
 def open_fd(path: PathLike) -> int:
     """A file descriptor of the regular file `path`, open to read; NotRegularFile for anything else, judged before a
     byte is read (a FIFO opened without blocking, a device never read)."""
     try:
-        fd = os.open(path, _FLAGS)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
     except OSError as e:
         if e.errno == errno.ENXIO:  # a socket, or a FIFO nobody writes to on some systems
-            raise NotRegularFile(path, kind_of(os.stat(path).st_mode)) from None
+            raise _refused(path, os.stat(path).st_mode) from None
         raise
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise NotRegularFile(path, kind_of(mode))
+        raise _refused(path, mode)
     return fd
+
+
+def open_folder(path: PathLike) -> int:
+    """A file descriptor of the folder `path` (to fsync it: infra/write_door.py), never of anything else."""
+    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
 
 
 def open_read(path: PathLike, random_access: bool = False, buffering: int = -1) -> IO[bytes]:
@@ -103,6 +119,11 @@ def open_read(path: PathLike, random_access: bool = False, buffering: int = -1) 
         return os.fdopen(open_fd(path), "rb", buffering)
     fs = storage.file_system(path)
     return fs.open(str(path), "rb", **({"cache_type": "none"} if random_access else {}))
+
+
+def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
+    """A text file object of a regular file or an object (universal newlines, as open() reads text)."""
+    return io.TextIOWrapper(open_read(path), encoding=encoding)
 
 
 def read_bytes(path: PathLike, limit: int | None = None) -> bytes:

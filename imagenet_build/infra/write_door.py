@@ -31,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike
 
 _TEMP = re.compile(r"^\..+\.\d+\.tmp$")
@@ -78,22 +78,22 @@ def check_target(path: PathLike, link_ok: bool = False) -> None:
                              "name; name another")
 
 
-def check_within(path: PathLike, within: PathLike | None) -> None:
-    """The within rule: `path`'s folder is `within` or below it, reached without a link leading out of it (an
-    object's key below the prefix, with no `..` in it)."""
+def check_within(path: PathLike, within: PathLike | None, is_folder: bool = False) -> None:
+    """The within rule: `path`'s folder (with `is_folder`, `path` itself) is `within` or below it, reached without a
+    link leading out of it (an object's key below the prefix, with no `..` in it)."""
     if within is None:
         return
     if storage.is_url(path):
-        root = str(within).rstrip("/")
-        inside = str(path).startswith(root + "/") and ".." not in str(path)[len(root):].split("/")
-        folder = storage.parent(path)
+        root, text = str(within).rstrip("/"), str(path).rstrip("/") + ("/." if is_folder else "")
+        folder = storage.parent(text)
+        inside = text.startswith(root + "/") and ".." not in text[len(root):].split("/")
     else:
         root = os.path.realpath(within)
-        folder = os.path.realpath(os.path.dirname(os.path.abspath(path)))
+        folder = os.path.realpath(path if is_folder else os.path.dirname(os.path.abspath(path)))
         inside = folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)
     if not inside:
-        raise WriteRefused(path, f"lies outside {within}, where this verb writes (its folder is {folder}: a link "
-                                 "leading elsewhere?); remove the link")
+        raise WriteRefused(path, f"lies outside {within}, where this verb writes (it leads to {folder}: a link?); "
+                                 "remove the link")
 
 
 def _checked(path: PathLike, within: PathLike | None) -> None:
@@ -121,8 +121,8 @@ def _naming(error: OSError, path: PathLike) -> OSError:
 def open_fd(path: PathLike, within: PathLike | None = None, append: bool = False) -> int:
     """A file descriptor of `path` opened to write, created (or emptied, unless `append`); never through a link."""
     _checked(path, within)
-    flags = os.O_WRONLY | os.O_CREAT | _CLOEXEC | _NO_FOLLOW | (os.O_APPEND if append else os.O_TRUNC)
-    return os.open(path, flags, 0o644)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | _CLOEXEC | _NO_FOLLOW | (os.O_APPEND if append else os.O_TRUNC),
+                   0o644)
 
 
 def open_write(path: PathLike, within: PathLike | None = None, append: bool = False) -> IO[bytes]:
@@ -131,15 +131,31 @@ def open_write(path: PathLike, within: PathLike | None = None, append: bool = Fa
     return os.fdopen(open_fd(path, within, append), "ab" if append else "wb")
 
 
-def write_temp(path: PathLike, data: bytes, within: PathLike | None = None) -> Path:
-    """Bytes written to a temporary name beside `path` and fsynced; returns that name (to rename, or to remove). On
-    failure nothing is left."""
+@contextlib.contextmanager
+def new_file(path: PathLike, within: PathLike | None = None) -> Iterator[IO[bytes]]:
+    """`path` written piece by piece (by a library given the file: a tar, a parquet file) under a temporary name,
+    renamed into place when the block ends; nothing left where it raises."""
+    _checked(path, within)
+    tmp = temp_name(path)
+    try:
+        with open_write(tmp, within) as f:
+            yield f
+        replace(tmp, path, within)
+    except BaseException:
+        _drop(tmp)
+        raise
+
+
+def write_temp(path: PathLike, data: bytes, within: PathLike | None = None, sync: bool = True) -> Path:
+    """Bytes written to a temporary name beside `path` (fsynced, unless not `sync`); returns that name (to rename, or
+    to remove). On failure nothing is left."""
     tmp = temp_name(path)
     try:
         with open_write(tmp, within) as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
     except OSError as e:
         _drop(tmp)
         raise _naming(e, path) from None
@@ -161,22 +177,23 @@ def replace(source: PathLike, target: PathLike, within: PathLike | None = None) 
 
 
 def fsync_dir(path: PathLike) -> None:
-    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+    fd = read_door.open_folder(path)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def write_bytes(path: PathLike, data: bytes, within: PathLike | None = None) -> None:
+def write_bytes(path: PathLike, data: bytes, within: PathLike | None = None, sync: bool = True) -> None:
     """Atomic either way: one PUT for an object; a temporary name, fsync and rename over `path` for a file (a failed
-    write leaves the old file whole and no temporary file; an OSError names `path`)."""
+    write leaves the old file whole and no temporary file; an OSError names `path`). Not `sync`: no fsync (a sample's
+    files, which nothing vouches for)."""
     if storage.is_url(path):
         check_within(path, within)
         _fs(path).pipe_file(str(path), data)
         return
     _checked(path, within)
-    tmp = write_temp(path, data, within)
+    tmp = write_temp(path, data, within, sync)
     try:
         replace(tmp, path, within)
     except OSError as e:
@@ -185,7 +202,8 @@ def write_bytes(path: PathLike, data: bytes, within: PathLike | None = None) -> 
     except BaseException:
         _drop(tmp)
         raise
-    fsync_dir(Path(path).parent)
+    if sync:
+        fsync_dir(Path(path).parent)
 
 
 def upload(local: PathLike, url: str, within: PathLike | None = None) -> None:
@@ -258,14 +276,13 @@ def remove_empty_folder(path: PathLike) -> bool:
 def make_folder(path: PathLike, within: PathLike | None = None) -> None:
     """A folder and those above it (an object store has none: a key's prefix is enough); one that is there must be
     a folder, and it lies within `within` (checked again once made: a link made meanwhile)."""
-    inside = str(path).rstrip("/") + "/." if storage.is_url(path) else os.path.join(path, ".")  # a name in it
-    check_within(inside, within)
+    check_within(path, within, is_folder=True)
     if storage.is_url(path):
         return
     if os.path.lexists(path) and not os.path.isdir(path):
         raise WriteRefused(path, "exists and is not a folder")
     os.makedirs(path, exist_ok=True)
-    check_within(inside, within)
+    check_within(path, within, is_folder=True)
 
 
 def make_new_folder(path: PathLike) -> None:
@@ -305,8 +322,9 @@ def open_lock(path: PathLike) -> int:
     return fd
 
 
-def hard_link(source: PathLike, target: PathLike) -> None:
+def hard_link(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
     """`target` made a new name of `source` (FileExistsError where `target` is there)."""
+    _checked(target, within)
     os.link(source, target)
 
 
@@ -327,8 +345,9 @@ def copy_tree(source: PathLike, target: PathLike) -> None:
     shutil.copytree(source, target, dirs_exist_ok=True, copy_function=lambda s, t: copy_file(s, t))
 
 
-def move(source: PathLike, target: PathLike) -> None:
+def move(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
     """`source` renamed to `target`, which must not be there (FileExistsError)."""
+    check_within(target, within)
     if os.path.lexists(target):
         raise FileExistsError(17, "exists", str(target))
     os.rename(source, target)

@@ -18,7 +18,7 @@ from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, builds_below
 from imagenet_build.format.output_guard import check_output_file
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, check_count
 from imagenet_build.infra.optional import require_all
 from imagenet_build.infra.workers import progress_bar
@@ -200,7 +200,7 @@ def report(folder: str, output: str | None = None, per_class: int | None = None,
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
-    storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
+    write_door.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
     listed = list(dict.fromkeys(problems))
     return ReportResult(ok=not listed, page=target, builds=[build.path for build, _ in found], problems=listed,
                         read=read)

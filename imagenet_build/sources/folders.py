@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import PathLike, input_errors
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
@@ -96,7 +97,7 @@ class FolderReader(Reader):
 
     def announce(self, number: int, entry: ImageEntry) -> None:
         try:
-            fd = os.open(self.spec.path_of(entry), os.O_RDONLY)
+            fd = read_door.open_fd(self.spec.path_of(entry))
         except OSError:
             return  # read() reports it, in order
         self._opened[number] = fd
@@ -112,7 +113,7 @@ class FolderReader(Reader):
         else:
             self.identities.append(stat_identity(os.fstat(fd)))
         with input_errors(path, expected="an image", missing="file vanished since the folder was listed"):
-            with open(path if fd is None else fd, "rb") as f:
+            with os.fdopen(read_door.open_fd(path) if fd is None else fd, "rb") as f:
                 return f.read(), path
 
     @staticmethod

@@ -8,7 +8,6 @@ name that is no regular file, strays in the index folder) and `index` (an index 
 from __future__ import annotations
 
 import os
-import stat
 
 from imagenet_build.format.folder_contents import MAY_HOLD, folder_entries
 from imagenet_build.format.naming import (
@@ -17,7 +16,7 @@ from imagenet_build.format.naming import (
     parse_shard_name,
     shard_set_problems,
 )
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.verify.problems import Problems
 
@@ -66,5 +65,4 @@ def file_kind(path: str) -> str:
     """What a path that is no regular file is, in words."""
     if not os.path.exists(path):
         return "a link to nothing"
-    mode = os.stat(path).st_mode
-    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
+    return read_door.kind_of(os.stat(path).st_mode)

@@ -28,7 +28,7 @@ from imagenet_build.format.manifest import (
     write_manifest,
 )
 from imagenet_build.format.naming import SPLIT_NAME, parse_shard_name, shard_name
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
@@ -132,7 +132,7 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
         raise BuildError(f"label {int(labels.max())} but the folder's build has {len(names)} classes")
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
-    index_dir.mkdir(parents=True, exist_ok=True)
+    write_door.make_folder(index_dir)
     _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
     suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
@@ -187,4 +187,4 @@ def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str
 
     for entry in folder_entries(str(output_dir), str(index_dir)):
         if entry.kind == "temp" or (entry.kind in ("shard", "index") and stale(entry.shard)):
-            Path(entry.path).unlink()
+            write_door.remove(entry.path)

@@ -15,7 +15,7 @@ from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import REAL_LABELS_OPTION, SHARD_INPUTS, Manifest, read_manifest
 from imagenet_build.format.naming import index_name
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import ShardSpec
@@ -159,10 +159,10 @@ def still_matches(
         state = state or spec.input_state(input_identities(spec))
         if not verify_inputs and state != previous_state:
             continue
-        sha = sha or storage.sha256(storage.join(dest.output, spec.name)) or "unreadable"
+        sha = sha or read_door.sha256(storage.join(dest.output, spec.name)) or "unreadable"
         if sha != entry["sha256"]:
             continue
-        index_sha = index_sha or storage.sha256(storage.join(dest.index, index_name(spec.name))) or "unreadable"
+        index_sha = index_sha or read_door.sha256(storage.join(dest.index, index_name(spec.name))) or "unreadable"
         if index_sha != entry["index_sha256"]:
             continue
         if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
