@@ -49,8 +49,8 @@ def read_json(path: PathLike, shape: Any = Any, limit: int = DEFAULT_LIMIT, chec
     except (read_door.NotRegularFile, read_door.TooLarge) as e:
         raise JsonError(where, e.strerror or str(e)) from None
     except OSError as e:
-        if e.errno in _NO_SUCH_PATH:  # the path names no file: each reader says what that means
-            raise
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)) or e.errno in _NO_SUCH_PATH:  # names no file:
+            raise  # each reader says what that means
         raise JsonError(where, f"cannot be read ({e.strerror or e})") from None
     return parse_json(data, where, shape, check)
 

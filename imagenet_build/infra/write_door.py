@@ -4,10 +4,10 @@ or removed, locally or on an object store. No other module opens a file to write
 
 Two rules hold here for every path, before a byte is written:
 
-- onto: what is replaced or removed is a regular file or nothing. A device, a FIFO, a socket or a folder is never
-  written over, and a symbolic link is never written through (run as root, a page written "to" /dev/null would
-  replace the machine's /dev/null; one written to a link to /dev/stdout would replace the link). A link itself may
-  be removed: that writes nothing where it leads.
+- onto: what is replaced or removed is a regular file or nothing. A device, a FIFO, a socket, a folder or a link is
+  never written over, through or removed (run as root, a page written "to" /dev/null would replace the machine's
+  /dev/null; one written to a link to /dev/stdout would replace the link): what the tool did not make is left as it
+  is, in one line saying so.
 - within: a file written below a folder the verb was asked to write into (`within`: an output folder, an index
   folder) stays inside it. Its folder is that folder or one below it, reached without a link that leads elsewhere
   (a `.convert-job` or `results/` made a link to another folder is refused, not written through).
@@ -60,22 +60,38 @@ def node_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_target(path: PathLike, link_ok: bool = False) -> None:
-    """The onto rule: `path` is a regular file or nothing (with `link_ok`, a link too: removing one writes nothing
-    where it leads); WriteRefused otherwise. An object store's key is always one or the other."""
+def check_target(path: PathLike, removing: bool = False) -> None:
+    """The onto rule: `path` is a regular file or nothing; WriteRefused otherwise (one line saying what it is, and
+    whether it is left alone because it was to be written over or `removing`). An object store's key is always one
+    or the other."""
     if storage.is_url(path):
         return
     try:
         mode = os.lstat(path).st_mode
     except (FileNotFoundError, NotADirectoryError):
         return
-    if stat.S_ISREG(mode) or (link_ok and stat.S_ISLNK(mode)):
+    if stat.S_ISREG(mode):
         return
     what = node_kind(mode)
     if stat.S_ISLNK(mode):
         what += f" (to {os.readlink(path)})"
-    raise WriteRefused(path, f"is {what}, not a regular file: imagenet-build writes only a regular file or a new "
-                             "name; name another")
+    hint = "left alone: remove it by hand if it is not wanted" if removing else \
+        "imagenet-build writes only a regular file or a new name; name another"
+    raise WriteRefused(path, f"is {what}, not a regular file: {hint}")
+
+
+def check_folder(path: PathLike) -> None:
+    """A folder to write into is one (or a link to one), or nothing yet: a device, a FIFO, a socket or a file in its
+    place is WriteRefused."""
+    if storage.is_url(path):
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    if not stat.S_ISDIR(mode):
+        raise WriteRefused(path, f"is {'a file' if stat.S_ISREG(mode) else node_kind(mode)}, not a folder; name a "
+                                 "folder")
 
 
 def check_within(path: PathLike, within: PathLike | None, is_folder: bool = False) -> None:
@@ -232,13 +248,14 @@ def check_writable(path: PathLike) -> None:
 
 
 def remove(path: PathLike, within: PathLike | None = None, missing_ok: bool = False) -> None:
-    """A file (or an object) removed; a link removed itself. A device, a FIFO, a socket or a folder: WriteRefused."""
+    """A file (or an object) removed; anything else (a link, a device, a FIFO, a socket, a folder) is left alone:
+    WriteRefused."""
     if storage.is_url(path):
         check_within(path, within)
         _fs(path).rm(str(path))
         return
     check_within(path, within)
-    check_target(path, link_ok=True)
+    check_target(path, removing=True)
     try:
         os.unlink(path)
     except FileNotFoundError:

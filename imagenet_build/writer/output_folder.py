@@ -90,7 +90,8 @@ def remove_unrecorded(dest: Destination, recorded: set[str]) -> None:
         name = storage.basename(path)
         shard = shard_of_index(name) or name
         if is_temp_name(name) or (is_build_shard(shard) and shard not in recorded):
-            write_door.remove(path)
+            with contextlib.suppress(write_door.WriteRefused):  # a FIFO, a link: no run made it, left alone
+                write_door.remove(path)
 
 
 def locked(dest: Destination) -> contextlib.ExitStack:
