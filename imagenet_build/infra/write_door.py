@@ -35,8 +35,6 @@ from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike
 
 _TEMP = re.compile(r"^\..+\.\d+\.tmp$")
-_NO_FOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 class WriteRefused(InputError):
@@ -44,7 +42,7 @@ class WriteRefused(InputError):
 
 
 def node_kind(mode: int) -> str:
-    """What a file that is not a regular file is, in words (from its st_mode)."""
+    """What a path is, in words (from its st_mode): a link, a folder, a FIFO, a device, a socket, else a file."""
     if stat.S_ISLNK(mode):
         return "a symbolic link"
     if stat.S_ISDIR(mode):
@@ -57,7 +55,7 @@ def node_kind(mode: int) -> str:
         return "a block device"
     if stat.S_ISSOCK(mode):
         return "a socket"
-    return "not a regular file"
+    return "a file"
 
 
 def check_target(path: PathLike, removing: bool = False) -> None:
@@ -90,8 +88,7 @@ def check_folder(path: PathLike) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     if not stat.S_ISDIR(mode):
-        raise WriteRefused(path, f"is {'a file' if stat.S_ISREG(mode) else node_kind(mode)}, not a folder; name a "
-                                 "folder")
+        raise WriteRefused(path, f"is {node_kind(mode)}, not a folder; name a folder")
 
 
 def check_within(path: PathLike, within: PathLike | None, is_folder: bool = False) -> None:
@@ -137,14 +134,14 @@ def _naming(error: OSError, path: PathLike) -> OSError:
 def open_fd(path: PathLike, within: PathLike | None = None, append: bool = False) -> int:
     """A file descriptor of `path` opened to write, created (or emptied, unless `append`); never through a link."""
     _checked(path, within)
-    return os.open(path, os.O_WRONLY | os.O_CREAT | _CLOEXEC | _NO_FOLLOW | (os.O_APPEND if append else os.O_TRUNC),
-                   0o644)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW |
+                   (os.O_APPEND if append else os.O_TRUNC), 0o644)
 
 
 def open_write(path: PathLike, within: PathLike | None = None, append: bool = False) -> IO[bytes]:
     """`path` opened to write bytes (created or emptied): for a file written piece by piece, under a name of its
     own that is renamed into place after (`replace`), or a file nobody reads before it is whole."""
-    return os.fdopen(open_fd(path, within, append), "ab" if append else "wb")
+    return os.fdopen(open_fd(path, within, append), "wb")  # O_APPEND appends
 
 
 @contextlib.contextmanager
@@ -208,8 +205,7 @@ def write_bytes(path: PathLike, data: bytes, within: PathLike | None = None, syn
         check_within(path, within)
         _fs(path).pipe_file(str(path), data)
         return
-    _checked(path, within)
-    tmp = write_temp(path, data, within, sync)
+    tmp = write_temp(path, data, within, sync)  # the rules are applied by replace (and the within rule here too)
     try:
         replace(tmp, path, within)
     except OSError as e:
@@ -326,12 +322,12 @@ def scratch_file(prefix: str, suffix: str) -> IO[bytes]:
 
 def discard() -> int:
     """A file descriptor writing nowhere (the null device, named by this door alone): for output to silence."""
-    return os.open(os.devnull, os.O_WRONLY | os.O_APPEND | _CLOEXEC)
+    return os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
 
 
 def open_lock(path: PathLike) -> int:
     """A lock file opened to read and write, created if need be, never through a link; a regular file."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | _CLOEXEC | _NO_FOLLOW, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
@@ -340,17 +336,18 @@ def open_lock(path: PathLike) -> int:
 
 
 def hard_link(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
-    """`target` made a new name of `source` (FileExistsError where `target` is there)."""
-    _checked(target, within)
+    """`target` made a new name of `source` (FileExistsError where `target` is there: a link replaces nothing)."""
+    check_within(target, within)
     os.link(source, target)
 
 
 def copy_file(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
-    """`source` copied to `target` (its times kept), atomically."""
-    _checked(target, within)
+    """`source` (read through the read door) copied to `target`, its times kept, atomically."""
     tmp = temp_name(target)
     try:
-        shutil.copy2(source, tmp)
+        with read_door.open_read(source) as copied, open_write(tmp, within) as copy:
+            shutil.copyfileobj(copied, copy)
+        shutil.copystat(source, tmp)
         replace(tmp, target, within)
     except BaseException:
         _drop(tmp)
@@ -359,7 +356,7 @@ def copy_file(source: PathLike, target: PathLike, within: PathLike | None = None
 
 def copy_tree(source: PathLike, target: PathLike) -> None:
     """A folder's files copied into `target` (made where need be), files there replaced."""
-    shutil.copytree(source, target, dirs_exist_ok=True, copy_function=lambda s, t: copy_file(s, t))
+    shutil.copytree(source, target, dirs_exist_ok=True, copy_function=copy_file)
 
 
 def move(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
