@@ -24,7 +24,6 @@ from typing import IO
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import PathLike
 
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 HASH_BLOCK = 1 << 20
 
 
@@ -67,18 +66,10 @@ class TooLarge(OSError):
 
 
 def kind_of(mode: int) -> str:
-    """What a file that is not a regular file is, in words."""
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a file"
+    """What a path is, in words (from its st_mode): a link, a folder, a FIFO, a device, a socket, else a file."""
+    kinds = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+             (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+    return next((kind for test, kind in kinds if test(mode)), "a file")
 
 
 def check_regular(path: PathLike) -> None:
@@ -95,7 +86,7 @@ def open_fd(path: PathLike) -> int:
     """A file descriptor of the regular file `path`, open to read; NotRegularFile for anything else, judged before a
     byte is read (a FIFO opened without blocking, a device never read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         if e.errno == errno.ENXIO:  # a socket, or a FIFO nobody writes to on some systems
             raise _refused(path, os.stat(path).st_mode) from None
@@ -109,7 +100,7 @@ def open_fd(path: PathLike) -> int:
 
 def open_folder(path: PathLike) -> int:
     """A file descriptor of the folder `path` (to fsync it: infra/write_door.py), never of anything else."""
-    return os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _CLOEXEC)
+    return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
 def open_read(path: PathLike, random_access: bool = False, buffering: int = -1) -> IO[bytes]:

@@ -41,23 +41,6 @@ class WriteRefused(InputError):
     """A path the door does not write (the onto or within rule): one line naming it."""
 
 
-def node_kind(mode: int) -> str:
-    """What a path is, in words (from its st_mode): a link, a folder, a FIFO, a device, a socket, else a file."""
-    if stat.S_ISLNK(mode):
-        return "a symbolic link"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a file"
-
-
 def check_target(path: PathLike, removing: bool = False) -> None:
     """The onto rule: `path` is a regular file or nothing; WriteRefused otherwise (one line saying what it is, and
     whether it is left alone because it was to be written over or `removing`). An object store's key is always one
@@ -70,7 +53,7 @@ def check_target(path: PathLike, removing: bool = False) -> None:
         return
     if stat.S_ISREG(mode):
         return
-    what = node_kind(mode)
+    what = read_door.kind_of(mode)
     if stat.S_ISLNK(mode):
         what += f" (to {os.readlink(path)})"
     hint = "left alone: remove it by hand if it is not wanted" if removing else \
@@ -88,7 +71,7 @@ def check_folder(path: PathLike) -> None:
     except (FileNotFoundError, NotADirectoryError):
         return
     if not stat.S_ISDIR(mode):
-        raise WriteRefused(path, f"is {node_kind(mode)}, not a folder; name a folder")
+        raise WriteRefused(path, f"is {read_door.kind_of(mode)}, not a folder; name a folder")
 
 
 def check_within(path: PathLike, within: PathLike | None, is_folder: bool = False) -> None:
@@ -267,7 +250,7 @@ def remove_tree(path: PathLike, within: PathLike | None = None) -> None:
         return
     mode = os.lstat(path).st_mode
     if not stat.S_ISDIR(mode):
-        raise WriteRefused(path, f"is {node_kind(mode)}, not a folder of this run's: left alone; remove it")
+        raise WriteRefused(path, f"is {read_door.kind_of(mode)}, not a folder of this run's: left alone; remove it")
     shutil.rmtree(path)
 
 
@@ -331,7 +314,7 @@ def open_lock(path: PathLike) -> int:
     mode = os.fstat(fd).st_mode
     if not stat.S_ISREG(mode):
         os.close(fd)
-        raise WriteRefused(path, f"is {node_kind(mode)}, not a lock file: remove it")
+        raise WriteRefused(path, f"is {read_door.kind_of(mode)}, not a lock file: remove it")
     return fd
 
 

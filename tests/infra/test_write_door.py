@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from imagenet_build.infra import write_door
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.write_door import WriteRefused
 
 
@@ -36,7 +36,7 @@ WRITES = "imagenet-build writes only a regular file or a new name; name another"
     (stat.S_IFREG, "a file"),
 ])
 def test_each_kind_of_node_is_named(mode, kind):
-    assert write_door.node_kind(mode | 0o644) == kind
+    assert read_door.kind_of(mode | 0o644) == kind
 
 
 def test_only_a_regular_file_or_nothing_is_written_over(tmp_path):
