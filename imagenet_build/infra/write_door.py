@@ -15,13 +15,16 @@ Two rules hold here for every path, before a byte is written:
 What a verb may write where the user names it (never onto a build, into its index folder or into an input) is the
 build's rule, format/output_guard.py's, applied once to each place a verb is given before any work; the guard asks
 this door first whether the place may be written at all (`check_target`). A refusal is one WriteRefused line
-naming the path. Every file is written atomically: a temporary name in the same folder, fsync, rename (an object
-store has no rename: an object appears whole in one upload).
+naming the path. Every file is written atomically: a temporary name in the same folder (created anew, never opened
+through whatever a name already is), fsync, rename (an object store has no rename: an object appears whole in one
+upload). Each rule is applied once, before the first byte: a file written is checked when it is opened, not per
+write.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
 import shutil
@@ -80,14 +83,13 @@ def check_within(path: PathLike, within: PathLike | None, is_folder: bool = Fals
     if within is None:
         return
     if storage.is_url(path):
-        root, text = str(within).rstrip("/"), str(path).rstrip("/") + ("/." if is_folder else "")
-        folder = storage.parent(text)
-        inside = text.startswith(root + "/") and ".." not in text[len(root):].split("/")
-    else:
-        root = os.path.realpath(within)
-        folder = os.path.realpath(path if is_folder else os.path.dirname(os.path.abspath(path)))
-        inside = folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)
-    if not inside:
+        root, key = str(within).rstrip("/") + "/", f"{path}/" if is_folder else str(path)
+        if not key.startswith(root) or ".." in key[len(root):].split("/"):
+            raise WriteRefused(path, f"lies outside {within}, where this verb writes")
+        return
+    root = os.path.realpath(within)
+    folder = os.path.realpath(path if is_folder else os.path.dirname(os.path.abspath(path)))
+    if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
         raise WriteRefused(path, f"lies outside {within}, where this verb writes (it leads to {folder}: a link?); "
                                  "remove the link")
 
@@ -127,27 +129,43 @@ def open_write(path: PathLike, within: PathLike | None = None, append: bool = Fa
     return os.fdopen(open_fd(path, within, append), "wb")  # O_APPEND appends
 
 
+def _create(tmp: Path) -> IO[bytes]:
+    """A temporary name created anew: whatever is there (a FIFO, a device, a link) is never opened; a regular file
+    left by an earlier process of the same number is removed first."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        return os.fdopen(os.open(tmp, flags, 0o644), "wb")
+    except FileExistsError:
+        remove(tmp)
+        return os.fdopen(os.open(tmp, flags, 0o644), "wb")
+
+
 @contextlib.contextmanager
 def new_file(path: PathLike, within: PathLike | None = None) -> Iterator[IO[bytes]]:
     """`path` written piece by piece (by a library given the file: a tar, a parquet file) under a temporary name,
     renamed into place when the block ends; nothing left where it raises."""
     _checked(path, within)
     tmp = temp_name(path)
+    f = _create(tmp)
     try:
-        with open_write(tmp, within) as f:
+        with f:
             yield f
-        replace(tmp, path, within)
+        os.replace(tmp, path)
     except BaseException:
         _drop(tmp)
         raise
 
 
-def write_temp(path: PathLike, data: bytes, within: PathLike | None = None, sync: bool = True) -> Path:
-    """Bytes written to a temporary name beside `path` (fsynced, unless not `sync`); returns that name (to rename, or
-    to remove). On failure nothing is left."""
+def _written(path: PathLike, data: bytes, sync: bool) -> Path:
+    """Bytes written to a temporary name beside `path`, fsynced unless not `sync`; that name. On failure nothing is
+    left, and an OSError names `path`."""
     tmp = temp_name(path)
     try:
-        with open_write(tmp, within) as f:
+        f = _create(tmp)  # what is there, if not an earlier file of ours, left as it is
+    except OSError as e:
+        raise _naming(e, path) from None
+    try:
+        with f:
             f.write(data)
             if sync:
                 f.flush()
@@ -159,6 +177,13 @@ def write_temp(path: PathLike, data: bytes, within: PathLike | None = None, sync
         _drop(tmp)
         raise
     return tmp
+
+
+def write_temp(path: PathLike, data: bytes, within: PathLike | None = None) -> Path:
+    """Bytes written to a temporary name beside `path` and fsynced; returns that name (to rename over `path` with
+    `replace`, or to remove). On failure nothing is left."""
+    check_within(path, within)
+    return _written(path, data, sync=True)
 
 
 def _drop(path: PathLike) -> None:
@@ -188,9 +213,10 @@ def write_bytes(path: PathLike, data: bytes, within: PathLike | None = None, syn
         check_within(path, within)
         _fs(path).pipe_file(str(path), data)
         return
-    tmp = write_temp(path, data, within, sync)  # the rules are applied by replace (and the within rule here too)
+    _checked(path, within)
+    tmp = _written(path, data, sync)
     try:
-        replace(tmp, path, within)
+        os.replace(tmp, path)
     except OSError as e:
         _drop(tmp)
         raise _naming(e, path) from None
@@ -220,7 +246,7 @@ def check_writable(path: PathLike) -> None:
         raise InputError(path, f"{folder} is not a folder" if folder.exists() else f"folder {folder} does not exist")
     tmp = temp_name(path)
     try:
-        os.close(open_fd(tmp))
+        _create(tmp).close()
     except OSError as e:
         raise InputError(path, f"cannot be written here ({e.strerror or e})") from None
     _drop(tmp)
@@ -229,11 +255,10 @@ def check_writable(path: PathLike) -> None:
 def remove(path: PathLike, within: PathLike | None = None, missing_ok: bool = False) -> None:
     """A file (or an object) removed; anything else (a link, a device, a FIFO, a socket, a folder) is left alone:
     WriteRefused."""
+    check_within(path, within)
     if storage.is_url(path):
-        check_within(path, within)
         _fs(path).rm(str(path))
         return
-    check_within(path, within)
     check_target(path, removing=True)
     try:
         os.unlink(path)
@@ -255,9 +280,9 @@ def remove_tree(path: PathLike, within: PathLike | None = None) -> None:
 
 
 def remove_scratch(path: PathLike) -> None:
-    """A scratch folder this run made (a spool, a staging folder) removed, whatever is left in it."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
+    """A scratch folder this run made (a spool, a staging folder) removed, whatever is left in it; nothing where it
+    is gone, or is a link (rmtree never follows one)."""
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_empty_folder(path: PathLike) -> bool:
@@ -326,19 +351,22 @@ def hard_link(source: PathLike, target: PathLike, within: PathLike | None = None
 
 def copy_file(source: PathLike, target: PathLike, within: PathLike | None = None) -> None:
     """`source` (read through the read door) copied to `target`, its times kept, atomically."""
+    _checked(target, within)
     tmp = temp_name(target)
-    try:
-        with read_door.open_read(source) as copied, open_write(tmp, within) as copy:
-            shutil.copyfileobj(copied, copy)
-        shutil.copystat(source, tmp)
-        replace(tmp, target, within)
-    except BaseException:
-        _drop(tmp)
-        raise
+    with read_door.open_read(source) as copied:  # a source that is no regular file: refused before anything is made
+        copy = _create(tmp)
+        try:
+            with copy:
+                shutil.copyfileobj(copied, copy)
+            shutil.copystat(source, tmp)
+            os.replace(tmp, target)
+        except BaseException:
+            _drop(tmp)
+            raise
 
 
 def copy_tree(source: PathLike, target: PathLike) -> None:
-    """A folder's files copied into `target` (made where need be), files there replaced."""
+    """A folder's files copied into `target` (made where need be), each through copy_file, files there replaced."""
     shutil.copytree(source, target, dirs_exist_ok=True, copy_function=copy_file)
 
 
@@ -346,7 +374,7 @@ def move(source: PathLike, target: PathLike, within: PathLike | None = None) -> 
     """`source` renamed to `target`, which must not be there (FileExistsError)."""
     check_within(target, within)
     if os.path.lexists(target):
-        raise FileExistsError(17, "exists", str(target))
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(target))
     os.rename(source, target)
 
 

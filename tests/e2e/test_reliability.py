@@ -25,10 +25,10 @@ from run_helpers import hold_lock
 
 
 def test_out_of_space_at_the_final_manifest_keeps_the_in_progress_one(sample_dir, converted, tmp_path, monkeypatch):
-    real_open = write_door.open_write
+    real_create = write_door._create  # every temporary file is made there
 
     def full_disk_for_the_final_manifest(path, *args, **kwargs):
-        f = real_open(path, *args, **kwargs)
+        f = real_create(path, *args, **kwargs)
         if "manifest.json" in str(path):
             real_write = f.write
 
@@ -41,7 +41,7 @@ def test_out_of_space_at_the_final_manifest_keeps_the_in_progress_one(sample_dir
             f.write = write
         return f
 
-    monkeypatch.setattr(write_door, "open_write", full_disk_for_the_final_manifest)
+    monkeypatch.setattr(write_door, "_create", full_disk_for_the_final_manifest)
     out = tmp_path / "out"
     result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
     assert result.exit_code == 1 and "No space left on device" in result.stderr

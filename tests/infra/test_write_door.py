@@ -2,8 +2,10 @@
 file or through a link, never outside the folder asked for, each refusal in its exact line (the folders, removals
 and scratch space: test_write_door_folders.py)."""
 
+import fcntl
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -51,12 +53,25 @@ def test_only_a_regular_file_or_nothing_is_written_over(tmp_path):
     assert refused(write_door.check_target, tmp_path)[1] == f"is a folder, not a regular file: {WRITES}"
 
 
+def test_an_objects_key_is_never_judged_as_a_local_path(tmp_path, monkeypatch):
+    """s3://b/x taken as a local path is s3:/b/x below the working folder: a FIFO or a file there is no object's."""
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("s3:/b")
+    os.mkfifo("s3:/b/fifo")
+    Path("s3:/b/file").write_text("x")
+    write_door.check_target("s3://b/fifo")
+    write_door.check_folder("s3://b/file")
+    write_door.make_folder("s3://b/new/folder")
+    assert sorted(os.listdir("s3:/b")) == ["fifo", "file"]
+
+
 def test_a_folder_to_write_into_is_a_folder_a_link_to_one_or_nothing(tmp_path):
     (tmp_path / "file").write_text("x")
     for fine in (tmp_path, link(tmp_path / "to-folder", tmp_path), tmp_path / "new", tmp_path / "file" / "below",
                  "s3://bucket/x"):
         write_door.check_folder(fine)
-    assert refused(write_door.check_folder, tmp_path / "file")[1] == "is a file, not a folder; name a folder"
+    assert refused(write_door.check_folder, tmp_path / "file") == (str(tmp_path / "file"),
+                                                                   "is a file, not a folder; name a folder")
     assert refused(write_door.check_folder, fifo(tmp_path / "fifo"))[1] == "is a FIFO, not a folder; name a folder"
 
 
@@ -69,6 +84,7 @@ def test_a_file_stays_inside_the_folder_asked_for(tmp_path):
         write_door.check_within(inside, out)
     write_door.check_within(out, out, is_folder=True)
     write_door.check_within(tmp_path / "anywhere", None)
+    write_door.check_within(tmp_path / "f", "/")
     message = f"lies outside {out}, where this verb writes (it leads to {tmp_path / 'outside'}: a link?); remove the " \
               "link"
     assert refused(write_door.check_within, out / "job" / "f", out) == (str(out / "job" / "f"), message)
@@ -80,11 +96,13 @@ def test_a_file_stays_inside_the_folder_asked_for(tmp_path):
 def test_an_objects_key_stays_below_the_prefix_asked_for():
     for inside in ("s3://b/out/f", "s3://b/out/job/results/f"):
         write_door.check_within(inside, "s3://b/out/")
+    write_door.check_within("s3://b/boX/f", "s3://b/boX/")
     write_door.check_within("s3://b/out", "s3://b/out", is_folder=True)
-    for outside in ("s3://b/output/f", "s3://b/f", "s3://b/out/../f", "s3://b/out/x/../../f"):
-        assert refused(write_door.check_within, outside, "s3://b/out")[1].startswith("lies outside s3://b/out, where")
-    assert refused(write_door.check_within, "s3://b/out/..", "s3://b/out", is_folder=True)[1] == (
-        "lies outside s3://b/out, where this verb writes (it leads to s3://b/out/..: a link?); remove the link")
+    for outside in ("s3://b/output/f", "s3://b/f", "s3://b/out", "s3://b/out/../f", "s3://b/out/x/../../f"):
+        assert refused(write_door.check_within, outside, "s3://b/out") == (outside, "lies outside s3://b/out, where "
+                                                                                    "this verb writes")
+    assert refused(write_door.check_within, "s3://b/out/..", "s3://b/out", is_folder=True)[1].startswith("lies")
+    assert refused(write_door.check_within, "s3://b/outer", "s3://b/out", is_folder=True)[1].startswith("lies")
 
 
 def test_temporary_names_are_hidden_beside_the_file_and_known_again(tmp_path):
@@ -104,7 +122,7 @@ def test_an_error_names_the_file_the_user_knows():
     assert write_door._naming(bare, "/x/m") is bare
 
 
-def test_a_file_opened_to_write_is_created_emptied_or_appended_never_through_a_link(tmp_path):
+def test_a_file_opened_to_write_is_created_emptied_or_appended_never_through_a_link(tmp_path, monkeypatch):
     path = tmp_path / "f"
     path.write_bytes(b"old")
     with write_door.open_write(path) as f:
@@ -114,12 +132,19 @@ def test_a_file_opened_to_write_is_created_emptied_or_appended_never_through_a_l
         f.write(b"er")
     assert path.read_bytes() == b"newer"
     fd = write_door.open_fd(tmp_path / "g", within=tmp_path)
+    assert fcntl.fcntl(fd, fcntl.F_GETFD) & fcntl.FD_CLOEXEC  # no process started meanwhile holds it
+    os.write(fd, b"gg")
+    os.close(fd)
+    fd = write_door.open_fd(tmp_path / "g")
     os.write(fd, b"g")
     os.close(fd)
-    assert (tmp_path / "g").read_bytes() == b"g"
+    assert (tmp_path / "g").read_bytes() == b"g" and stat.S_IMODE(os.stat(tmp_path / "g").st_mode) == 0o644 & ~_umask()
     assert refused(write_door.open_fd, link(tmp_path / "l", path))[1].startswith("is a symbolic link (to ")
     assert refused(write_door.open_fd, tmp_path / "f", within=tmp_path / "elsewhere")[1].startswith("lies outside")
     assert path.read_bytes() == b"newer"
+    monkeypatch.setattr(write_door, "check_target", lambda path: None)  # a link made after the check:
+    with pytest.raises(OSError):  # never opened through
+        write_door.open_fd(tmp_path / "l")
 
 
 def _umask():
@@ -145,14 +170,15 @@ def test_a_file_written_piece_by_piece_appears_whole_or_not_at_all(tmp_path):
     assert ran == [] and sorted(os.listdir(tmp_path)) == ["a.tar", "fifo"]
 
 
-def test_a_temporary_file_is_synced_unless_asked_not_and_removed_on_failure(tmp_path, monkeypatch):
+def test_a_temporary_file_is_synced_and_removed_on_failure(tmp_path, monkeypatch):
     synced = []
     real_fsync = os.fsync
     monkeypatch.setattr(write_door.os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
-    tmp = write_door.write_temp(tmp_path / "m", b"data")
-    assert tmp.read_bytes() == b"data" and len(synced) == 1
-    write_door.write_temp(tmp_path / "n", b"data", sync=False)
-    assert len(synced) == 1
+    tmp = write_door.write_temp(tmp_path / "m", b"data", within=tmp_path)
+    assert tmp == write_door.temp_name(tmp_path / "m") and tmp.read_bytes() == b"data" and len(synced) == 1
+    write_door.write_bytes(tmp_path / "n", b"data", sync=False)
+    assert len(synced) == 1 and (tmp_path / "n").read_bytes() == b"data"
+    os.unlink(tmp)
 
     def full(fd):
         raise OSError(28, "No space left on device")
@@ -161,7 +187,6 @@ def test_a_temporary_file_is_synced_unless_asked_not_and_removed_on_failure(tmp_
     with pytest.raises(OSError) as error:
         write_door.write_temp(tmp_path / "m", b"new")
     assert (error.value.errno, error.value.filename) == (28, str(tmp_path / "m"))
-    assert not tmp.exists()
 
     def stopped(fd):
         raise KeyboardInterrupt
@@ -169,7 +194,23 @@ def test_a_temporary_file_is_synced_unless_asked_not_and_removed_on_failure(tmp_
     monkeypatch.setattr(write_door.os, "fsync", stopped)
     with pytest.raises(KeyboardInterrupt):
         write_door.write_temp(tmp_path / "m", b"new")
-    assert sorted(os.listdir(tmp_path)) == [write_door.temp_name(tmp_path / "n").name]
+    assert os.listdir(tmp_path) == ["n"]
+    assert refused(write_door.write_temp, tmp_path / "x" / "m", b"", within=tmp_path / "y")[1].startswith("lies")
+
+
+def test_a_temporary_name_is_made_anew_never_opened_as_it_is(tmp_path):
+    stale = write_door.temp_name(tmp_path / "m")
+    stale.write_bytes(b"left by an earlier process of the same number")
+    write_door.write_bytes(tmp_path / "m", b"m")
+    assert (tmp_path / "m").read_bytes() == b"m" and os.listdir(tmp_path) == ["m"]
+    os.mkfifo(stale)  # opened to write, a FIFO with no reader would block
+    assert refused(write_door.write_bytes, tmp_path / "m", b"new") == (
+        str(stale), "is a FIFO, not a regular file: left alone: remove it by hand if it is not wanted")
+    os.unlink(stale)
+    os.symlink(tmp_path / "elsewhere", stale)
+    with pytest.raises(WriteRefused):
+        write_door.write_bytes(tmp_path / "m", b"new")
+    assert (tmp_path / "m").read_bytes() == b"m" and not (tmp_path / "elsewhere").exists()
 
 
 def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):
@@ -257,3 +298,27 @@ def test_an_object_is_written_and_uploaded_below_its_prefix_alone(bucket, tmp_pa
                        (write_door.upload, (tmp_path / "s", f"{bucket}/elsewhere/s"))):
         assert refused(call, *args, within=f"{bucket}/out")[1].startswith(f"lies outside {bucket}/out")
     assert not write_door.storage.exists(f"{bucket}/elsewhere/m")
+
+
+def test_a_file_name_that_cannot_be_written_is_refused_before_any_work(tmp_path):
+    from imagenet_build.infra.errors import InputError
+
+    def said(path):
+        with pytest.raises(InputError) as error:
+            write_door.check_writable(path)
+        return error.value.path, error.value.problem
+
+    (tmp_path / "file").write_text("x")
+    write_door.check_writable(tmp_path / "page.html")
+    write_door.check_writable(tmp_path / "file")
+    assert os.listdir(tmp_path) == ["file"]  # the temporary file tried, and removed
+    assert said(tmp_path) == (str(tmp_path), "is a folder; give a file name")
+    os.symlink(tmp_path, tmp_path / "link")
+    assert said(tmp_path / "link")[1].startswith("is a symbolic link (to ")
+    assert said(tmp_path / "nowhere" / "p.html") == (str(tmp_path / "nowhere" / "p.html"),
+                                                     f"folder {tmp_path / 'nowhere'} does not exist")
+    assert said(tmp_path / "file" / "p.html") == (str(tmp_path / "file" / "p.html"),
+                                                  f"{tmp_path / 'file'} is not a folder")
+    assert said("/proc/self/page.html")[1].startswith("cannot be written here (")
+    os.mkfifo(write_door.temp_name(tmp_path / "p.html"))
+    assert said(tmp_path / "p.html")[1].startswith("is a FIFO")

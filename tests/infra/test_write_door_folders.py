@@ -70,6 +70,9 @@ def test_scratch_space_is_made_and_removed_and_nothing_through_a_link(tmp_path):
     write_door.remove_scratch(tmp_path / "link")
     write_door.remove_scratch(tmp_path / "nowhere")
     write_door.remove_scratch(kept)
+    (tmp_path / "file").write_text("x")
+    write_door.remove_scratch(tmp_path / "file")
+    assert (tmp_path / "file").exists()
     assert not os.path.exists(kept) and (tmp_path / "elsewhere" / "f").exists() and (tmp_path / "link").is_symlink()
     with write_door.scratch_file("imagenet-build-spark-", ".log") as log:
         log.write(b"x")
@@ -112,12 +115,12 @@ def test_a_folder_made_through_a_link_made_meanwhile_is_refused(tmp_path, monkey
     (tmp_path / "elsewhere").mkdir()
     real_makedirs = os.makedirs
 
-    def racing(path, exist_ok=False):  # another process swaps a link in as the folder is made
+    def racing(path, exist_ok=False):  # another process puts a link there as the folder is made
         os.symlink(tmp_path / "elsewhere", tmp_path / "out" / "job")
         real_makedirs(path, exist_ok=exist_ok)
 
     monkeypatch.setattr(write_door.os, "makedirs", racing)
-    assert refused(write_door.make_folder, tmp_path / "out" / "job" / "results", within=tmp_path / "out")[1].startswith(
+    assert refused(write_door.make_folder, tmp_path / "out" / "job", within=tmp_path / "out")[1].startswith(
         f"lies outside {tmp_path / 'out'}")
 
 
@@ -172,9 +175,11 @@ def test_a_link_a_copy_and_a_move_replace_nothing_and_stay_inside(tmp_path):
     assert os.stat(copy).st_mtime_ns == 2_000_000_000
     write_door.move(tmp_path / "val" / "n1" / "b.JPEG", tmp_path / "val" / "n1" / "c.JPEG", within=tmp_path / "val")
     assert (tmp_path / "val" / "n1" / "c.JPEG").read_bytes() == b"jpeg" and not copy.exists()
-    for call in (write_door.hard_link, write_door.move):
-        with pytest.raises(FileExistsError):
-            call(image, tmp_path / "val" / "n1" / "a.JPEG")
+    with pytest.raises(FileExistsError):
+        write_door.hard_link(image, tmp_path / "val" / "n1" / "a.JPEG")
+    with pytest.raises(FileExistsError) as error:
+        write_door.move(image, tmp_path / "val" / "n1" / "a.JPEG")
+    assert str(error.value) == f"[Errno 17] File exists: '{tmp_path / 'val' / 'n1' / 'a.JPEG'}'"
     os.symlink(tmp_path, tmp_path / "val" / "n2")
     for call in (write_door.hard_link, write_door.copy_file, write_door.move):
         assert refused(call, image, tmp_path / "val" / "n2" / "x.JPEG", within=tmp_path / "val")[1].startswith("lies")
@@ -186,7 +191,7 @@ def test_a_link_a_copy_and_a_move_replace_nothing_and_stay_inside(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["fifo", "val"]
 
 
-def test_a_tree_is_copied_its_files_replaced(tmp_path):
+def test_a_tree_is_copied_its_files_replaced_each_through_the_doors(tmp_path):
     (tmp_path / "from" / "a").mkdir(parents=True)
     (tmp_path / "from" / "a" / "f").write_text("new")
     (tmp_path / "from" / "g").write_text("g")
@@ -194,6 +199,10 @@ def test_a_tree_is_copied_its_files_replaced(tmp_path):
     (tmp_path / "to" / "g").write_text("old")
     write_door.copy_tree(tmp_path / "from", tmp_path / "to")
     assert (tmp_path / "to" / "a" / "f").read_text() == "new" and (tmp_path / "to" / "g").read_text() == "g"
+    os.mkfifo(tmp_path / "from" / "h")
+    with pytest.raises(Exception) as error:  # copytree gathers its files' errors
+        write_door.copy_tree(tmp_path / "from", tmp_path / "to")
+    assert "not a regular file (a FIFO)" in str(error.value) and not (tmp_path / "to" / "h").exists()
 
 
 def test_objects_are_removed_below_their_prefix_alone(bucket):
