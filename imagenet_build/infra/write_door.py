@@ -130,9 +130,9 @@ def open_write(path: PathLike, within: PathLike | None = None, append: bool = Fa
 
 
 def _create(tmp: Path) -> IO[bytes]:
-    """A temporary name created anew: whatever is there (a FIFO, a device, a link) is never opened; a regular file
-    left by an earlier process of the same number is removed first."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+    """A temporary name created anew: whatever is there (a FIFO, a device, a link: O_EXCL follows no link) is never
+    opened; a regular file left by an earlier process of the same number is removed first."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     try:
         return os.fdopen(os.open(tmp, flags, 0o644), "wb")
     except FileExistsError:

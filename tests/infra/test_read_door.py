@@ -4,9 +4,11 @@ read the same way."""
 
 import errno
 import hashlib
+import io
 import os
 import pickle
 import socket
+import stat
 import threading
 
 import pytest
@@ -69,6 +71,46 @@ def test_a_folder_is_what_open_would_have_said_and_a_refusal_survives_a_worker(n
         assert (type(again), str(again), again.errno) == (type(error), str(error), error.errno)
 
 
+@pytest.mark.parametrize("mode, kind", [
+    (stat.S_IFLNK, "a symbolic link"), (stat.S_IFDIR, "a folder"), (stat.S_IFIFO, "a FIFO"),
+    (stat.S_IFCHR, "a character device"), (stat.S_IFBLK, "a block device"), (stat.S_IFSOCK, "a socket"),
+    (stat.S_IFREG, "a file"),
+])
+def test_each_kind_of_path_is_named(mode, kind):
+    assert read_door.kind_of(mode | 0o644) == kind
+
+
+class _Spy:
+    """A file whose reads are recorded: how much a reader asks for."""
+
+    def __init__(self, data):
+        self.file, self.asked = io.BytesIO(data), []
+
+    def read(self, size=-1):
+        self.asked.append(size)
+        return self.file.read(size)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_nothing_is_read_past_a_limit_and_a_digest_reads_by_blocks(nodes, monkeypatch):
+    spy = _Spy(b"0" * 100)
+    monkeypatch.setattr(read_door, "open_read", lambda path, *a, **k: spy)
+    with pytest.raises(TooLarge):
+        read_door.read_bytes(nodes / "file", limit=9)
+    assert spy.asked == [10]
+    with pytest.raises(TooLarge):
+        read_door.read_text(nodes / "file", limit=9)
+    monkeypatch.setattr(read_door, "HASH_BLOCK", 64)
+    spy.file.seek(0)
+    spy.asked.clear()
+    assert read_door.sha256(nodes / "file") == hashlib.sha256(b"0" * 100).hexdigest() and spy.asked == [64] * 3
+
+
 def test_a_regular_file_and_a_link_to_one_are_read(nodes):
     os.symlink(nodes / "file", nodes / "to-file")
     for name in ("file", "to-file"):
@@ -76,7 +118,9 @@ def test_a_regular_file_and_a_link_to_one_are_read(nodes):
         assert read_door.read_bytes(nodes / name) == b"0123456789"
         with read_door.open_read(nodes / name, buffering=0) as f:
             f.seek(4)
-            assert f.read(3) == b"456"
+            assert f.read(3) == b"456" and isinstance(f, io.FileIO)  # unbuffered: no read-ahead
+        with read_door.open_read(nodes / name) as f:
+            assert isinstance(f, io.BufferedReader)
         fd = read_door.open_fd(nodes / name)
         try:
             assert os.pread(fd, 2, 8) == b"89"
@@ -100,7 +144,7 @@ def test_a_whole_read_is_bounded(nodes):
 def test_text_is_read_as_open_reads_it(nodes):
     (nodes / "labels.txt").write_bytes("\ufeffn01440764\r\nn01443537\n".encode())
     assert read_door.read_text(nodes / "labels.txt", encoding="utf-8-sig") == "n01440764\r\nn01443537\n"
-    assert read_door.read_text(nodes / "file", limit=10) == "0123456789"
+    assert read_door.read_text(nodes / "file", limit=10) == "0123456789" == read_door.open_text(nodes / "file").read()
     with read_door.open_text(nodes / "labels.txt", encoding="utf-8-sig") as f:
         assert list(f) == ["n01440764\n", "n01443537\n"]
     (nodes / "latin").write_bytes(b"\xe9")
@@ -139,3 +183,18 @@ def test_an_objects_reads_are_bounded_and_ranged(bucket):
     assert read_door.sha256(url) == hashlib.sha256(b"0123456789").hexdigest()
     with pytest.raises(FileNotFoundError):
         read_door.read_bytes(f"{bucket}/nowhere", limit=9)
+
+
+def test_an_objects_url_is_never_read_as_a_local_path(bucket, tmp_path, monkeypatch):
+    """s3://b/x taken as a local path is s3:/b/x below the working folder: never the object."""
+    from imagenet_build.infra import write_door
+
+    write_door.write_bytes(f"{bucket}/x", b"the object")
+    monkeypatch.chdir(tmp_path)
+    local = tmp_path / "s3:" / bucket.split("://")[1]
+    local.mkdir(parents=True)
+    (local / "x").write_bytes(b"a local file, larger than the object")
+    assert read_door.read_bytes(f"{bucket}/x", limit=10) == b"the object"
+    with pytest.raises(TooLarge) as error:
+        read_door.read_bytes(f"{bucket}/x", limit=9)
+    assert str(error.value) == f"{bucket}/x: larger than 9 bytes, more than any such file holds"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from imagenet_build.infra import read_door, write_door
+from imagenet_build.infra import write_door
 from imagenet_build.infra.write_door import WriteRefused
 
 
@@ -30,15 +30,6 @@ def link(path, to):
 
 
 WRITES = "imagenet-build writes only a regular file or a new name; name another"
-
-
-@pytest.mark.parametrize("mode, kind", [
-    (stat.S_IFLNK, "a symbolic link"), (stat.S_IFDIR, "a folder"), (stat.S_IFIFO, "a FIFO"),
-    (stat.S_IFCHR, "a character device"), (stat.S_IFBLK, "a block device"), (stat.S_IFSOCK, "a socket"),
-    (stat.S_IFREG, "a file"),
-])
-def test_each_kind_of_node_is_named(mode, kind):
-    assert read_door.kind_of(mode | 0o644) == kind
 
 
 def test_only_a_regular_file_or_nothing_is_written_over(tmp_path):
@@ -142,6 +133,8 @@ def test_a_file_opened_to_write_is_created_emptied_or_appended_never_through_a_l
     assert refused(write_door.open_fd, link(tmp_path / "l", path))[1].startswith("is a symbolic link (to ")
     assert refused(write_door.open_fd, tmp_path / "f", within=tmp_path / "elsewhere")[1].startswith("lies outside")
     assert path.read_bytes() == b"newer"
+    assert refused(write_door.open_write, tmp_path / "h", within=tmp_path / "elsewhere")[1].startswith("lies outside")
+    assert not (tmp_path / "h").exists()
     monkeypatch.setattr(write_door, "check_target", lambda path: None)  # a link made after the check:
     with pytest.raises(OSError):  # never opened through
         write_door.open_fd(tmp_path / "l")
@@ -156,6 +149,8 @@ def _umask():
 def test_a_file_written_piece_by_piece_appears_whole_or_not_at_all(tmp_path):
     path = tmp_path / "a.tar"
     with write_door.new_file(path, within=tmp_path) as f:
+        assert fcntl.fcntl(f.fileno(), fcntl.F_GETFD) & fcntl.FD_CLOEXEC
+        assert stat.S_IMODE(os.fstat(f.fileno()).st_mode) == 0o644 & ~_umask()
         f.write(b"one ")
         assert not path.exists()
         f.write(b"two")
@@ -319,6 +314,14 @@ def test_a_file_name_that_cannot_be_written_is_refused_before_any_work(tmp_path)
                                                      f"folder {tmp_path / 'nowhere'} does not exist")
     assert said(tmp_path / "file" / "p.html") == (str(tmp_path / "file" / "p.html"),
                                                   f"{tmp_path / 'file'} is not a folder")
-    assert said("/proc/self/page.html")[1].startswith("cannot be written here (")
+    assert said("/proc/self/page.html") == ("/proc/self/page.html",
+                                            "cannot be written here (No such file or directory)")
     os.mkfifo(write_door.temp_name(tmp_path / "p.html"))
     assert said(tmp_path / "p.html")[1].startswith("is a FIFO")
+
+
+def test_a_file_whose_folder_is_gone_is_named_as_given(tmp_path):
+    with pytest.raises(FileNotFoundError) as error:
+        write_door.write_bytes(tmp_path / "gone" / "manifest.json", b"m")
+    assert error.value.filename == str(tmp_path / "gone" / "manifest.json")
+    write_door._drop(tmp_path / "gone" / "x")  # a temporary file already gone: nothing to do

@@ -188,6 +188,18 @@ def test_a_link_a_copy_and_a_move_replace_nothing_and_stay_inside(tmp_path):
     with pytest.raises(read_door.NotRegularFile):
         write_door.copy_file(tmp_path / "fifo", tmp_path / "val" / "d.JPEG")
     assert refused(write_door.copy_file, image, tmp_path / "fifo")[1].startswith("is a FIFO")
+    real_replace = os.replace
+
+    def fails(source, target):
+        raise OSError(30, "Read-only file system")
+
+    os.replace = fails
+    try:
+        with pytest.raises(OSError):
+            write_door.copy_file(image, tmp_path / "val" / "e.JPEG")
+    finally:
+        os.replace = real_replace
+    assert sorted(os.listdir(tmp_path / "val")) == ["img.JPEG", "n1", "n2"]
     assert sorted(os.listdir(tmp_path)) == ["fifo", "val"]
 
 
