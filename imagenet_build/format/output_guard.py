@@ -227,7 +227,8 @@ def check_index_folder(folder: str, shards: Sequence[str]) -> None:
     """`index`'s target: a folder of DALI indexes. The indexes of a build's own shards may go into its own index
     folder (its manifest's, else dali_idx/ beside them); any other index never goes into a build's folder or below
     it (its index folder), nor into a folder holding anything but DALI indexes (an input's images, shards)."""
-    strangers = [shard for shard in shards if not _own_index_folder(folder, shard)]
+    own = {home for home in set(map(_home, shards)) if _own_index_folder(folder, home)}  # a manifest read once
+    strangers = [shard for shard in shards if _home(shard) not in own]
     if not strangers:
         return
     build = _build_at(folder, itself=True)
@@ -241,10 +242,14 @@ def check_index_folder(folder: str, shards: Sequence[str]) -> None:
                                  f"{' ...' if len(others) > 3 else ''}); choose an empty or new --index-dir")
 
 
-def _own_index_folder(folder: str, shard: str) -> bool:
-    """`folder` is where the build holding `shard` keeps its indexes: its manifest's index folder, else dali_idx/
-    beside the shard (a folder of shards with no manifest has that one too)."""
-    home = storage.parent(shard) if storage.is_url(shard) else os.path.dirname(os.path.abspath(shard))
+def _home(shard: str) -> str:
+    """The folder a shard lies in."""
+    return storage.parent(shard) if storage.is_url(shard) else os.path.dirname(os.path.abspath(shard))
+
+
+def _own_index_folder(folder: str, home: str) -> bool:
+    """`folder` is where the build in `home` keeps its indexes: its manifest's index folder, else dali_idx/ (a
+    folder of shards with no manifest has that one too)."""
     try:
         manifest = read_manifest(home)
     except ValueError:  # a manifest that cannot be read: verify says why; its indexes go where they go by default
