@@ -82,20 +82,26 @@ def check_regular(path: PathLike) -> None:
         raise _refused(path, mode)
 
 
-def open_fd(path: PathLike) -> int:
-    """A file descriptor of the regular file `path`, open to read; NotRegularFile for anything else, judged before a
-    byte is read (a FIFO opened without blocking, a device never read)."""
+def opened(path: PathLike) -> tuple[int, os.stat_result]:
+    """A file descriptor of the regular file `path`, open to read, and its fstat (what a reader would ask of it
+    next: its size, its modification time); NotRegularFile for anything else, judged before a byte is read (a FIFO
+    opened without blocking, a device never read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         if e.errno == errno.ENXIO:  # a socket, or a FIFO nobody writes to on some systems
             raise _refused(path, os.stat(path).st_mode) from None
         raise
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise _refused(path, mode)
-    return fd
+        raise _refused(path, info.st_mode)
+    return fd, info
+
+
+def open_fd(path: PathLike) -> int:
+    """A file descriptor of the regular file `path`, open to read (`opened`'s)."""
+    return opened(path)[0]
 
 
 def open_folder(path: PathLike) -> int:

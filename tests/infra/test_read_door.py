@@ -126,6 +126,9 @@ def test_a_regular_file_and_a_link_to_one_are_read(nodes):
             assert os.pread(fd, 2, 8) == b"89"
         finally:
             os.close(fd)
+        fd, info = read_door.opened(nodes / name)
+        os.close(fd)
+        assert (info.st_size, info.st_ino) == (10, os.stat(nodes / "file").st_ino)
     with pytest.raises(FileNotFoundError):
         read_door.read_bytes(nodes / "nowhere")
     with pytest.raises(FileNotFoundError):
