@@ -140,6 +140,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     """The options checked, in the order a user meets them, and the copy they name resolved."""
     from imagenet_build.catalog.classes import DEFAULT_VALIDATION_LABELS_FILE
     from imagenet_build.format.destination import destination
+    from imagenet_build.format.output_guard import check_build_folders
 
     _refuse_conflicts(options)
     _check_counts(options)
@@ -148,6 +149,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
+    check_build_folders(dest.output, dest.index, bool(options.index_dir))  # never into another build
     copy = _resolve_copy(options)
     _check_shard_counts(options, copy)
     _check_real_labels(options, copy)

@@ -95,12 +95,12 @@ def test_a_mistake_is_the_tools_own_error_with_the_commands_line(tmp_path, call,
 
 
 def test_the_file_systems_error_is_a_build_error_with_the_commands_line(converted, tmp_path, monkeypatch):
-    from imagenet_build.infra import storage
+    from imagenet_build.infra import write_door
 
-    def full(path, data):
+    def full(path, data, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
-    monkeypatch.setattr(storage, "write_bytes", full)
+    monkeypatch.setattr(write_door, "write_bytes", full)
     page = tmp_path / "page.html"
     with pytest.raises(BuildError) as raised:
         api.report(converted, page)

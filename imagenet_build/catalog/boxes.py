@@ -13,6 +13,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def unpack_boxes(packed: bytes) -> tuple[Box, ...]:
 def read_box_csv(path: PathLike) -> dict[str, bytes]:
     """{filename: packed boxes} from slim's CSV file (see parse_box_lines)."""
     with input_errors(path, expected="a CSV file", missing="bounding-box file not found"):
-        with open(path, encoding="utf-8-sig") as f:
+        with read_door.open_text(path, encoding="utf-8-sig") as f:
             return parse_box_lines(f, path)
 
 
@@ -155,7 +156,7 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
     if not storage.is_url(source):
         if Path(source).is_dir():
             for path in sorted(Path(source).glob("*/*.xml")):
-                yield path.parent.name, path.stem, path.read_bytes()
+                yield path.parent.name, path.stem, read_door.read_bytes(path)
             return
         if not Path(source).is_file():
             raise InputError(source, "neither a folder nor a file")
@@ -163,7 +164,7 @@ def iter_xml_files(source: PathLike) -> Iterator[tuple[str, str, bytes]]:
         raise InputError(source, f"a folder on an object store holding no {BBOX_ARCHIVE}: XML folders are read from "
                                  "local folders; give the archive, or copy the folders here")
     try:  # read as a stream: one pass, no seeks, from disk or from an object store alike
-        with storage.open_read(source) as raw:
+        with read_door.open_read(source) as raw:
             stream = maybe_gunzip(raw, str(source))  # a gzip stream checked whole: CRC-32, length, its end
             with tarfile.open(fileobj=stream, mode="r|*") as tar:  # type: ignore[call-overload]
                 for member in tar:

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
@@ -32,7 +33,7 @@ def _read_lines(path: PathLike) -> list[str]:
     """Lines of a UTF-8 text file without their line ends; trailing blank lines dropped."""
     path = Path(path)
     with input_errors(path, expected="a text file", missing="file not found"):
-        text = path.read_text(encoding="utf-8-sig")  # a BOM some editors write is not part of line 1
+        text = read_door.read_text(path, encoding="utf-8-sig")  # a BOM some editors write is not part of line 1
     lines = text.splitlines()
     while lines and not lines[-1].strip():
         lines.pop()

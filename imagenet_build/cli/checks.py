@@ -7,12 +7,21 @@ from typing import Any, cast
 
 import click
 
-from imagenet_build.cli.group import cli, existing_dir, print_json, report_and_exit
+from imagenet_build.cli.group import (
+    build_folder,
+    cli,
+    input_folder,
+    input_path,
+    output_file,
+    output_folder,
+    print_json,
+    report_and_exit,
+)
 
 
 @cli.command()
-@click.argument("folder", type=click.Path(file_okay=False))
-@click.option("--index-dir", type=existing_dir,
+@click.argument("folder", type=build_folder)
+@click.option("--index-dir", type=input_folder,
               help="Where the DALI indexes are. [default: the manifest's, else FOLDER/dali_idx]")
 @click.option("--quick", is_flag=True, help="Lengths and length CRCs and the indexes only: seeks over the payloads.")
 @click.option("--deep", is_flag=True, help="Also decode every image with Pillow and check its size.")
@@ -40,8 +49,8 @@ def verify(folder: str, index_dir: str | None, quick: bool, deep: bool, expect_i
 
 
 @cli.command()
-@click.argument("inputs", nargs=-1, required=True, type=click.Path())
-@click.option("--index-dir", type=existing_dir,
+@click.argument("inputs", nargs=-1, required=True, type=input_path)
+@click.option("--index-dir", type=output_folder,
               help="Where to write the indexes. [default: dali_idx/ beside each file]")
 @click.option("--workers", default=0, type=click.IntRange(min=0),
               help="Processes; 0 (the default): one per core.")
@@ -169,7 +178,7 @@ class _TrainerCheck(_ChannelOptions):
 
 
 @cli.command("trainer-check", cls=_TrainerCheck)
-@click.argument("folder", type=click.Path(file_okay=False))
+@click.argument("folder", type=build_folder)
 @click.option("--split", default="train", show_default=True, callback=_split_name,
               help="The split whose shards to read: train, validation, or any other the folder holds (test, ...).")
 @click.option("--framework", default="dali", show_default=True)  # choices and help: _from_registry
@@ -186,7 +195,7 @@ class _TrainerCheck(_ChannelOptions):
 @click.option("--std", callback=_floats3, metavar="R G B",
               help="Per-channel std to divide by [default: DLE's 58.395 57.120 57.385].")
 @click.option("--compare-tf", is_flag=True)
-@click.option("--show", type=click.Path(), callback=_writable, metavar="FILE.png",
+@click.option("--show", type=output_file, callback=_writable, metavar="FILE.png",
               help="Also draw the first training steps' batches as fed to the model, un-normalised and captioned "
                    "with their labels, and the overfit check's fixed subset, into this PNG.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as one JSON document.")

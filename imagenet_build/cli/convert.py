@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from imagenet_build.cli.group import cli, existing_dir, existing_file, print_json
+from imagenet_build.cli.group import cli, input_file, input_folder, input_path, output_folder, print_json
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNER_HELP, RUNNERS
 
 if TYPE_CHECKING:
@@ -14,30 +14,31 @@ if TYPE_CHECKING:
 
 
 @cli.command()
-@click.option("--from", "from_paths", multiple=True, type=click.Path(),
+@click.option("--from", "from_paths", multiple=True, type=input_path,
               help="Any copy of ImageNet, recognised by its shape: the ILSVRC2012 archives (or a folder holding "
               "them), the folders extracted from them, ... Repeat for each file of one copy. Instead of "
               "--train-dir/--train-tar/--validation-dir/--validation-tar.")
-@click.option("--subset", help="Only the images named in this file (original file names, one a line), or a shipped "
-              "list: imagenet-1pct, imagenet-10pct (SimCLR's 12,811 / 128,116 train images). Labels keep their "
-              "values; slim's shuffle and layout apply to the subset.")
-@click.option("--real-labels", type=existing_file,
+@click.option("--subset", type=input_path,
+              help="Only the images named in this file (original file names, one a line), or a shipped list: "
+              "imagenet-1pct, imagenet-10pct (SimCLR's 12,811 / 128,116 train images). Labels keep their values; "
+              "slim's shuffle and layout apply to the subset.")
+@click.option("--real-labels", type=input_file,
               help="ReaL's real.json (google-research/reassessed-imagenet): each validation record also carries "
               "its reassessed labels, image/class/real_labels (1-based, none where ReaL gives none).")
-@click.option("--train-dir", type=existing_dir, help="Train images as <synset>/*.JPEG.")
+@click.option("--train-dir", type=input_folder, help="Train images as <synset>/*.JPEG.")
 @click.option(
     "--validation-dir",
-    type=existing_dir,
+    type=input_folder,
     help="Validation images: flat ILSVRC2012_val_%08d.JPEG (labelled from --validation-labels-file) "
     "or <synset>/*.JPEG folders; detected.",
 )
-@click.option("--train-tar", type=existing_file,
+@click.option("--train-tar", type=input_file,
               help="ILSVRC2012_img_train.tar, read in place (instead of --train-dir).")
-@click.option("--validation-tar", type=existing_file,
+@click.option("--validation-tar", type=input_file,
               help="ILSVRC2012_img_val.tar, read in place (instead of --validation-dir).")
-@click.option("--output-dir", required=True, type=existing_dir, help="Where shards and manifest.json go.")
-@click.option("--bounding-box-file", type=existing_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
-@click.option("--bbox-tar", type=click.Path(),
+@click.option("--output-dir", required=True, type=output_folder, help="Where shards and manifest.json go.")
+@click.option("--bounding-box-file", type=input_file, help="slim's box CSV: <image>.JPEG,xmin,ymin,xmax,ymax.")
+@click.option("--bbox-tar", type=input_path,
               help="ILSVRC2012_bbox_train_v2.tar.gz, the folder holding it, or the <synset>/*.xml folder "
               "extracted from it; read as `bboxes` reads it (finding no XML file is an error).")
 @click.option("--train-shards", default=DEFAULTS.train_shards, show_default=True, type=click.IntRange(min=1))
@@ -56,16 +57,16 @@ if TYPE_CHECKING:
     type=click.IntRange(min=0),
     help="Processes that write shards; 0 (the default): one per core. The output is the same for any value.",
 )
-@click.option("--labels-file", type=existing_file,
+@click.option("--labels-file", type=input_file,
               help="Synsets, one a line; label = line number. [default: the 1000 ILSVRC2012 synsets]")
-@click.option("--metadata-file", type=existing_file,
+@click.option("--metadata-file", type=input_file,
               help="<synset>\\t<text> lines. [default: shipped imagenet_metadata.txt]")
 @click.option(
     "--validation-labels-file",
-    type=existing_file,
+    type=input_file,
     help="Synset of validation image i on line i. [default: shipped ILSVRC2012 validation labels]",
 )
-@click.option("--index-dir", type=existing_dir, help="Where DALI indexes go. [default: OUTPUT_DIR/dali_idx]")
+@click.option("--index-dir", type=output_folder, help="Where DALI indexes go. [default: OUTPUT_DIR/dali_idx]")
 @click.option(
     "--on-error",
     type=click.Choice(ON_ERROR),

@@ -129,5 +129,25 @@ def cli() -> None:
     """
 
 
-existing_dir = click.Path(exists=False, file_okay=False)
-existing_file = click.Path(dir_okay=False)
+class PathOf(click.Path):
+    """A path an option or argument names, and what the verb does there (`role`): every path of the command line is
+    one (tests/cli/test_paths_named.py holds them to it, and tries every one that writes against every place a
+    verb must never write, without a list of them).
+
+    reads: an input, only read; reads-build: a build the verb reads (or judges); writes-file: a file the verb
+    writes (`-` for stdout where it prints one); writes-folder: a folder the verb writes into."""
+
+    ROLES = ("reads", "reads-build", "writes-file", "writes-folder")
+
+    def __init__(self, role: str, **kwargs: Any) -> None:
+        assert role in self.ROLES, role
+        self.role = role
+        super().__init__(**kwargs)
+
+
+input_path = PathOf("reads")
+input_file = PathOf("reads", dir_okay=False)
+input_folder = PathOf("reads", file_okay=False)
+build_folder = PathOf("reads-build", file_okay=False)
+output_file = PathOf("writes-file", dir_okay=False)
+output_folder = PathOf("writes-folder", file_okay=False)

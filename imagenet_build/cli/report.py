@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from imagenet_build.cli.group import cli, print_json
+from imagenet_build.cli.group import build_folder, cli, output_file, print_json
 from imagenet_build.report import PER_CLASS
 
 
@@ -23,9 +23,9 @@ def _classes(ctx: click.Context, param: click.Parameter, value: str | None) -> s
 
 
 @cli.command()
-@click.argument("folder", type=click.Path(file_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="The HTML file to write (atomically). [default: FOLDER/report.html]")
+@click.argument("folder", type=build_folder)
+@click.option("-o", "--output", type=output_file,
+              help="The HTML file to write (atomically; - for stdout). [default: FOLDER/report.html]")
 @click.option("--per-class", default=PER_CLASS, show_default=True, type=click.IntRange(min=1),
               help="Thumbnails in each class's contact sheet.")
 @click.option("--classes", callback=_classes, metavar="K|all",
@@ -52,11 +52,14 @@ def report(folder: str, output: str | None, per_class: int, classes: str | None,
     """
     from imagenet_build.api import report as run_report
 
+    if output == "-" and as_json:
+        raise click.UsageError("--json needs -o FILE: stdout would mix the page and the JSON")
     result = run_report(folder, output, per_class=per_class, classes=classes, verify=run_verify, workers=workers)
     if as_json:
         print_json(result)
     else:
-        click.echo(f"wrote {result['page']}: {len(result['builds'])} build(s)")
+        where = "the page to stdout" if output == "-" else result["page"]
+        click.echo(f"wrote {where}: {len(result['builds'])} build(s)", err=output == "-")
     problems = result["problems"]
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""

@@ -7,17 +7,25 @@ from typing import Any
 
 import click
 
-from imagenet_build.cli.group import cli, existing_dir, existing_file, print_json
+from imagenet_build.cli.group import (
+    PathOf,
+    build_folder,
+    cli,
+    input_file,
+    output_file,
+    output_folder,
+    print_json,
+)
 from imagenet_build.request import QUALITY
 
 
 @cli.command()
-@click.argument("source", type=click.Path(exists=True))
-@click.option("--synsets", type=existing_file,
+@click.argument("source", type=PathOf("reads", exists=True))
+@click.option("--synsets", type=input_file,
               help="Challenge synsets: XML of other synsets and boxes named as another challenge synset are skipped. "
               "[default: the 1000 ILSVRC2012 synsets]")
-@click.option("-o", "--output", type=click.Path(dir_okay=False),
-              help="CSV file to write (atomically). [default: stdout]")
+@click.option("-o", "--output", type=output_file,
+              help="CSV file to write (atomically; - for stdout). [default: stdout]")
 @click.option("--strict", is_flag=True, help="Fail on a malformed XML file instead of skipping it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the counts as JSON on stdout (needs -o).")
 def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, as_json: bool) -> None:
@@ -33,8 +41,9 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     from imagenet_build.catalog.boxes import boxes_to_csv_lines
     from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
     from imagenet_build.format.output_guard import check_output_file
-    from imagenet_build.infra.atomic import write_atomic
+    from imagenet_build.infra import write_door
 
+    output = None if output == "-" else output  # stdout, as without -o
     if as_json and not output:
         raise click.UsageError("--json needs -o: stdout would mix the CSV and the JSON")
     if output is not None:
@@ -43,7 +52,7 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
     lines, counts, problems = boxes_to_csv_lines(source, synset_list, strict=strict)
     text = "".join(line + "\n" for line in lines)
     if output:
-        write_atomic(output, text.encode())
+        write_door.write_bytes(output, text.encode())
     else:
         click.echo(text, nl=False)
     if as_json:
@@ -60,8 +69,8 @@ def bboxes(source: str, synsets: str | None, output: str | None, strict: bool, a
 
 
 @cli.command("prepare-val")
-@click.argument("val_dir", type=existing_dir)
-@click.option("--labels", type=existing_file,
+@click.argument("val_dir", type=output_folder)
+@click.option("--labels", type=input_file,
               help="Synset of image i on line i. [default: shipped ILSVRC2012 validation labels]")
 @click.option("--link", "method", flag_value="link", default=True,
               help="Hard-link into the folders; the flat files stay (default).")
@@ -108,7 +117,7 @@ class _CopyKindChoice(click.Choice):
 
 
 @cli.command()
-@click.argument("out", type=existing_dir)
+@click.argument("out", type=output_folder)
 @click.option("--classes", default=4, show_default=True, type=click.IntRange(min=1, max=1000))
 @click.option("--per-class", default=12, show_default=True, type=click.IntRange(min=1), help="Train images per class.")
 @click.option("--validation-per-class", default=4, show_default=True, type=click.IntRange(min=0))
@@ -146,7 +155,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
 
 
 @cli.command()
-@click.argument("folder", type=existing_dir)
+@click.argument("folder", type=build_folder)
 @click.option("--json", "as_json", is_flag=True, help='Print {"ok", "folder", "written", "splits"} as JSON.')
 def tfds(folder: str, as_json: bool) -> None:
     """Make an existing build a TensorFlow Datasets folder: write FOLDER/features.json and dataset_info.json.

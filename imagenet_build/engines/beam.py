@@ -16,7 +16,6 @@ import logging
 import os
 import shlex
 import signal
-import tempfile
 import threading
 import weakref
 from collections.abc import Iterator, Sequence
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task
+from imagenet_build.infra import write_door
 from imagenet_build.infra.errors import BuildError, Interrupted, UsageError
 from imagenet_build.infra.optional import missing_message, require, require_all
 
@@ -113,7 +113,7 @@ class BeamEngine(Engine):
 
     def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
         numbers = [n for n, _ in tasks]  # its workers read their task from the tasks file
-        log = tempfile.NamedTemporaryFile(prefix="imagenet-build-beam-", suffix=".log", delete=False)
+        log = write_door.scratch_file("imagenet-build-beam-", ".log")
         log.close()
         kept = False
         try:
@@ -131,7 +131,7 @@ class BeamEngine(Engine):
             raise
         finally:
             if not kept:
-                os.unlink(log.name)
+                write_door.remove(log.name)
 
     def pipeline(self, job: JobRef, numbers: Sequence[int], log: str = os.devnull) -> Any:
         """The job as a Beam pipeline: shard numbers, spread over the workers (one Dask partition each), each one's

@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List, NamedTuple, TypedDict
 
 from imagenet_build.format.naming import JOB_FOLDER
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, one_line
 from imagenet_build.infra.jsonfile import JsonError, parse_json, read_json
 
@@ -106,7 +106,7 @@ def job_folder(output: str) -> str:
 def new_job(output: str) -> JobRef:
     """A job of its own (its receipts apart from any earlier run's), its results folder made."""
     job = JobRef(job_folder(output), uuid.uuid4().hex[:16])
-    storage.make_folder(job.results)
+    write_door.make_folder(job.results, within=output)
     return job
 
 
@@ -123,7 +123,7 @@ def write_job(output: str, tasks: Iterable[Task]) -> JobRef:
         places.append([offset, len(blob), task.key])
         offset += len(blob)
     header = json.dumps({"job": job.id, "tasks": places}).encode()
-    storage.write_bytes(job.tasks_path, b"".join([MAGIC, _LENGTH.pack(len(header)), header, *blobs]))
+    write_door.write_bytes(job.tasks_path, b"".join([MAGIC, _LENGTH.pack(len(header)), header, *blobs]), within=output)
     return job
 
 
@@ -139,7 +139,7 @@ _PLANS_LOCK = threading.Lock()
 def _plan(job: JobRef) -> _Plan:
     with _PLANS_LOCK:
         if job.tasks_path not in _PLANS:
-            with storage.open_read(job.tasks_path, random_access=True) as f:
+            with read_door.open_read(job.tasks_path, random_access=True) as f:
                 head = f.read(len(MAGIC) + _LENGTH.size)
                 if head[:len(MAGIC)] != MAGIC or len(head) != len(MAGIC) + _LENGTH.size:
                     raise BuildError(f"{job.tasks_path}: not a job of this imagenet-build")
@@ -159,7 +159,7 @@ def load_task(job: JobRef, number: int) -> Task:
     """Task `number` of a job, read from its storage (the header once per process, then its own bytes)."""
     plan = _plan(job)
     offset, length, key = plan.places[number]
-    with storage.open_read(job.tasks_path, random_access=True) as f:
+    with read_door.open_read(job.tasks_path, random_access=True) as f:
         f.seek(plan.start + offset)
         blob = f.read(length)
     task = Task(*pickle.loads(zlib.decompress(blob)))
@@ -180,7 +180,7 @@ def run_task(job: JobRef, number: int, task: Task | None = None) -> Any:
             task = load_task(job, number)  # a worker without credentials for the output's store fails here first
         result = task.fn(*task.args)
         receipt = json.dumps({"job": job.id, "task": number, "key": task.key, "result": result}, sort_keys=True)
-        storage.write_bytes(receipt_path(job, task.key), receipt.encode())
+        write_door.write_bytes(receipt_path(job, task.key), receipt.encode(), within=storage.parent(job.folder))
     except (BuildError, OSError) as e:
         raise TaskFailed(one_line(e)) from None
     return result
@@ -250,7 +250,7 @@ def remove_job_folder(output: str) -> None:
     """The job folder, once the manifest vouches for every shard its receipts name."""
     folder = job_folder(output)
     if storage.listdir(folder) or storage.exists(folder):
-        storage.remove_tree(folder)
+        write_door.remove_tree(folder, within=output)
 
 
 class ResultWatcher:

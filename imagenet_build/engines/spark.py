@@ -18,7 +18,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import warnings
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from imagenet_build.engines.base import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task, task_error
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import native_stderr_to, require
 
@@ -110,7 +110,7 @@ class SparkEngine(Engine):
         numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
         require("pyspark", "--runner spark")
         _masters_answer(self.settings.spark_master)
-        log = tempfile.NamedTemporaryFile(prefix="imagenet-build-spark-", suffix=".log", delete=False)
+        log = write_door.scratch_file("imagenet-build-spark-", ".log")
         log.close()
         failed = True
         try:
@@ -128,7 +128,7 @@ class SparkEngine(Engine):
                     _stop(context)
         finally:
             if not failed:
-                os.unlink(log.name)
+                write_door.remove(log.name)
 
 
 def _start(conf: Any, log: str) -> Any:
@@ -136,7 +136,7 @@ def _start(conf: Any, log: str) -> Any:
     cause read while its JVM still answers, then the JVM ended."""
     from pyspark import SparkContext
 
-    with native_stderr_to(log):  # the JVM started now keeps it for its logs
+    with native_stderr_to(write_door.open_fd(log, append=True)):  # the JVM started now keeps it for its logs
         try:
             context = SparkContext(conf=conf)
         except Exception as e:  # no JVM, a master that does not answer, a configuration Spark refuses
@@ -215,7 +215,7 @@ LOG_READ = 1 << 20  # bytes of Spark's log searched for a cause
 
 def _read_log(path: str) -> str:
     try:
-        with open(path, "rb") as f:
+        with read_door.open_read(path) as f:
             return f.read(LOG_READ).decode(errors="replace")
     except OSError:
         return ""
@@ -262,7 +262,7 @@ def _spark_environment(master: str, python: str | None) -> Iterator[None]:
     (PYSPARK_PYTHON), the driver's scratch (SPARK_LOCAL_DIRS) in a temporary folder removed at the end, and for a
     `local-cluster` master a Spark home of links to pyspark's own, whose `work` folder (its workers' and executors'
     folders, which Spark puts in its home) is in that temporary folder too, not in the installed package."""
-    with tempfile.TemporaryDirectory(prefix="imagenet-build-spark-") as scratch:
+    with write_door.scratch_folder("imagenet-build-spark-") as scratch:
         settings = {"SPARK_LOCAL_DIRS": os.path.join(scratch, "local")}
         if python:
             settings["PYSPARK_PYTHON"] = python
@@ -285,8 +285,8 @@ def _linked_home(folder: str) -> str:
     from pyspark.find_spark_home import _find_spark_home
 
     home = _find_spark_home()
-    os.makedirs(folder)
+    write_door.make_new_folder(folder)
     for name in os.listdir(home):
         if name != "work":
-            os.symlink(os.path.join(home, name), os.path.join(folder, name))
+            write_door.symlink(os.path.join(home, name), os.path.join(folder, name), within=folder)
     return folder

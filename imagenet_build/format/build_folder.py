@@ -18,9 +18,10 @@ import os
 from typing import List, NamedTuple, Optional, Tuple
 
 from imagenet_build.format.dali_index import index_entries
+from imagenet_build.format.folder_contents import folder_entries
 from imagenet_build.format.manifest import Manifest, read_manifest
 from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, shard_set_problems, split_shards
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, PathLike
 
 IndexEntries = List[Tuple[int, int]]  # a shard's records, (offset, size), as its index lists them
@@ -46,6 +47,23 @@ class IndexedShard(NamedTuple):
     problem: str  # the one line saying why ("" where it covers it)
 
 
+def refuse_what_is_no_file(folder: str, index_dir: str) -> None:
+    """Each of a build's files (its shards, their indexes, manifest.json, labels.txt, the TFDS files, what the
+    checking verbs leave) a regular file: the first that is not (a FIFO, a device, a link to one or to nothing:
+    read, each would block, never end, or fail) is one BuildError line, before anything is read. An object store
+    holds files alone."""
+    if storage.is_url(folder):
+        return
+    for entry in folder_entries(folder, index_dir):
+        if entry.kind in ("shard", "index", "record", "report"):
+            try:
+                read_door.check_regular(entry.path)
+            except OSError as e:
+                why = "a link to nothing" if isinstance(e, FileNotFoundError) else e.strerror or str(e)
+                raise BuildError(f"{entry.path}: {why}: a build's files are regular files; run imagenet-build verify "
+                                 f"{folder}") from None
+
+
 class BuildFolder(NamedTuple):
     """A build folder, opened: where it is, its manifest (None where it has none) and its index folder."""
 
@@ -55,9 +73,12 @@ class BuildFolder(NamedTuple):
     manifest_problem: str = ""  # opened `judging`: why its manifest cannot be read ("" where it can)
 
     @classmethod
-    def open(cls, folder: PathLike, index_dir: str | None = None, judging: bool = False) -> BuildFolder:
+    def open(cls, folder: PathLike, index_dir: str | None = None, judging: bool = False,
+             files: bool = True) -> BuildFolder:
         """The build in `folder`; BuildError for a folder that is not there, or (unless `judging`: verify names
-        it as the build's problem) a manifest that is not sound. `index_dir` overrides the manifest's."""
+        it as the build's problem) a manifest that is not sound, or (with `files`, unless `judging`) a file of the
+        build that is not a regular file (refuse_what_is_no_file; report shows those). `index_dir` overrides the
+        manifest's."""
         path = os.fspath(folder)  # a URL stays one (pathlib folds s3:// into s3:/)
         path = path.rstrip("/") if storage.is_url(path) else path
         if not storage.is_url(path) and not os.path.isdir(path):
@@ -68,7 +89,10 @@ class BuildFolder(NamedTuple):
             if not judging:
                 raise BuildError(str(e)) from None
             return cls(path, None, index_dir_of(path, None, index_dir), str(e))
-        return cls(path, manifest, index_dir_of(path, manifest, index_dir))
+        opened = cls(path, manifest, index_dir_of(path, manifest, index_dir))
+        if files and not judging:
+            refuse_what_is_no_file(opened.path, opened.index_dir)
+        return opened
 
     def split_paths(self, split: str) -> list[str]:
         """The split's shards, in name order, checked to be a whole set (their indexes not read)."""

@@ -13,12 +13,12 @@ import os
 import re
 import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any, List, NamedTuple, Optional, Tuple, TypedDict
 
 from imagenet_build.format.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
+from imagenet_build.format.output_guard import check_index_folder
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, scan_lengths
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.infra.workers import Workers, progress_bar
@@ -42,16 +42,15 @@ def record_entries(shard_path: str) -> list[tuple[int, int]]:
     size = storage.size(shard_path)
     if size == 0:
         raise FramingError(0, "empty file (0 bytes): not a TFRecord file")
-    with storage.open_read(shard_path, random_access=True) as f:
+    with read_door.open_read(shard_path, random_access=True) as f:
         return [(offset, OVERHEAD + length) for offset, length in scan_lengths(f, size)]
 
 
 def write_index(shard_path: str, index_path: str) -> int:
     """Index one TFRecord file, atomically. Returns the record count; FramingError leaves no file."""
     entries = record_entries(shard_path)
-    if not storage.is_url(index_path):
-        Path(index_path).parent.mkdir(parents=True, exist_ok=True)
-    storage.write_bytes(index_path, index_text(entries).encode())
+    write_door.make_folder(storage.parent(index_path))
+    write_door.write_bytes(index_path, index_text(entries).encode())
     return len(entries)
 
 
@@ -102,10 +101,13 @@ def index_entries(shard_path: str, index_path: str) -> list[tuple[int, int]]:
     the index, its line and the shard. A last line without its newline is read as DALI reads it.
     """
     try:
-        raw = storage.read_bytes(index_path)
+        raw = read_door.read_bytes(index_path)
     except FileNotFoundError:
         raise BuildError(f"{index_path}: DALI index missing (the index of {shard_path}); "
                          "run imagenet-build index") from None
+    except OSError as e:  # not a regular file (a FIFO, a device): refused unread
+        raise BuildError(f"{index_path}: {e.strerror or e} (the index of {shard_path}); "
+                         "run imagenet-build verify") from None
     if raw and not raw.endswith(b"\n"):
         raw += b"\n"  # DALI reads a last line without its newline; verify reports it
     size = storage.size(shard_path)
@@ -263,6 +265,14 @@ def _tasks(shards: list[str], index_dir: str | None) -> list[IndexTask]:
     return list(tasks.values())
 
 
+def _by_folder(tasks: list[IndexTask]) -> dict[str, list[str]]:
+    """{index folder: the shards indexed there}."""
+    folders: dict[str, list[str]] = {}
+    for task in tasks:
+        folders.setdefault(storage.parent(task.index_path), []).append(task.shard_path)
+    return folders
+
+
 class IndexedFile(TypedDict):
     file: str
     index: str  # the index written
@@ -290,6 +300,8 @@ def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: i
     started = time.monotonic()
     check_count(workers, "--workers", 0)
     tasks = _tasks(find_tfrecords(inputs), index_dir)
+    for folder, shards in _by_folder(tasks).items():
+        check_index_folder(folder, shards)  # never into another build, its index folder, or among other files
     indexed: list[IndexedFile] = []
     refused: list[RefusedFile] = []
     bar = progress_bar(len(tasks), 0, "index", "file")

@@ -33,7 +33,7 @@ from imagenet_build.format.naming import (
     parse_shard_name,
     shard_of_index,
 )
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 
 # shard: <split>-NNNNN-of-NNNNN; index: a shard's DALI index; record: manifest.json, labels.txt or a TFDS file;
 # temp: a temporary file; run: what a run keeps or uses beside the build (lock, spool, the job folder, listings);
@@ -82,7 +82,7 @@ def is_trainer_picture(path: str) -> bool:
     from PIL import Image
 
     try:
-        with storage.open_read(path, random_access=True) as f, Image.open(f, formats=["PNG"]) as picture:
+        with read_door.open_read(path, random_access=True) as f, Image.open(f, formats=["PNG"]) as picture:
             return TRAINER_PICTURE_KEY in picture.info
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):  # not a PNG Pillow can open
         return False

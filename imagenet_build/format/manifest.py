@@ -25,7 +25,7 @@ from imagenet_build._version import __version__
 from imagenet_build.format import tfds_metadata
 from imagenet_build.format.naming import LABELS_NAME, MANIFEST_NAME, parse_shard_name
 from imagenet_build.format.record_schema import EXTRA, IMAGE_KEY, LABEL_KEY, ONE_VALUE, SCHEMA
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.infra.jsonfile import read_json, shape_problem
 
@@ -113,7 +113,8 @@ def carries_real_labels(manifest: Manifest) -> bool:
 
 def write_labels(output_dir: PathLike, synsets: Sequence[str]) -> None:
     """labels.txt: the synset (or class name) of label k on line k, atomically."""
-    storage.write_bytes(storage.join(output_dir, LABELS_NAME), "".join(f"{name}\n" for name in synsets).encode())
+    write_door.write_bytes(storage.join(output_dir, LABELS_NAME), "".join(f"{name}\n" for name in synsets).encode(),
+                           within=output_dir)
 
 
 # the fields a reader may rely on being there (the others are optional)
@@ -138,7 +139,7 @@ def write_manifest(output_dir: PathLike, manifest: Manifest) -> Manifest:
         tfds_metadata.write_tfds_files(output_dir, tfds_documents(written))
     else:
         tfds_metadata.remove_tfds_files(output_dir)
-    storage.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(written))
+    write_door.write_bytes(storage.join(output_dir, MANIFEST_NAME), dumps(written), within=output_dir)
     return written
 
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import is_temp_name, temp_name  # noqa: F401  (a build's file names, all here)
 from imagenet_build.infra.lock import LOCK_NAME  # noqa: F401
+from imagenet_build.infra.write_door import is_temp_name, temp_name  # noqa: F401  (a build's file names, all here)
 
 SPLITS = ("train", "validation")  # the splits convert writes, in the order a copy's are scanned
 MANIFEST_NAME = "manifest.json"

@@ -16,18 +16,22 @@ import os
 from collections.abc import Iterable, Sequence
 
 from imagenet_build.format.folder_contents import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
+from imagenet_build.format.manifest import read_manifest
 from imagenet_build.format.naming import (
+    INDEX_SUFFIX,
     LABELS_NAME,
+    LOCK_NAME,
     MANIFEST_NAME,
     REPORT_FILES,
     RESIZED_FOLDER,
     TRAINER_CHECK_PNG,
+    index_dir_of,
     is_shard_index,
+    is_temp_name,
     parse_shard_name,
 )
-from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import check_writable
-from imagenet_build.infra.errors import InputError, PathLike
+from imagenet_build.infra import storage, write_door
+from imagenet_build.infra.errors import BuildError, InputError, PathLike
 
 PICTURE = "picture"  # may_write: trainer-check's picture, trainer-check.png or any new *.png name
 
@@ -47,12 +51,16 @@ def check_output_file(path: PathLike, option: str, may_write: Sequence[str] = ()
                                 os.path.realpath(text))):
         _check_place(text, where, option, may_write)
         _check_inputs(text, where, option, inputs)
-    check_writable(text)  # last: it tries the folder by writing a temporary file there
+    write_door.check_writable(text)  # last: it tries the folder by writing a temporary file there
 
 
 def check_output_folder(folder: PathLike, option: str) -> None:
     """Refuse a folder to write into that is a build folder, its index folder, or below one: what a verb writes
-    there would be strangers to the build (and verify would fail it)."""
+    there would be strangers to the build (and verify would fail it). An object store's URL is no folder these
+    verbs write into."""
+    if storage.is_url(folder):
+        raise InputError(folder, f"{option}: an object store's URL; name a local folder")
+    write_door.check_folder(folder)  # a device, a FIFO, a file: no folder to fill
     real = os.path.realpath(folder)
     build = _build_holding(real) or (real if _folder_kind(real) else None)
     if build is not None:
@@ -151,7 +159,8 @@ def _check_inputs(given: str, where: str, option: str, inputs: Iterable[PathLike
 
 
 def _check_url(url: str, option: str, may_write: Sequence[str]) -> None:
-    """An object store's prefix by names alone: a build's file name, or a new name beside a manifest."""
+    """An object store's prefix by names alone: a build's file name, a new name beside a manifest, or any name below
+    a prefix holding one (its index folder, a folder of its own)."""
     name, parent = storage.basename(url), storage.parent(url)
     if name in may_write and name in REPORT_FILES:
         return
@@ -159,3 +168,93 @@ def _check_url(url: str, option: str, may_write: Sequence[str]) -> None:
             name in REPORT_FILES or storage.exists(storage.join(parent, MANIFEST_NAME)):
         raise InputError(url, f"{option} would write over {_what(url)} of the build in {parent}, which holds only "
                               f"{MAY_HOLD}; name a file outside the build")
+    above = _build_at(parent, itself=False)
+    if above is not None:
+        raise InputError(url, f"{option} would write inside the build folder {above} ({_what(url)}); name a file "
+                              "outside the build")
+
+
+def _build_at(folder: str, itself: bool) -> str | None:
+    """The nearest folder holding a build's manifest: `folder` itself (with `itself`), else one above it, up to the
+    root (real paths; an object store's prefixes by name, one HEAD a level, up to the bucket), or None."""
+    current: str | None = folder.rstrip("/") if storage.is_url(folder) else os.path.realpath(folder)
+    if not itself:
+        current = _up(str(current))
+    try:
+        while current is not None:
+            if storage.exists(storage.join(current, MANIFEST_NAME)):
+                return current
+            current = _up(current)
+    except BuildError as e:  # the store's own error (no credentials) on a prefix above: said of the folder given
+        raise BuildError(f"{folder}: {str(e).split(': ', 1)[-1]}") from None
+    return None
+
+
+def _up(folder: str) -> str | None:
+    """The folder above (None above the root, or a bucket)."""
+    above = storage.parent(folder)
+    if storage.is_url(folder):
+        return above if storage.is_url(above) else None
+    return above if above != folder else None
+
+
+def check_build_folders(output: str, index: str, index_given: bool) -> None:
+    """convert's --output-dir and --index-dir: a build is never written inside another build's folder (one holding a
+    manifest, its index folder included), nor its indexes into another build's folder or below it. Its own folder,
+    and what lies inside it, are its own (a rerun writes there)."""
+    above = _build_at(output, itself=False)
+    if above is not None:
+        raise InputError(output, f"--output-dir: is inside the build folder {above}, which holds only {MAY_HOLD}; "
+                                 "name a folder outside any build")
+    if index_given and not _is_below(index, output):
+        build = _build_at(index, itself=True)
+        if build is not None:
+            where = "is" if build == (index.rstrip("/") if storage.is_url(index) else os.path.realpath(index)) \
+                else "is inside"
+            raise InputError(index, f"--index-dir: {where} the build folder {build}, which holds only {MAY_HOLD}; "
+                                    "name a folder outside any build")
+
+
+def _is_below(folder: str, root: str) -> bool:
+    """`folder` is `root` or lies below it (real paths; an object store's prefixes by name)."""
+    if storage.is_url(folder):
+        return folder.rstrip("/") == root.rstrip("/") or folder.startswith(root.rstrip("/") + "/")
+    real, top = os.path.realpath(folder), os.path.realpath(root)
+    return real == top or real.startswith(top.rstrip(os.sep) + os.sep)
+
+
+def check_index_folder(folder: str, shards: Sequence[str]) -> None:
+    """`index`'s target: a folder of DALI indexes. The indexes of a build's own shards may go into its own index
+    folder (its manifest's, else dali_idx/ beside them); any other index never goes into a build's folder or below
+    it (its index folder), nor into a folder holding anything but DALI indexes (an input's images, shards)."""
+    own = {home for home in set(map(_home, shards)) if _own_index_folder(folder, home)}  # a manifest read once
+    strangers = [shard for shard in shards if _home(shard) not in own]
+    if not strangers:
+        return
+    build = _build_at(folder, itself=True)
+    if build is not None:
+        raise InputError(folder, f"--index-dir would write the index of {strangers[0]} into the build folder {build}"
+                                 f", which holds only {MAY_HOLD}; name a folder outside any build")
+    others = sorted(name for name in storage.listdir(folder)
+                    if not (name.endswith(INDEX_SUFFIX) or name == LOCK_NAME or is_temp_name(name)))
+    if others:
+        raise InputError(folder, f"--index-dir holds files that are not DALI indexes ({', '.join(others[:3])}"
+                                 f"{' ...' if len(others) > 3 else ''}); choose an empty or new --index-dir")
+
+
+def _home(shard: str) -> str:
+    """The folder a shard lies in."""
+    return storage.parent(shard) if storage.is_url(shard) else os.path.dirname(os.path.abspath(shard))
+
+
+def _own_index_folder(folder: str, home: str) -> bool:
+    """`folder` is where the build in `home` keeps its indexes: its manifest's index folder, else dali_idx/ (a
+    folder of shards with no manifest has that one too)."""
+    try:
+        manifest = read_manifest(home)
+    except ValueError:  # a manifest that cannot be read: verify says why; its indexes go where they go by default
+        manifest = None
+    own = index_dir_of(home, manifest)
+    if storage.is_url(folder):
+        return folder.rstrip("/") == own.rstrip("/")
+    return os.path.realpath(folder) == os.path.realpath(own)

@@ -21,11 +21,12 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.format.naming import DATASET_INFO_JSON, FEATURES_JSON, TFDS_FILES
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import PathLike
 
 DATASET_NAME = "imagenet_build"  # TFDS's name of the dataset (its builder's); the same for every build
 DATASET_VERSION = "1.0.0"  # TFDS requires one; the form of these two files, bumped if it changes
+TFDS_FILE_LIMIT = 64 << 20  # bytes: dataset_info.json lists each shard's length, some tens of KB for ImageNet
 FILE_TEMPLATE = "{SPLIT}-{SHARD_X_OF_Y}"  # TFDS's template of slim's shard names: train-00000-of-01024
 BACKGROUND = "background"  # label 0's name, as slim's readable names have it
 _CLASSES = "tensorflow_datasets.core.features."
@@ -128,7 +129,7 @@ def tfds_documents(features: Mapping[str, Any], dataset_info: Mapping[str, Any])
 def write_tfds_files(output_dir: PathLike, documents: Mapping[str, Mapping[str, Any]]) -> None:
     """Each file atomically (a temp file renamed, or one upload): a reader sees the old file or the new one."""
     for name, document in documents.items():
-        storage.write_bytes(storage.join(output_dir, name), encode(document))
+        write_door.write_bytes(storage.join(output_dir, name), encode(document), within=output_dir)
 
 
 def remove_tfds_files(output_dir: PathLike) -> None:
@@ -136,16 +137,18 @@ def remove_tfds_files(output_dir: PathLike) -> None:
     for name in TFDS_FILES:
         path = storage.join(output_dir, name)
         if storage.exists(path):
-            storage.remove(path)
+            write_door.remove(path, within=output_dir)
 
 
 def read_tfds_file(output_dir: PathLike, name: str) -> Any:
     """One of the files parsed, or None where there is none; ValueError ("not valid JSON ...") for one that is
-    not JSON text."""
+    not JSON text, or cannot be read (not a regular file, larger than any such file)."""
     try:
-        data = storage.read_bytes(storage.join(output_dir, name))
+        data = read_door.read_bytes(storage.join(output_dir, name), TFDS_FILE_LIMIT)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise ValueError(e.strerror or str(e)) from None
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError

@@ -13,17 +13,19 @@ Optional[X] and other Unions, Literal[...], int (not a bool), float (an int too)
 
 from __future__ import annotations
 
+import errno
 import json
-import os
 import re
-import stat
 from collections.abc import Mapping
 from typing import Any, Callable, Literal, Union, get_args, get_origin, get_type_hints
 
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import PathLike
 
 MAX_DEPTH = 64  # no document the tool reads nests more than a few levels
 DEFAULT_LIMIT = 1 << 30  # bytes: a manifest of the largest builds is tens of MB
+
+_NO_SUCH_PATH = (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG)
 
 Check = Callable[[Any], str]  # a reader's own check of a parsed value: "" or "<field>: <what is wrong>"
 
@@ -41,24 +43,17 @@ class JsonError(ValueError):
 
 def read_json(path: PathLike, shape: Any = Any, limit: int = DEFAULT_LIMIT, check: Check | None = None) -> Any:
     """The parsed value of the JSON file `path`, of `shape` (and passing `check`); JsonError where it is not.
-    FileNotFoundError passes as it is: a missing file means something else to each reader."""
-    from imagenet_build.infra import storage
-
+    FileNotFoundError passes as it is: a missing file means something else to each reader. Read through
+    infra/read_door.py: a FIFO or a device is refused unread, and nothing is read past `limit`."""
     where = str(path)
-    if not storage.is_url(path):
-        mode = os.stat(path).st_mode  # FileNotFoundError for a missing file
-        if not stat.S_ISREG(mode):
-            kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
-            raise JsonError(where, f"not a regular file ({kind})")
-        try:
-            with open(path, "rb") as f:
-                data = f.read(limit + 1)
-        except OSError as e:
-            raise JsonError(where, f"cannot be read ({e.strerror or e})") from None
-    else:
-        data = storage.read_bytes(path)
-    if len(data) > limit:
-        raise JsonError(where, f"larger than {limit:,} bytes, more than any such file holds")
+    try:
+        data = read_door.read_bytes(path, limit)
+    except (read_door.NotRegularFile, read_door.TooLarge) as e:
+        raise JsonError(where, e.strerror or str(e)) from None
+    except OSError as e:
+        if isinstance(e, (FileNotFoundError, NotADirectoryError)) or e.errno in _NO_SUCH_PATH:  # names no file:
+            raise  # each reader says what that means
+        raise JsonError(where, f"cannot be read ({e.strerror or e})") from None
     return parse_json(data, where, shape, check)
 
 

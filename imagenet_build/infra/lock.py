@@ -25,7 +25,7 @@ import sys
 import time
 from types import TracebackType
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.jsonfile import parse_json
 
@@ -53,7 +53,7 @@ def writing_now(folder: PathLike) -> str:
     path = storage.join(str(folder), LOCK_NAME)
     if storage.is_url(path):
         try:
-            holder = _parse(storage.read_bytes(path))
+            holder = _parse(read_door.read_bytes(path))
         except FileNotFoundError:
             return ""
         if holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid")):
@@ -62,7 +62,7 @@ def writing_now(folder: PathLike) -> str:
         import fcntl
 
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = read_door.open_fd(path)
         except OSError:  # no lock file (or none we may read): nobody writes here
             return ""
         try:
@@ -134,9 +134,9 @@ class FolderLock:
         while not os.path.isdir(folder) and folder != os.path.dirname(folder):
             self._made.append(folder)
             folder = os.path.dirname(folder)
-        os.makedirs(self.folder, exist_ok=True)
+        write_door.make_folder(self.folder)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = write_door.open_lock(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -156,7 +156,7 @@ class FolderLock:
 
     def _lock_object(self) -> None:
         try:
-            holder = _parse(storage.read_bytes(self.path))
+            holder = _parse(read_door.read_bytes(self.path))
         except FileNotFoundError:
             holder = None
         if holder is not None:
@@ -164,8 +164,8 @@ class FolderLock:
             if not stale:
                 raise self._refuse(holder, f"if that run is gone, delete {self.path}")
         self._token = secrets.token_hex(8)
-        storage.write_bytes(self.path, json.dumps(self._holder()).encode())
-        won = _parse(storage.read_bytes(self.path))
+        write_door.write_bytes(self.path, json.dumps(self._holder()).encode())
+        won = _parse(read_door.read_bytes(self.path))
         if won.get("token") != self._token:
             self._token = ""
             raise self._refuse(won, "wait for it to finish, or stop it")
@@ -173,21 +173,16 @@ class FolderLock:
     def release(self) -> None:
         """Remove the lock file first, then unlock: a waiter holding the old file sees it is gone."""
         if self._fd is not None:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+            write_door.remove(self.path, missing_ok=True)
             os.close(self._fd)
             self._fd = None
             for folder in self._made:
-                try:
-                    os.rmdir(folder)
-                except OSError:
+                if not write_door.remove_empty_folder(folder):
                     break  # not empty: the command wrote there
         elif self._token:
             try:
-                if _parse(storage.read_bytes(self.path)).get("token") == self._token:
-                    storage.remove(self.path)
+                if _parse(read_door.read_bytes(self.path)).get("token") == self._token:
+                    write_door.remove(self.path)
             except FileNotFoundError:
                 pass
             self._token = ""

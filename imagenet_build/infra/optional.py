@@ -129,13 +129,15 @@ def require_all(modules: Sequence[str], purpose: str) -> None:
 
 
 @contextlib.contextmanager
-def native_stderr_to(path: str = os.devnull) -> Iterator[None]:
-    """File descriptor 2 itself pointed at `path` (appended to; nowhere by default) for a while: TensorFlow's C++
-    logging writes there on import, before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it,
-    and a process started meanwhile (Spark's JVM) keeps it for its own logs."""
+def native_stderr_to(target: int | None = None) -> Iterator[None]:
+    """File descriptor 2 itself pointed at `target` (a file descriptor open to write, opened through
+    infra/write_door.py, closed after; None: the null device) for a while: TensorFlow's C++ logging writes there on
+    import, before any Python-level setting (TF_CPP_MIN_LOG_LEVEL included) can stop it, and a process started
+    meanwhile (Spark's JVM) keeps it for its own logs."""
     sys.stderr.flush()
     saved = os.dup(2)
-    target = os.open(path, os.O_WRONLY | os.O_APPEND)
+    if target is None:
+        target = os.open(os.devnull, os.O_WRONLY)  # the null device, by its name: no file is written
     try:
         os.dup2(target, 2)
         yield

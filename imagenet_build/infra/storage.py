@@ -1,20 +1,19 @@
 """Object storage (gs://, s3://, any fsspec URL) beside plain local paths.
 
-Local paths stay plain files (os calls, atomic renames). A URL goes through
-fsspec (extras `[s3]`, `[gcs]`), imported only then. Object stores have no
-rename: an object is written under its final name in one upload and appears only
-when complete, so shards are staged locally and uploaded whole, and
-manifest.json is the last object written.
+Local paths stay plain files. A URL goes through fsspec (extras `[s3]`, `[gcs]`),
+imported only then. Object stores have no rename: an object is written under its
+final name in one upload and appears only when complete, so shards are staged
+locally and uploaded whole, and manifest.json is the last object written.
+Here: names, listings and what a file's metadata says; its bytes are read through
+infra/read_door.py and written through infra/write_door.py, the two doors.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from imagenet_build.infra.atomic import write_atomic
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import missing_message, require
 
@@ -73,7 +72,7 @@ class _Backend:
         return call
 
 
-def _fs(url: PathLike) -> Any:
+def file_system(url: PathLike) -> Any:
     """The fsspec file system of a URL; a missing package, an unknown protocol or a backend's own
     error (no credentials, ...) is one BuildError line."""
     protocol = str(url).split("://", 1)[0]
@@ -88,15 +87,8 @@ def _fs(url: PathLike) -> Any:
     return _Backend(fs, url)
 
 
-def open_read(path: PathLike, random_access: bool = False) -> IO[bytes]:
-    """A binary file object; for URLs, random_access reads exactly the bytes asked (no read-ahead)."""
-    if not is_url(path):
-        return open(path, "rb")
-    return _fs(path).open(str(path), "rb", **({"cache_type": "none"} if random_access else {}))
-
-
 def size(path: PathLike) -> int:
-    return _fs(path).size(str(path)) if is_url(path) else os.path.getsize(path)
+    return file_system(path).size(str(path)) if is_url(path) else os.path.getsize(path)
 
 
 def stamp(path: PathLike) -> str:
@@ -104,38 +96,13 @@ def stamp(path: PathLike) -> str:
     if not is_url(path):
         st = os.stat(path)
         return f"{st.st_size}:{st.st_mtime_ns}"
-    info = _fs(path).info(str(path))
+    info = file_system(path).info(str(path))
     changed = info.get("ETag") or info.get("etag") or info.get("LastModified") or info.get("mtime") or ""
     return f"{info.get('size')}:{changed}"
 
 
 def exists(path: PathLike) -> bool:
-    return _fs(path).exists(str(path)) if is_url(path) else os.path.exists(path)
-
-
-def read_bytes(path: PathLike) -> bytes:
-    if is_url(path):
-        return _fs(path).cat_file(str(path))
-    return Path(path).read_bytes()
-
-
-def write_bytes(path: PathLike, data: bytes) -> None:
-    """Atomic either way: one PUT for an object, temp name + rename for a file."""
-    if is_url(path):
-        _fs(path).pipe_file(str(path), data)
-    else:
-        write_atomic(path, data)
-
-
-def make_folder(path: PathLike) -> None:
-    """A folder and those above it (an object store has none: a key's prefix is enough)."""
-    if not is_url(path):
-        os.makedirs(path, exist_ok=True)
-
-
-def upload(local: PathLike, url: str) -> None:
-    """Copy a finished local file to its final object name, in one upload."""
-    _fs(url).put_file(str(local), str(url))
+    return file_system(path).exists(str(path)) if is_url(path) else os.path.exists(path)
 
 
 def listdir(path: PathLike) -> dict[str, bool]:
@@ -144,36 +111,8 @@ def listdir(path: PathLike) -> dict[str, bool]:
         if not os.path.isdir(path):
             return {}
         return {e.name: e.is_dir() for e in os.scandir(path)}
-    fs = _fs(path)
+    fs = file_system(path)
     fs.invalidate_cache(str(path))  # fsspec keeps listings: one taken before others wrote there would be stale
     if not fs.isdir(str(path)):
         return {}
     return {basename(info["name"]): info["type"] == "directory" for info in fs.ls(str(path), detail=True)}
-
-
-def remove(path: PathLike) -> None:
-    if is_url(path):
-        _fs(path).rm(str(path))
-    else:
-        os.unlink(path)
-
-
-def remove_tree(path: PathLike) -> None:
-    if is_url(path):
-        _fs(path).rm(str(path), recursive=True)
-    else:
-        import shutil
-
-        shutil.rmtree(path)
-
-
-def sha256(path: PathLike) -> str | None:
-    """sha256 of a file or object, or None when it cannot be read."""
-    digest = hashlib.sha256()
-    try:
-        with open_read(path) as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    except (OSError, FileNotFoundError):
-        return None
-    return digest.hexdigest()

@@ -21,7 +21,7 @@ from array import array
 from typing import Any
 
 from imagenet_build.format.build_folder import BuildFolder
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.readback.readers import Reader, register
 from imagenet_build.readback.record_parse import parse_record
@@ -30,7 +30,7 @@ from imagenet_build.readback.record_parse import parse_record
 def open_shard(path: str) -> Any:
     """A shard opened for positioned reads: a local file's descriptor, or an object's file with no read-ahead."""
     try:
-        return storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+        return read_door.open_read(path, random_access=True) if storage.is_url(path) else read_door.open_fd(path)
     except OSError as e:
         raise BuildError(f"{path}: cannot be opened: {e.strerror or e}") from None
 

@@ -17,7 +17,7 @@ from imagenet_build.format.manifest import Manifest, carries_real_labels
 from imagenet_build.format.naming import parse_shard_name
 from imagenet_build.format.record_schema import REAL_LABELS, decode_example
 from imagenet_build.format.tfrecord import FramingError, read_records
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 
 ADDED_BY = "convert --real-labels real.json adds them to the validation records"
@@ -44,7 +44,7 @@ def require_real_labels(paths: Sequence[str]) -> None:
 def _first_record_carries(path: str) -> None:
     """A shard with no manifest beside it: its first record must hold the feature."""
     size = storage.size(path)
-    with storage.open_read(path) as f:
+    with read_door.open_read(path) as f:
         try:
             first = next(iter(read_records(f, size)), None)
         except FramingError as e:

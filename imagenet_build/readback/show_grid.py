@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Callable, NamedTuple, Tuple
 
 from imagenet_build.format.naming import TRAINER_PICTURE_KEY
-from imagenet_build.infra.atomic import write_atomic
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.infra.jsonfile import parse_json
 
@@ -192,7 +192,7 @@ def write_grid(path: PathLike, capture: BatchCapture, manifest: Mapping[str, Any
     info.add_text(PNG_KEY, json.dumps(legend))
     data = io.BytesIO()
     picture.save(data, format="PNG", pnginfo=info)
-    write_atomic(path, data.getvalue())
+    write_door.write_bytes(path, data.getvalue())
     return os.path.abspath(path)
 
 
@@ -200,5 +200,5 @@ def read_legend(path: PathLike) -> dict:
     """The legend a picture written by write_grid carries (its rows, tiles and captions)."""
     from PIL import Image
 
-    with Image.open(path) as picture:
+    with read_door.open_read(path) as f, Image.open(f) as picture:
         return parse_json(picture.text[PNG_KEY], str(path))  # type: ignore[attr-defined]  # PNG images have .text

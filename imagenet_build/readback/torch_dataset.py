@@ -29,7 +29,7 @@ import os
 import random
 from typing import Any, Callable, Iterator, Sequence
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.real_labels import require_real_labels
@@ -161,7 +161,7 @@ class IterableRecordDataset(_SharedEpoch, torch.utils.data.IterableDataset):  # 
         r = self.records
         for shard, first, end in runs:
             path = r.paths[shard]
-            with (storage.open_read(path) if storage.is_url(path) else open(path, "rb", buffering=1 << 20)) as f:
+            with read_door.open_read(path, buffering=-1 if storage.is_url(path) else 1 << 20) as f:
                 f.seek(r.offset[first])
                 for number in range(first, end):
                     size = r.size[number]

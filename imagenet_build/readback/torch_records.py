@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
 from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.record_parse import parse_record
@@ -117,7 +117,7 @@ class RecordReader:
             if len(self._files) >= MAX_OPEN_SHARDS:  # the least recently read first
                 self._close(self._files.pop(next(iter(self._files))))
             try:
-                f = storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+                f = read_door.open_read(path, random_access=True) if storage.is_url(path) else read_door.open_fd(path)
             except OSError as e:
                 raise BuildError(f"{path}: cannot be opened: {e.strerror or e}") from None
         self._files[shard] = f  # last: the dict's order is the order of use

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, NamedTuple, Optional, TypedDict
 from imagenet_build.format.build_figures import recorded_label_counts, split_totals
 from imagenet_build.format.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, TRAINER_CHECK_JSON, VERIFY_JSON
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.jsonfile import JsonError, read_json
 
 
@@ -159,7 +159,7 @@ def verify_found(folder: str) -> Found:
     manifest = storage.join(folder, MANIFEST_NAME)
     judged = found.document.get("summary", {}).get("manifest_sha256")
     if judged is not None:
-        if judged != storage.sha256(manifest):
+        if judged != read_door.sha256(manifest):
             notes.append(f"{path} judged another {MANIFEST_NAME} than this folder's: it may judge an earlier "
                          "build; run verify again")
     elif not storage.is_url(folder) and os.path.exists(manifest) and os.path.getmtime(path) < os.path.getmtime(
@@ -199,7 +199,7 @@ def _own_picture(folder: str, show: str, picture: str) -> bytes:
             raise ValueError("is not a regular file")
     if storage.size(picture) > PICTURE_LIMIT:
         raise ValueError(f"is larger than {PICTURE_LIMIT:,} bytes")
-    with storage.open_read(picture) as f:
+    with read_door.open_read(picture) as f:
         data = f.read(PICTURE_LIMIT + 1)
     if len(data) > PICTURE_LIMIT:
         raise ValueError(f"is larger than {PICTURE_LIMIT:,} bytes")

@@ -9,13 +9,12 @@ as a thumbnail is read whole (and its CRCs checked). Nothing here passes over ev
 from __future__ import annotations
 
 import bisect
-import os
 from typing import IO, NamedTuple
 
 from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.record_schema import decode_example, varint
 from imagenet_build.format.tfrecord import HEADER_SIZE, OVERHEAD, FramingError, unframe
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 
 HEAD = 1024  # bytes read from a record's start: the keys before image/encoded, and its length
 LABEL_HEAD = 128  # bytes read from a record's start for its label alone (image/class/label is its second key)
@@ -261,5 +260,5 @@ def _text(value: object) -> str:
 def open_shard(path: str) -> IO[bytes]:
     """A shard opened for reads at offsets (local, or an object store's ranged reads)."""
     if storage.is_url(path):
-        return storage.open_read(path, random_access=True)
-    return open(path, "rb", buffering=0) if os.path.isfile(path) else storage.open_read(path)
+        return read_door.open_read(path, random_access=True)
+    return read_door.open_read(path, buffering=0)

@@ -5,6 +5,7 @@ its page shows it, and the page written atomically.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Mapping
 from typing import Any, Dict, List, TypedDict
 
@@ -18,7 +19,7 @@ from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.manifest import Manifest
 from imagenet_build.format.naming import MANIFEST_NAME, REPORT_HTML, builds_below
 from imagenet_build.format.output_guard import check_output_file
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, check_count
 from imagenet_build.infra.optional import require_all
 from imagenet_build.infra.workers import progress_bar
@@ -27,6 +28,8 @@ from imagenet_build.report.records import Fields, Place, RecordError, Shards
 from imagenet_build.report.sample import Sampled, chosen_labels, classes_given, read_many, sample, with_image
 from imagenet_build.report.thumbs import thumbnail
 from imagenet_build.verify.run import folder_problems
+
+STDOUT = "-"  # -o -: the page on stdout
 
 
 class ReportResult(TypedDict):
@@ -43,9 +46,9 @@ def builds_in(folder: str) -> list[tuple[BuildFolder, Manifest]]:
     """The builds `folder` holds, each opened with its manifest: itself, or the builds in its sub-folders (a
     resized build's size folders: format/naming.py's builds_below, the rule every verb names them by).
     BuildError when none."""
-    top = BuildFolder.open(folder)
+    top = BuildFolder.open(folder, files=False)  # a file of the build that is no regular file: the page shows it
     opened = [top] if top.manifest is not None else [
-        BuildFolder.open(storage.join(top.path, name)) for name in builds_below(top.path)]
+        BuildFolder.open(storage.join(top.path, name), files=False) for name in builds_below(top.path)]
     found = [(build, build.manifest) for build in opened if build.manifest is not None]
     if not found:
         raise BuildError(f"{folder}: holds no build (no manifest.json, nor resized builds' folders holding one)")
@@ -180,8 +183,9 @@ def _where(folder: str, problem: Mapping[str, Any]) -> str:
 
 def report(folder: str, output: str | None = None, per_class: int | None = None, classes: int | str | None = None,
            run_verify: bool = False, workers: int = 0) -> ReportResult:
-    """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html). per_class: thumbnails in
-    each class's sheet (None: PER_CLASS); classes: how many classes get a sheet, "all", or None (the default)."""
+    """Write the page of the build(s) in `folder` to `output` (default: FOLDER/report.html; "-": stdout).
+    per_class: thumbnails in each class's sheet (None: PER_CLASS); classes: how many classes get a sheet, "all", or
+    None (the default)."""
     per_class = PER_CLASS if per_class is None else check_count(per_class, "--per-class", 1)
     shown = classes_given(classes)
     check_count(workers, "--workers", 0)
@@ -189,7 +193,8 @@ def report(folder: str, output: str | None = None, per_class: int | None = None,
     folder = folder.rstrip("/") if storage.is_url(folder) else folder
     target = storage.join(folder, REPORT_HTML) if output is None else output
     found = builds_in(folder)
-    check_output_file(target, "report" if output is None else "report -o", may_write=[REPORT_HTML])
+    if target != STDOUT:
+        check_output_file(target, "report" if output is None else "report -o", may_write=[REPORT_HTML])
     sections, problems = [], []
     read = {"records": 0, "heads": 0, "whole": 0}
     for build, manifest in found:
@@ -200,7 +205,12 @@ def report(folder: str, output: str | None = None, per_class: int | None = None,
         sections.append(page.build_section(view))
         document = verify.document or {}
         problems += [_where(path, p) for p in document.get("problems", [])] + view.problems
-    storage.write_bytes(target, page.document(f"imagenet-build report: {folder}", sections).encode("utf-8"))
+    html = page.document(f"imagenet-build report: {folder}", sections).encode("utf-8")
+    if target == STDOUT:
+        sys.stdout.buffer.write(html)
+        sys.stdout.flush()
+    else:
+        write_door.write_bytes(target, html)
     listed = list(dict.fromkeys(problems))
     return ReportResult(ok=not listed, page=target, builds=[build.path for build, _ in found], problems=listed,
                         read=read)

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
@@ -166,7 +166,7 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`train_blurred.tar.gz`, `val_blurred.tar.gz`: the sample's images in class folders as `.jpg`, every
     third RGB one re-encoded by Pillow (as the blurring did), the last train and validation image left out."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    write_door.make_folder(out)
     train = [(p, p.parent.name) for p in sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"))]
     validation = validation_images(ilsvrc_sample)
     for split, images in (("train", train), ("validation", validation)):
@@ -181,7 +181,7 @@ def _blurred(path: Path, n: int) -> bytes:
     """The image's bytes, every third RGB JPEG (by `n`) re-encoded by Pillow, as the blurring re-encoded all."""
     from PIL import Image
 
-    data = path.read_bytes()
+    data = read_door.read_bytes(path)
     with Image.open(io.BytesIO(data)) as image:
         if n % 3 or image.format != "JPEG" or image.mode != "RGB":
             return data

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Tuple
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import input_errors
 from imagenet_build.model import Where
 from imagenet_build.sources.base import scan_folder
@@ -21,7 +21,7 @@ def zip_items(path: str) -> list[Item]:
     with input_errors(path, expected="a zip archive", missing="zip not found"):
         size = storage.size(path)
         places, overlap = Places(), None
-        with storage.open_read(path, random_access=True) as f:
+        with read_door.open_read(path, random_access=True) as f:
             cd_offset, cd_size, count = end_record(f, size, path)
             for name, offset, csize, usize, crc, method, flags, name_len in central_members(f, cd_offset, cd_size,
                                                                                              count, path):

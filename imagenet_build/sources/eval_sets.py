@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Tuple
 
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces
@@ -324,14 +324,15 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
     """The sample's validation images in the set's shape: class k of the sample is class k of a set with a fixed
     subset (labels.txt then the 1000 synsets up to its last class, so labels are the 1000-class ones), its own
     class otherwise; each image keeps its name's stem with the set's suffix."""
-    sample_synsets = (Path(ilsvrc_sample) / "labels.txt").read_text().split()
+    sample_synsets = read_door.read_text(Path(ilsvrc_sample) / "labels.txt").split()
     if the_set.subset:
         if len(sample_synsets) > len(the_set.synsets):
             raise BuildError(f"--layout {the_set.short}: {len(sample_synsets)} classes, the set has "
                              f"{len(the_set.synsets)}; lower --classes")
         mapping = dict(zip(sample_synsets, the_set.synsets))
         last = sorted_synsets().index(the_set.synsets[len(sample_synsets) - 1])
-        (Path(out) / "labels.txt").write_text("".join(s + "\n" for s in sorted_synsets()[:last + 1]))
+        labels = "".join(s + "\n" for s in sorted_synsets()[:last + 1])
+        write_door.write_bytes(Path(out) / "labels.txt", labels.encode(), sync=False)
     else:
         unknown = [s for s in sample_synsets if s not in sorted_synsets()]
         if unknown:
@@ -340,8 +341,8 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
     archive, variant = next(iter(the_set.archives.items()))
     top = next(name for name, v in the_set.tops.items() if v == variant)
     members = [(f"{top}/{other}", f"The {the_set.name} sample.\n".encode()) for other in the_set.other_files]
-    members += [(f"{top}/{the_set.folder_of(mapping[synset])}/{path.stem}{the_set.suffix}", path.read_bytes())
-                for path, synset in validation_images(ilsvrc_sample)]
+    members += [(f"{top}/{the_set.folder_of(mapping[synset])}/{path.stem}{the_set.suffix}",
+                 read_door.read_bytes(path)) for path, synset in validation_images(ilsvrc_sample)]
     target = Path(out) / archive
     if archive.endswith(".tar.gz"):
         tar_gz(target, members)
@@ -349,7 +350,7 @@ def write_set_sample(the_set: EvalSet, ilsvrc_sample: Path, out: Path) -> None:
         write_zip(target, [(name, data, STORED if n % 2 else DEFLATED, False)
                            for n, (name, data) in enumerate(members)])
     else:
-        with tarfile.open(target, "w", format=tarfile.GNU_FORMAT) as tar:
+        with write_door.new_file(target) as f, tarfile.open(fileobj=f, mode="w", format=tarfile.GNU_FORMAT) as tar:
             for name, data in members:
                 tar_add(tar, name, data)
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import PathLike, input_errors
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
@@ -87,32 +88,32 @@ class FolderReader(Reader):
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._opened: dict[int, int] = {}  # entry number -> fd opened ahead
+        self._opened: dict[int, tuple[int, os.stat_result]] = {}  # entry number -> (fd, its fstat) opened ahead
 
     def close(self) -> None:
-        for fd in self._opened.values():
+        for fd, _ in self._opened.values():
             os.close(fd)
         self._opened.clear()
 
     def announce(self, number: int, entry: ImageEntry) -> None:
         try:
-            fd = os.open(self.spec.path_of(entry), os.O_RDONLY)
+            fd, info = read_door.opened(self.spec.path_of(entry))
         except OSError:
             return  # read() reports it, in order
-        self._opened[number] = fd
+        self._opened[number] = fd, info
         will_need(fd, 0, 0)
 
     def read(self, number: int) -> tuple[bytes, str]:
         entry = self.spec.entries[number]
         self.read_ahead(number)
         path = self.spec.path_of(entry)
-        fd = self._opened.pop(number, None)
-        if fd is None:
+        fd, info = self._opened.pop(number, (None, None))
+        if info is None:
             self.identities.append(self.identity(self.spec, entry))
         else:
-            self.identities.append(stat_identity(os.fstat(fd)))
+            self.identities.append(stat_identity(info))
         with input_errors(path, expected="an image", missing="file vanished since the folder was listed"):
-            with open(path if fd is None else fd, "rb") as f:
+            with os.fdopen(read_door.open_fd(path) if fd is None else fd, "rb") as f:
                 return f.read(), path
 
     @staticmethod

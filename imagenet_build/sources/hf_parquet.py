@@ -22,7 +22,6 @@ pread and check its header as for every tar. Needs pyarrow (`imagenet-build[parq
 
 from __future__ import annotations
 
-import os
 import re
 import zlib
 from array import array
@@ -30,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
-from imagenet_build.infra import optional, storage
+from imagenet_build.infra import optional, read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.model import utf8_name
 from imagenet_build.sources import huggingface
@@ -90,7 +89,7 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> Listing:
     part = target + ".part"
     try:
         with input_errors(path, expected="a parquet file", missing="file not found"), \
-                storage.open_read(path, random_access=True) as f, open(part, "wb") as out:
+                read_door.open_read(path, random_access=True) as f, write_door.open_write(part) as out:
             try:
                 table = pq.ParquetFile(f, pre_buffer=False)  # row group by row group: bounded memory
                 _check_schema(table.schema_arrow, path)
@@ -114,10 +113,9 @@ def spool_parquet(path: str, target: str, threads: int = 1) -> Listing:
                 out.write(bytes(2 * BLOCK))
             except pyarrow.ArrowException as e:
                 raise InputError(path, f"not a readable parquet file ({e}): truncated or damaged?") from None
-        os.replace(part, target)
+        write_door.replace(part, target)
     except BaseException:
-        if os.path.exists(part):
-            os.unlink(part)
+        write_door.remove(part, missing_ok=True)
         raise
     return names, offsets, sizes, files, crcs, problems
 
@@ -192,16 +190,17 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     import pyarrow
 
     sample, data = Path(ilsvrc_sample), Path(out) / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    write_door.make_folder(data)
     synsets = read_labels_file(DEFAULT_LABELS_FILE)
 
     def write(name: str, rows: list[tuple[str, Path, int]]) -> None:
         table = pyarrow.table({
-            "image": pyarrow.array([{"bytes": p.read_bytes(), "path": n} for n, p, _ in rows],
+            "image": pyarrow.array([{"bytes": read_door.read_bytes(p), "path": n} for n, p, _ in rows],
                                    pyarrow.struct([("bytes", pyarrow.binary()), ("path", pyarrow.string())])),
             "label": pyarrow.array([label for _, _, label in rows], pyarrow.int64()),
         })
-        pq.write_table(table, data / name, row_group_size=4)
+        with write_door.new_file(data / name) as f:
+            pq.write_table(table, f, row_group_size=4)
 
     train = sorted(sample.glob("train/*/*.JPEG"), key=lambda p: p.name)
     validation = validation_images(sample)

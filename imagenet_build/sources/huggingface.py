@@ -25,7 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources.base import (
@@ -220,17 +220,19 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """`data/train_images_{0..4}.tar.gz` (train images dealt round-robin in name order: how the real
     archives split them is not documented), `data/val_images.tar.gz`, `data/test_images.tar.gz`."""
     data = Path(out) / "data"
-    data.mkdir(parents=True, exist_ok=True)
+    write_door.make_folder(data)
     train = sorted(Path(ilsvrc_sample).glob("train/*/*.JPEG"), key=lambda p: p.name)
     validation = validation_images(ilsvrc_sample)
     enough_for(len(train), TRAIN_ARCHIVES, "train", "hf")
     enough_for(len(validation), 1, "validation", "hf")
     for k in range(TRAIN_ARCHIVES):
         tar_gz(data / f"train_images_{k}.tar.gz",
-               ((f"{p.stem}_{p.parent.name}.JPEG", p.read_bytes()) for p in train[k::TRAIN_ARCHIVES]))
-    tar_gz(data / "val_images.tar.gz", ((f"{p.stem}_{synset}.JPEG", p.read_bytes()) for p, synset in validation))
+               ((f"{p.stem}_{p.parent.name}.JPEG", read_door.read_bytes(p)) for p in train[k::TRAIN_ARCHIVES]))
+    tar_gz(data / "val_images.tar.gz",
+           ((f"{p.stem}_{synset}.JPEG", read_door.read_bytes(p)) for p, synset in validation))
     tar_gz(data / "test_images.tar.gz",
-           ((f"ILSVRC2012_test_{n:08d}.JPEG", p.read_bytes()) for n, (p, _) in enumerate(validation[:2], start=1)))
+           ((f"ILSVRC2012_test_{n:08d}.JPEG", read_door.read_bytes(p))
+            for n, (p, _) in enumerate(validation[:2], start=1)))
 
 
 register(CopyKind(NAME, identify, assemble, rank=40, short="hf", write_sample=write_sample, folder=True))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, NamedTuple
 
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources import folders
@@ -207,7 +207,7 @@ def inner_members(
     """
     names: list[str] = []
     offsets, sizes, crcs = array("Q"), array("Q"), array("Q")
-    with storage.open_read(archive, random_access=True) as f:
+    with read_door.open_read(archive, random_access=True) as f:
         for name, data_offset, data_size, is_file, crc in list_members(RangeFile(f, offset, size), size,
                                                                        f"{archive}:{inner_name}"):
             if is_file:
@@ -282,9 +282,7 @@ def scan_validation_tar(
 
 def write_sample(ilsvrc_sample: Path, out: Path) -> None:
     """The ILSVRC sample is in this shape already: its tree and its three archives, as they are."""
-    import shutil
-
-    shutil.copytree(ilsvrc_sample, out, dirs_exist_ok=True)
+    write_door.copy_tree(ilsvrc_sample, out)
 
 
 register(CopyKind(NAME, identify, assemble, rank=10, short="ilsvrc", write_sample=write_sample))

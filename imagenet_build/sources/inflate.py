@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from array import array
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.deflate import GZIP, MAX_OUT, deflate_codec, gunzip_chunks
 from imagenet_build.infra.errors import input_errors
 from imagenet_build.sources.listings import Listing
@@ -26,18 +26,17 @@ def gunzip(archive: str, target: str, threads: int = 1) -> None:
     """
     part = target + ".part"
     if threads > 1 and not storage.is_url(archive) and _gunzip_parallel(archive, part, threads):
-        os.replace(part, target)
+        write_door.replace(part, target)
         return
     try:
         with input_errors(archive, expected="a .tar.gz archive", missing="archive not found"):
-            with storage.open_read(archive) as raw, open(part, "wb") as out:
+            with read_door.open_read(archive) as raw, write_door.open_write(part) as out:
                 for chunk in gunzip_chunks(raw, archive):
                     out.write(chunk)
     except BaseException:
-        if os.path.exists(part):
-            os.unlink(part)
+        write_door.remove(part, missing_ok=True)
         raise
-    os.replace(part, target)
+    write_door.replace(part, target)
 
 
 def _chunk(threads: int) -> int:
@@ -57,7 +56,7 @@ def _inflates_beyond(archive: str, ratio: float) -> bool:
     one-thread way. A problem with the data is left to the inflate that follows to report.
     """
     decompressobj, error, _ = deflate_codec()
-    with open(archive, "rb") as f:
+    with read_door.open_read(archive) as f:
         data = f.read(SAMPLE)
     inflate, made, left = decompressobj(GZIP), 0, data
     try:
@@ -90,10 +89,11 @@ def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
         return False
     stderr = os.dup(2)
     try:
-        with open(os.devnull, "wb") as null:
-            os.dup2(null.fileno(), 2)
+        null = write_door.discard()
+        os.dup2(null, 2)
+        os.close(null)
         size_bits = os.path.getsize(archive) * 8
-        with open(part, "wb") as out:
+        with write_door.open_write(part) as out:
             # the class under rapidgzip.RapidgzipFile: the one that says how much input it consumed
             reader = rapidgzip._RapidgzipFile(archive, parallelization=threads, chunk_size=_chunk(threads))
             try:
@@ -108,8 +108,8 @@ def _gunzip_parallel(archive: str, part: str, threads: int) -> bool:
     finally:
         os.dup2(stderr, 2)
         os.close(stderr)
-    if not complete and os.path.exists(part):
-        os.unlink(part)
+    if not complete:
+        write_door.remove(part, missing_ok=True)
     return complete
 
 
@@ -122,12 +122,11 @@ def spool_and_list(archive: str, target: str, threads: int = 1) -> Listing:
     try:
         gunzip(archive, target, threads)
         size = os.path.getsize(target)
-        with open(target, "rb") as f:
+        with read_door.open_read(target) as f:
             members = list_members(f, size, archive)
     except BaseException:
         for path in (target, target + ".part"):
-            if os.path.exists(path):
-                os.unlink(path)
+            write_door.remove(path, missing_ok=True)
         raise
     names: list[str] = []
     offsets, sizes, files, crcs = array("Q"), array("Q"), array("b"), array("Q")

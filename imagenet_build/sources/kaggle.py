@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Callable
 
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
@@ -301,8 +301,8 @@ class KaggleTree(KaggleCopy):
         path = self._where(name)
         if not os.path.isfile(path):
             return None
-        with input_errors(path, expected="a text file", missing="not found"), open(path, encoding="utf-8-sig") as f:
-            return f.read().splitlines()
+        with input_errors(path, expected="a text file", missing="not found"):
+            return read_door.read_text(path, encoding="utf-8-sig").splitlines()
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         self.check_mapping(catalog)

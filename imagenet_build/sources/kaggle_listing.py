@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.model import file_name
 from imagenet_build.sources.zips import (
@@ -93,7 +93,7 @@ def _tree_prefix(name: str) -> str | None:
 
 def open_zip(path: str) -> IO[bytes]:
     """The zip, to read by offset (a local file, or an object in a store read by ranges)."""
-    return storage.open_read(path, random_access=True)
+    return read_door.open_read(path, random_access=True)
 
 
 def looks_like_kaggle(path: str) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_labels_file, read_metadata_file
+from imagenet_build.infra import read_door
 from imagenet_build.sources.kaggle_listing import ANNOTATIONS, MAPPING, SOLUTION, TEST, TRAIN, VAL, ZIP_NAME
 from imagenet_build.sources.samples import enough_for
 from imagenet_build.sources.zips import DEFLATED, STORED, ZipMember, write_zip
@@ -52,12 +53,12 @@ def _loc_files(sample: Path, synsets: list[str]) -> list[ZipMember]:
 
     texts = read_metadata_file(DEFAULT_METADATA_FILE)
     mapping = "".join(f"{s} {texts.get(s, s)}\n" for s in synsets)
-    val_labels = (sample / "validation_labels.txt").read_text().split()
+    val_labels = read_door.read_text(sample / "validation_labels.txt").split()
     rows = sorted((synset, f"ILSVRC2012_val_{number:08d},{synset} 0 0 {10 + number} {20 + number} ")
                   for number, synset in enumerate(val_labels, start=1))
     train_rows = []
     for xml in sorted((sample / "bbox").glob("*/*.xml")):
-        root = ET.fromstring(xml.read_bytes())
+        root = ET.fromstring(read_door.read_bytes(xml))
         boxes = " ".join(f"{o.findtext('name')} " + " ".join(o.findtext(f"bndbox/{k}", "") for k in
                                                               ("xmin", "ymin", "xmax", "ymax"))
                          for o in root.iter("object"))
@@ -78,15 +79,15 @@ def _images(sample: Path, synsets: list[str]) -> list[ZipMember]:
         members.append(_folder(f"{TRAIN}{synset}/"))
         for n, image in enumerate(sorted((sample / "train" / synset).iterdir())):
             deflated = n % 3 == 2
-            members.append((f"{TRAIN}{synset}/{image.name}", image.read_bytes(), DEFLATED if deflated else STORED,
-                            deflated))
+            members.append((f"{TRAIN}{synset}/{image.name}", read_door.read_bytes(image),
+                            DEFLATED if deflated else STORED, deflated))
     members.append(_folder(VAL))
     for image in sorted((sample / "validation").iterdir()):
         number = int(image.stem.rsplit("_", 1)[1])
-        members.append((f"{VAL}{image.name}", image.read_bytes(), DEFLATED if number % 2 else STORED, False))
+        members.append((f"{VAL}{image.name}", read_door.read_bytes(image), DEFLATED if number % 2 else STORED, False))
     members.append(_folder(TEST))
     for number, image in enumerate(_test_images(sample), start=1):
-        members.append((f"{TEST}ILSVRC2012_test_{number:08d}.JPEG", image.read_bytes(), STORED, False))
+        members.append((f"{TEST}ILSVRC2012_test_{number:08d}.JPEG", read_door.read_bytes(image), STORED, False))
     return members
 
 
@@ -97,5 +98,5 @@ def _annotations(sample: Path, synsets: list[str]) -> list[ZipMember]:
         xmls = sorted((sample / "bbox" / synset).glob("*.xml"))
         if xmls:
             members.append(_folder(f"{ANNOTATIONS}{synset}/"))
-        members += [(f"{ANNOTATIONS}{synset}/{xml.name}", xml.read_bytes(), DEFLATED, False) for xml in xmls]
+        members += [(f"{ANNOTATIONS}{synset}/{xml.name}", read_door.read_bytes(xml), DEFLATED, False) for xml in xmls]
     return members

@@ -18,8 +18,7 @@ from array import array
 from typing import Any, List, Tuple
 
 from imagenet_build.format.naming import LISTINGS_NAME
-from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import write_atomic
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.jsonfile import parse_json
 
 # (member names, data offsets, sizes, is a regular file, header CRCs, [(member, problem)] of members left out)
@@ -72,8 +71,7 @@ def read_listing(work_dir: str, archive: str, stamp_now: str) -> tuple[Listing, 
     if not work_dir:
         return None
     try:
-        with open(listing_path(work_dir, archive), "rb") as f:
-            head, body = zlib.decompress(f.read()).split(b"\n", 1)
+        head, body = zlib.decompress(read_door.read_bytes(listing_path(work_dir, archive))).split(b"\n", 1)
         meta = parse_json(head, archive)
         if meta != _head(archive, stamp_now):
             return None
@@ -109,5 +107,6 @@ def _parse_listing(body: bytes) -> Listing:
 def write_listings(listings: dict[str, bytes]) -> None:
     """Write listings to keep ({path: encode_listing's bytes}), each atomically."""
     for path, data in listings.items():
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomic(path, data)
+        work_dir = os.path.dirname(os.path.dirname(path))  # the output folder, which holds the listings' folder
+        write_door.make_folder(os.path.dirname(path), within=work_dir)
+        write_door.write_bytes(path, data, within=work_dir)

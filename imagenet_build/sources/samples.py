@@ -9,6 +9,7 @@ import tarfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError, InputError
 from imagenet_build.sources.base import VALIDATION_NAME
 
@@ -24,7 +25,8 @@ def tar_gz(path: Path, members: Iterable[tuple[str, bytes]]) -> None:
     """A .tar.gz (GNU tar) of [(member name, bytes)], its gzip header's time 0 and each member's fixed."""
     import gzip  # here: a convert does not need it
 
-    with gzip.GzipFile(path, "wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+    with write_door.new_file(path) as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as gz, \
+            tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for name, data in members:
             tar_add(tar, name, data)
 
@@ -32,7 +34,7 @@ def tar_gz(path: Path, members: Iterable[tuple[str, bytes]]) -> None:
 def validation_images(sample: Path) -> list[tuple[Path, str]]:
     """The ILSVRC sample's validation images, sorted, each with its synset: the line of validation_labels.txt
     its number names."""
-    synsets = (Path(sample) / "validation_labels.txt").read_text().split()
+    synsets = read_door.read_text(Path(sample) / "validation_labels.txt").split()
     images = []
     for path in sorted((Path(sample) / "validation").glob("*.JPEG")):
         match = VALIDATION_NAME.match(path.name)

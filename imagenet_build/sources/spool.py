@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Callable, List, Tuple
 
 from imagenet_build.format.naming import LISTINGS_NAME, SPLITS, SPOOL_PREFIX
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.sources import listings
@@ -98,7 +98,7 @@ def remove_stale(folder: str) -> None:
     for name in names:
         match = _SPOOL.match(name)
         if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+            write_door.remove_scratch(os.path.join(folder, name))
 
 
 def human_bytes(count: float) -> str:
@@ -111,10 +111,7 @@ def human_bytes(count: float) -> str:
 
 
 def _rmdir_if_empty(folder: str) -> None:
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass
+    write_door.remove_empty_folder(folder)
 
 
 def spool_name(number: int, archive: str) -> str:
@@ -181,7 +178,7 @@ class Spool:
         work_dir = self.work_dir or tempfile.gettempdir()
         created = not os.path.exists(work_dir)
         with input_errors(work_dir, expected="a folder"):
-            os.makedirs(work_dir, exist_ok=True)
+            write_door.make_folder(work_dir)
         if created:  # the output folder did not exist: leave none behind if nothing else is written there
             self._cleanups.append(lambda: _rmdir_if_empty(work_dir))
         remove_stale(work_dir)
@@ -192,13 +189,13 @@ class Spool:
                              f"least {human_bytes(needed)}, kept there until the build ends; free space or choose "
                              "another --output-dir")
         if path:
-            os.mkdir(path)
+            write_door.make_new_folder(path)
             spool = path
         else:
-            spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-{split}-", dir=work_dir)
-        self._cleanups.append(lambda: shutil.rmtree(spool, ignore_errors=True))
-        with open(os.path.join(spool, PIECES), "w") as f:  # for the reader's messages: archive and member
-            json.dump([str(a) for a in archives], f)
+            spool = write_door.new_scratch_folder(f"{SPOOL_PREFIX}{os.getpid()}-{split}-", work_dir)
+        self._cleanups.append(lambda: write_door.remove_scratch(spool))
+        write_door.write_bytes(os.path.join(spool, PIECES), json.dumps([str(a) for a in archives]).encode(),
+                               within=spool)  # for the reader's messages: archive and member
         return spool
 
     def take(self, split: str, pool: Workers) -> Spooled:
@@ -287,8 +284,7 @@ class Spool:
             for archive, listed, digest in zip(self.archives[split], found[split][1], digests):
                 if listings.digest(listed) != digest:
                     path = listings.listing_path(self.work_dir, archive)
-                    if os.path.exists(path):
-                        os.unlink(path)
+                    write_door.remove(path, within=self.work_dir, missing_ok=True)
                     raise BuildError(f"{archive}: its content differs from the listing an earlier run kept of it, "
                                      "although its size and modification time are the same; that listing is "
                                      "removed: run the same command again")
@@ -349,8 +345,7 @@ class SpoolReader(Reader):
         root = spec.source_root
         self._names = sorted(n for n in os.listdir(root) if n != PIECES) if os.path.isdir(root) else []
         try:
-            with open(os.path.join(root, PIECES), "rb") as f:
-                self._pieces = parse_json(f.read(), PIECES)
+            self._pieces = parse_json(read_door.read_bytes(os.path.join(root, PIECES)), PIECES)
         except (OSError, ValueError):
             self._pieces = []
         self._fds: dict[int, int] = {}
@@ -364,7 +359,7 @@ class SpoolReader(Reader):
         fd = self._fds.get(k)
         if fd is None:
             with input_errors(where, missing="the decompressed archive is gone (removed while the build ran?)"):
-                fd = self._fds[k] = os.open(os.path.join(self.spec.source_root, self._name(k)), os.O_RDONLY)
+                fd = self._fds[k] = read_door.open_fd(os.path.join(self.spec.source_root, self._name(k)))
         return fd
 
     def _name(self, k: int) -> str:

@@ -15,7 +15,7 @@ import tarfile
 import zlib
 from typing import IO, TYPE_CHECKING, NamedTuple, Tuple, Union
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import utf8_name
 from imagenet_build.sources.base import Reader, will_need
@@ -275,7 +275,7 @@ def outer_members(archive: PathLike) -> list[Member]:
     archive = str(archive)
     with input_errors(archive, expected="a .tar archive", missing="archive not found"):
         size = storage.size(archive)
-        with storage.open_read(archive, random_access=True) as f:
+        with read_door.open_read(archive, random_access=True) as f:
             return list_members(f, size, archive)
 
 
@@ -357,11 +357,11 @@ class ArchiveReader(Reader):
         super().__init__(spec)
         root = spec.source_root
         # an fd (pread) for a local archive, a file object for an object store
-        self._source: int | IO[bytes] = self.open_remote(root) if storage.is_url(root) else os.open(root, os.O_RDONLY)
+        self._source: int | IO[bytes] = self.open_remote(root) if storage.is_url(root) else read_door.open_fd(root)
 
     @staticmethod
     def open_remote(url: str) -> IO[bytes]:
-        return storage.open_read(url, random_access=True)
+        return read_door.open_read(url, random_access=True)
 
     @staticmethod
     def span(entry: ImageEntry) -> tuple[int, int]:

@@ -36,7 +36,7 @@ from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, Where, file_name
 from imagenet_build.sources.base import once_each, refuse_empty_pieces
@@ -249,20 +249,21 @@ def write_sample(ilsvrc_sample: Path, out: Path) -> None:
         for k, shard in enumerate(names):
             part = images[k::count]
             lengths.append(len(part))
-            with tarfile.open(folder / shard, "w", format=tarfile.PAX_FORMAT) as tar:
+            with write_door.new_file(folder / shard) as f, tarfile.open(fileobj=f, mode="w",
+                                                                        format=tarfile.PAX_FORMAT) as tar:
                 for image in part:
                     synset, filename = describe(image)
-                    with Image.open(image) as im:
+                    with read_door.open_read(image) as f, Image.open(f) as im:
                         width, height = im.size
                     key = image.name[: -len(".JPEG")]
                     meta = {"filename": filename, "height": height, "label": number[synset], "width": width}
                     tar_add(tar, f"{key}.cls", str(number[synset]).encode(), mode=0o444)
-                    tar_add(tar, f"{key}.jpg", image.read_bytes(), mode=0o444)
+                    tar_add(tar, f"{key}.jpg", read_door.read_bytes(image), mode=0o444)
                     tar_add(tar, f"{key}.json", json.dumps(meta).encode(), mode=0o444)
         split_info[split] = {"name": split, "filenames": names, "shard_lengths": lengths,
                              "num_samples": sum(lengths)}
     info = {"name": "imagenet1k", "splits": split_info}
-    (folder / "_info.json").write_text(json.dumps(info, indent=2) + "\n")
+    write_door.write_bytes(folder / "_info.json", (json.dumps(info, indent=2) + "\n").encode(), sync=False)
 
 
 register(CopyKind(NAME, identify, assemble, rank=30, short="wds", write_sample=write_sample, folder=True))

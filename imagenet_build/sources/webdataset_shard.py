@@ -16,7 +16,7 @@ from collections import OrderedDict
 from functools import partial
 from typing import IO, TYPE_CHECKING, Any, Callable, Dict, List, Tuple, Union
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.model import file_name
@@ -110,7 +110,7 @@ def list_shard(
     derived = 0
     with input_errors(path, expected="a .tar shard", missing="shard not found"):
         size = storage.size(path)
-        with storage.open_read(path, random_access=True) as f:
+        with read_door.open_read(path, random_access=True) as f:
             source: Union[int, IO[bytes]] = f if storage.is_url(path) else f.fileno()
             listed = None
             if isinstance(source, int):
@@ -238,7 +238,7 @@ class ShardReader(Reader):
             return source
         path = storage.join(self.spec.source_root, shardrel)
         with input_errors(path, expected="a .tar shard", missing="shard file vanished since it was listed"):
-            source = storage.open_read(path, random_access=True) if storage.is_url(path) else os.open(path, os.O_RDONLY)
+            source = read_door.open_read(path, random_access=True) if storage.is_url(path) else read_door.open_fd(path)
         self._open[shardrel] = source
         if len(self._open) > self.OPEN_FILES:
             _, old = self._open.popitem(last=False)

@@ -20,6 +20,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Tuple, Union
 
+from imagenet_build.infra import write_door
 from imagenet_build.infra.deflate import deflate_codec
 from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import utf8_name
@@ -333,7 +334,7 @@ def write_zip(path: PathLike, members: Iterable[ZipMember]) -> None:
     with a data descriptor have zeros for CRC and sizes in their local header.
     """
     central: list[bytes] = []
-    with open(path, "wb") as f:
+    with write_door.new_file(path) as f:
         for name, data, method, descriptor in members:
             raw = name.encode()
             crc = zlib.crc32(data)

@@ -8,7 +8,6 @@ overwrites a file, and by default hard-links so the flat originals stay.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from imagenet_build.catalog.classes import (
     read_validation_labels,
 )
 from imagenet_build.format.output_guard import check_output_folder
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.infra.lock import FolderLock
 from imagenet_build.sources import VALIDATION_NAME
@@ -93,21 +93,30 @@ def _place(val_dir: Path, labels: list[str], method: str, dry_run: bool) -> dict
             continue
         source, target = val_dir / name, val_dir / labels[number - 1] / name
         if target.exists():
-            if os.path.samefile(source, target) or target.read_bytes() == source.read_bytes():
+            if _same(source, target):
                 done["already_in_place"] += 1
                 if method == "move" and not dry_run:
-                    source.unlink()  # the copy in its folder is the same file or the same bytes
+                    write_door.remove(source, within=val_dir)  # the copy in its folder is the same file or bytes
             else:
                 done["conflicts"].append(str(target))  # never overwritten
             continue
         done["placed"] += 1
         if dry_run:
             continue
-        target.parent.mkdir(exist_ok=True)
+        write_door.make_folder(target.parent, within=val_dir)
         if method == "link":
-            os.link(source, target)
+            write_door.hard_link(source, target, within=val_dir)
         elif method == "copy":
-            shutil.copy2(source, target)
+            write_door.copy_file(source, target, within=val_dir)
         else:
-            os.replace(source, target)
+            write_door.move(source, target, within=val_dir)
     return done
+
+
+def _same(source: Path, target: Path) -> bool:
+    """The image in its folder is the flat one: the same file, or the same bytes (a target that cannot be read, a
+    FIFO say, is not: a conflict, left alone)."""
+    try:
+        return os.path.samefile(source, target) or read_door.read_bytes(target) == read_door.read_bytes(source)
+    except OSError:
+        return False

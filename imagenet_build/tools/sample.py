@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from imagenet_build.catalog.boxes import boxes_to_csv_lines
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.format.output_guard import check_output_folder
+from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
 from imagenet_build.sources.samples import tar_add, tar_gz
 
@@ -104,9 +105,6 @@ def _annotation(
 
 def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
     """The ILSVRC sample made aside, then rewritten in the shape of that kind of copy under `out`."""
-    import shutil
-    import tempfile
-
     from imagenet_build.sources.copies import sample_kinds
 
     kinds = sample_kinds()
@@ -115,13 +113,13 @@ def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise BuildError(f"{out}: not empty; choose a new folder for the sample")
-    with tempfile.TemporaryDirectory(prefix="imagenet-build-sample-") as staging:
+    with write_door.scratch_folder("imagenet-build-sample-") as staging:
         counts = make_sample(Path(staging) / "ilsvrc", tarballs=True, **options)
-        out.mkdir(parents=True, exist_ok=True)
+        write_door.make_folder(out)
         kinds[kind].write_sample(Path(staging) / "ilsvrc", out)
         for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
             if not (out / name).exists():
-                shutil.copy(Path(staging) / "ilsvrc" / name, out / name)
+                write_door.copy_file(Path(staging) / "ilsvrc" / name, out / name)
     if kinds[kind].evaluation:  # its validation images alone
         counts = dict(counts, train=0, boxes=0, special={})
     return dict(counts, layout=kind)  # `sample --json`'s key
@@ -161,18 +159,21 @@ def convert_command(out: PathLike, kind: str = "ilsvrc") -> str:
 def write_tarballs(out: PathLike) -> None:
     """The three ILSVRC2012 archives, shaped as the real ones, from the sample's folders."""
     out = Path(out)
-    with tarfile.open(out / "ILSVRC2012_img_train.tar", "w", format=tarfile.GNU_FORMAT) as outer:
+    with write_door.new_file(out / "ILSVRC2012_img_train.tar") as f, \
+            tarfile.open(fileobj=f, mode="w", format=tarfile.GNU_FORMAT) as outer:
         for folder in sorted((out / "train").iterdir()):
             inner = io.BytesIO()
             with tarfile.open(fileobj=inner, mode="w", format=tarfile.GNU_FORMAT) as tar:
                 for image in sorted(folder.iterdir()):
-                    tar_add(tar, image.name, image.read_bytes())
+                    tar_add(tar, image.name, read_door.read_bytes(image))
             tar_add(outer, f"{folder.name}.tar", inner.getvalue())
-    with tarfile.open(out / "ILSVRC2012_img_val.tar", "w", format=tarfile.GNU_FORMAT) as tar:
+    with write_door.new_file(out / "ILSVRC2012_img_val.tar") as f, \
+            tarfile.open(fileobj=f, mode="w", format=tarfile.GNU_FORMAT) as tar:
         for image in sorted((out / "validation").iterdir()):
-            tar_add(tar, image.name, image.read_bytes())
+            tar_add(tar, image.name, read_door.read_bytes(image))
     tar_gz(out / "ILSVRC2012_bbox_train_v2.tar.gz",
-           ((f"{xml.parent.name}/{xml.name}", xml.read_bytes()) for xml in sorted((out / "bbox").glob("*/*.xml"))))
+           ((f"{xml.parent.name}/{xml.name}", read_door.read_bytes(xml))
+            for xml in sorted((out / "bbox").glob("*/*.xml"))))
 
 
 # Which train images (by position over all of them) get an awkward encoding.
@@ -220,10 +221,10 @@ def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation
     counts["train"] = _write_train(out, rng, synsets, per_class, sizes, quality, counts["special"])
     val_synsets = _write_validation(out, rng, synsets, validation_per_class, sizes, quality)
     counts["validation"] = len(val_synsets)
-    (out / "labels.txt").write_text("".join(s + "\n" for s in synsets))
-    (out / "validation_labels.txt").write_text("".join(s + "\n" for s in val_synsets))
+    write_door.write_bytes(out / "labels.txt", "".join(s + "\n" for s in synsets).encode(), sync=False)
+    write_door.write_bytes(out / "validation_labels.txt", "".join(s + "\n" for s in val_synsets).encode(), sync=False)
     lines, _, _ = boxes_to_csv_lines(out / "bbox", synsets)
-    (out / "bboxes.csv").write_text("".join(line + "\n" for line in lines))
+    write_door.write_bytes(out / "bboxes.csv", "".join(line + "\n" for line in lines).encode(), sync=False)
     counts["boxes"] = len(lines)
     if tarballs:
         write_tarballs(out)
@@ -234,23 +235,24 @@ def _write_train(out: Path, rng: random.Random, synsets: list[str], per_class: i
                  quality: int, special: dict[str, int]) -> int:
     """out/train/<synset>/*.JPEG and their XML boxes under out/bbox/; the kinds written counted in `special`
     (plain RGB aside). Returns how many images."""
-    (out / "bbox").mkdir(parents=True)
+    write_door.make_folder(out / "bbox")
     position = 0
     for label_index, synset in enumerate(synsets):
         folder = out / "train" / synset
-        folder.mkdir(parents=True)
+        write_door.make_folder(folder)
         for n in range(per_class):
             width, height = rng.randint(*sizes), rng.randint(*sizes)
             kind = _kind(position)
             name = f"{synset}_{n + 1}.JPEG"
             image = _picture(rng, label_index, len(synsets), width, height)
-            (folder / name).write_bytes(_encode(image, kind, quality))
+            write_door.write_bytes(folder / name, _encode(image, kind, quality), sync=False)
             special[kind] = special.get(kind, 0) + 1
             boxes = [_random_box(rng, width, height) for _ in range(rng.choice((0, 1, 1, 2)))]
             if boxes:
                 xml = out / "bbox" / synset / f"{name[: -len('.JPEG')]}.xml"
-                xml.parent.mkdir(parents=True, exist_ok=True)
-                xml.write_text(_annotation(name, synset, width, height, boxes, floats=position % 5 == 1))
+                write_door.make_folder(xml.parent)
+                annotation = _annotation(name, synset, width, height, boxes, floats=position % 5 == 1)
+                write_door.write_bytes(xml, annotation.encode(), sync=False)
             position += 1
     special.pop("rgb", None)
     return position
@@ -262,10 +264,11 @@ def _write_validation(out: Path, rng: random.Random, synsets: list[str], per_cla
     val_synsets = [s for s in synsets for _ in range(per_class)]
     rng.shuffle(val_synsets)
     val_folder = out / "validation"
-    val_folder.mkdir(parents=True)
+    write_door.make_folder(val_folder)
     for number, synset in enumerate(val_synsets, start=1):
         width, height = rng.randint(*sizes), rng.randint(*sizes)
         image = _picture(rng, synsets.index(synset), len(synsets), width, height)
         kind = "gray" if number % 7 == 3 else "rgb"
-        (val_folder / f"ILSVRC2012_val_{number:08d}.JPEG").write_bytes(_encode(image, kind, quality))
+        write_door.write_bytes(val_folder / f"ILSVRC2012_val_{number:08d}.JPEG", _encode(image, kind, quality),
+                               sync=False)
     return val_synsets

@@ -2,22 +2,23 @@
 
 Listing is where verify meets the folder's names, so the listing reports what it meets that is wrong
 under the checks whose rows they are: `shard-set` (strays, gaps, a total that disagrees, a shard
-name that is no regular file, strays in the index folder) and `index` (an index with no shard).
+name, labels.txt or a file left for report that is no regular file, strays in the index folder) and
+`index` (an index with no shard).
 """
 
 from __future__ import annotations
 
 import os
-import stat
 
 from imagenet_build.format.folder_contents import MAY_HOLD, folder_entries
 from imagenet_build.format.naming import (
+    LABELS_NAME,
     index_placement,
     no_shards_message,
     parse_shard_name,
     shard_set_problems,
 )
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.verify.problems import Problems
 
@@ -43,6 +44,10 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
         if parsed and entry.kind == "shard" and not storage.is_url(root) and not os.path.isfile(entry.path):
             problems.add("shard-set", entry.name, None, None,  # reading would block
                          f"not a regular file ({file_kind(entry.path)})")
+        elif _kept_for_report(entry.kind, entry.name) and not storage.is_url(root) and \
+                not os.path.isfile(entry.path):
+            problems.add("shard-set", entry.name, None, None, f"not a regular file ({file_kind(entry.path)}): a build "
+                                                              "folder's files are regular files")
         elif parsed and entry.kind == "shard":
             shards.setdefault(parsed.split, []).append((parsed.number, parsed.total, entry.path))
         elif entry.kind == "stranger":
@@ -51,6 +56,12 @@ def _shard_set(root: str, index_dir: str, problems: Problems) -> dict[str, list[
         for name, message in shard_set_problems(split, [path for _, _, path in items]):
             problems.add("shard-set", name, None, None, message)
     return {split: sorted((index, path) for index, _, path in items) for split, items in shards.items()}
+
+
+def _kept_for_report(kind: str, name: str) -> bool:
+    """labels.txt and what the checking verbs leave for report: files whose own readers do not judge their kind (the
+    manifest's reader and the tfds check do)."""
+    return kind == "report" or name == LABELS_NAME
 
 
 def _orphan_indexes(root: str, index_dir: str, shard_names: set[str], problems: Problems) -> None:
@@ -66,5 +77,4 @@ def file_kind(path: str) -> str:
     """What a path that is no regular file is, in words."""
     if not os.path.exists(path):
         return "a link to nothing"
-    mode = os.stat(path).st_mode
-    return "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket or device"
+    return read_door.kind_of(os.stat(path).st_mode)

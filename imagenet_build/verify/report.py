@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, TypedDict
 
 from imagenet_build.format.naming import MANIFEST_NAME
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.verify.check import REGISTRY, Check, registered
 from imagenet_build.verify.folder import Folder
 from imagenet_build.verify.problems import Problem, Problems
@@ -61,7 +61,7 @@ def verify_result(folder: Folder, checks: list[type[Check]], problems: Problems,
         "splits": {split: {"shards": len(folder.by_split[split]), "records": n} for split, n in split_records.items()},
         "bytes": total_bytes,
         "manifest": folder.manifest is not None,
-        "manifest_sha256": storage.sha256(storage.join(folder.root, MANIFEST_NAME)) if folder.manifest else None,
+        "manifest_sha256": read_door.sha256(storage.join(folder.root, MANIFEST_NAME)) if folder.manifest else None,
         "problem_counts": dict(sorted(problems.counts.items())),
         "warning_counts": dict(sorted(warnings.counts.items())),
         "notes": folder.notes,

@@ -13,7 +13,7 @@ import os
 from typing import IO, Any, Dict, Iterable, List, NamedTuple, Tuple
 
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, read_records, scan_lengths
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.verify.check import Check, Mode
 from imagenet_build.verify.listing import file_kind
@@ -47,7 +47,7 @@ class Shard:
             self.index_unreadable = f"not a regular file ({file_kind(path)}): DALI cannot read it"
             return
         try:
-            self.index_bytes = storage.read_bytes(path)
+            self.index_bytes = read_door.read_bytes(path)
         except FileNotFoundError:
             pass
         except OSError as e:
@@ -96,7 +96,7 @@ def framed_records(path: str) -> int:
     before the framing breaks, where it does."""
     count = 0
     try:
-        with storage.open_read(path, random_access=True) as f:
+        with read_door.open_read(path, random_access=True) as f:
             for _ in scan_lengths(f, storage.size(path)):
                 count += 1
     except (FramingError, OSError):  # where it breaks, or cannot be read: the shard's own checks say so
@@ -125,7 +125,7 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
     record_checks = [(check_class(), check_class.name, warnings if check_class.warning else problems)
                      for check_class in checks if issubclass(check_class, RecordCheck)]
     # open_read gives raw or buffered binary files, which have the readinto that IO[bytes] does not declare
-    with storage.open_read(shard_path, random_access=mode.quick) as raw, \
+    with read_door.open_read(shard_path, random_access=mode.quick) as raw, \
             io.BufferedReader(raw, 1 << 20) as f:  # type: ignore[type-var]
         try:
             if mode.quick:

@@ -34,7 +34,7 @@ from imagenet_build.format.naming import (
     parse_shard_name,
     shard_name,
 )
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, PathLike, check_flag, check_path
 from imagenet_build.infra.optional import require
 from imagenet_build.plan import shard_ranges, shuffled_order
@@ -143,7 +143,7 @@ def _write_split(images: Any, labels: Any, output_dir: Path, index_dir: Path, in
     if previous.get("synsets") not in (None, names):
         raise BuildError(f"{output_dir}: holds a build with other classes; write the arrays elsewhere")
     facts = _kept_facts(previous, output_dir, index_dir, split)
-    index_dir.mkdir(parents=True, exist_ok=True)
+    write_door.make_folder(index_dir)
     _clear_split(output_dir, index_dir, split, {shard_name(split, k, num_shards) for k in range(num_shards)})
     order = shuffled_order(len(images))
     suffix, image_format = (".png", b"PNG") if lossless else (".jpg", b"JPEG")
@@ -217,4 +217,4 @@ def _clear_split(output_dir: Path, index_dir: Path, split: str, planned: set[str
 
     for entry in folder_entries(str(output_dir), str(index_dir)):
         if entry.kind == "temp" or (entry.kind in ("shard", "index") and stale(entry.shard)):
-            Path(entry.path).unlink()
+            write_door.remove(entry.path)

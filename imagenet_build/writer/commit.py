@@ -21,7 +21,6 @@ disagrees is one BuildError line, and no manifest.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -39,7 +38,7 @@ from imagenet_build.format.manifest import (
 )
 from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name, shard_set_problems
 from imagenet_build.format.tfds_metadata import write_tfds_files
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.jsonfile import shown
 from imagenet_build.model import ShardSpec
@@ -63,22 +62,15 @@ def reported(entry: ShardEntry) -> ShardFacts:
                       entry["index_sha256"])
 
 
-def _regular(path: str) -> bool:
-    """A regular file, or an object: a FIFO or a device would block a read or never end it."""
-    return storage.is_url(path) or os.path.isfile(path)
-
-
 def read_facts(shard: str, index: str, hash_shard: bool = True) -> ShardFacts | None:
     """A shard's facts as its files give them, its bytes hashed unless not `hash_shard`; None where the shard or
-    its index is not a readable file."""
-    if not (_regular(shard) and _regular(index)):
-        return None
+    its index is not a readable regular file (the read door refuses a FIFO or a device unread)."""
     try:
-        raw = storage.read_bytes(index)
+        raw = read_door.read_bytes(index)
         size = storage.size(shard)
     except OSError:
         return None
-    digest = storage.sha256(shard) if hash_shard else None
+    digest = read_door.sha256(shard) if hash_shard else None
     if hash_shard and digest is None:
         return None
     records = None if check_index(raw, None, size) else raw.count(b"\n")

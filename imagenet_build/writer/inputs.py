@@ -12,7 +12,7 @@ from typing import Any
 from imagenet_build.catalog import classes as catalog_mod
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
 from imagenet_build.catalog.real_labels import RealLabels, read_real_labels
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import SplitInput, file_name
@@ -46,7 +46,7 @@ def list_inputs(request: ConvertRequest, pool: Workers) -> Inputs:
     if request.real_labels is None or real is None:
         return Inputs(catalog, splits, boxes, subset)
     by_name = _label_validation(request.real_labels, real, splits)
-    recorded = f"{storage.basename(request.real_labels)} sha256:{storage.sha256(request.real_labels)}"
+    recorded = f"{storage.basename(request.real_labels)} sha256:{read_door.sha256(request.real_labels)}"
     return Inputs(catalog, splits, boxes, subset, by_name, recorded)
 
 
@@ -142,14 +142,14 @@ def _apply_subset(
         kept.append(only)
     if request.subset in catalog_mod.SUBSETS:
         return label, kept
-    return f"{storage.basename(label)} sha256:{storage.sha256(label)}", kept
+    return f"{storage.basename(label)} sha256:{read_door.sha256(label)}", kept
 
 
 def describe(request: ConvertRequest, inputs: Inputs) -> dict[str, Any]:
     """The inputs as the manifest records them: the list files' sha256, the kind of copy --from found, each
     split's arrangement and size."""
     def sha(path: PathLike | None) -> str | None:
-        return storage.sha256(str(path)) if path else None
+        return read_door.sha256(str(path)) if path else None
 
     described: dict[str, Any] = {
         "labels_file_sha256": sha(request.labels_file or catalog_mod.DEFAULT_LABELS_FILE),

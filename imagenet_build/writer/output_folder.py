@@ -13,7 +13,7 @@ import contextlib
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.folder_contents import folder_entries, report_entry, run_entry
 from imagenet_build.format.naming import RESIZED_FOLDER, index_placement, is_build_shard, is_temp_name, shard_of_index
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
 
@@ -62,7 +62,7 @@ def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool
     )
     if overwrite:
         for path in ours:
-            storage.remove(path)
+            write_door.remove(path)
     elif foreign_shards:
         raise BuildError(
             f"{dest.output}: holds shards of another layout ({foreign_shards[0]} ...); "
@@ -71,7 +71,7 @@ def check_output_dir(dest: Destination, planned_names: set[str], overwrite: bool
     else:
         for path in ours:
             if is_temp_name(storage.basename(path)):
-                storage.remove(path)  # left by an interrupted run
+                write_door.remove(path)  # left by an interrupted run
 
 
 def _resized_builds(folder: str, strangers: list[str]) -> list[str]:
@@ -90,7 +90,8 @@ def remove_unrecorded(dest: Destination, recorded: set[str]) -> None:
         name = storage.basename(path)
         shard = shard_of_index(name) or name
         if is_temp_name(name) or (is_build_shard(shard) and shard not in recorded):
-            storage.remove(path)
+            with contextlib.suppress(write_door.WriteRefused):  # a FIFO, a link: no run made it, left alone
+                write_door.remove(path)
 
 
 def locked(dest: Destination) -> contextlib.ExitStack:

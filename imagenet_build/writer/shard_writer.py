@@ -15,7 +15,6 @@ import functools
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,8 +28,7 @@ from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import ShardEntry
 from imagenet_build.format.naming import index_name, temp_name
 from imagenet_build.format.tfrecord import frame
-from imagenet_build.infra import storage
-from imagenet_build.infra.atomic import fsync_dir, write_temp
+from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
@@ -127,7 +125,7 @@ class ShardSink:
     """
 
     def __init__(self, name: str, output_dir: PathLike, index_dir: PathLike) -> None:
-        self.name, self.output_dir = name, output_dir
+        self.name, self.output_dir, self.index_dir = name, output_dir, index_dir
         self.shard_path = Path(output_dir) / name
         self.index_path = Path(index_dir) / index_name(name)
         self.shard_tmp, self.index_tmp = temp_name(self.shard_path), temp_name(self.index_path)
@@ -136,7 +134,7 @@ class ShardSink:
         self._offset = self._flushed = 0
         self._fd: int | None = None
         with self._said():
-            self._fd = os.open(self.shard_tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            self._fd = write_door.open_fd(self.shard_tmp, within=output_dir)
 
     @contextlib.contextmanager
     def _said(self) -> Iterator[None]:
@@ -171,12 +169,12 @@ class ShardSink:
             os.close(self._fd)
             self._fd = None
             index_bytes = index_text(self._offsets).encode()
-            write_temp(self.index_path, index_bytes)  # renamed after the shard: an index never comes first
-            os.replace(self.shard_tmp, self.shard_path)
-            os.replace(self.index_tmp, self.index_path)
-            fsync_dir(self.shard_path.parent)
+            write_door.write_temp(self.index_path, index_bytes, within=self.index_dir)  # renamed after the shard
+            write_door.replace(self.shard_tmp, self.shard_path, within=self.output_dir)  # (an index never comes first)
+            write_door.replace(self.index_tmp, self.index_path, within=self.index_dir)
+            write_door.fsync_dir(self.shard_path.parent)
             if self.index_path.parent != self.shard_path.parent:
-                fsync_dir(self.index_path.parent)
+                write_door.fsync_dir(self.index_path.parent)
         return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
                             hashlib.sha256(index_bytes).hexdigest())
 
@@ -186,8 +184,7 @@ class ShardSink:
             os.close(self._fd)
             self._fd = None
         for tmp in (self.shard_tmp, self.index_tmp):
-            if tmp.exists():
-                tmp.unlink()
+            write_door.remove(tmp, missing_ok=True)
 
     def __enter__(self) -> ShardSink:
         return self
@@ -288,7 +285,7 @@ def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError
         folders: list[tuple[str, str]] = []
         for dest in dests:
             if dest.remote:
-                staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="imagenet-build-"))
+                staging = stack.enter_context(write_door.scratch_folder("imagenet-build-"))
                 folders.append((staging, staging))
             else:
                 folders.append((dest.output, dest.index))
@@ -300,8 +297,9 @@ def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError
         figures = [sink.finish() for sink in sinks]
         for dest, (staging, _) in zip(dests, folders):
             if dest.remote:  # shard first, then its index: a listed index always has its shard
-                storage.upload(Path(staging, spec.name), storage.join(dest.output, spec.name))
-                storage.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)))
+                write_door.upload(Path(staging, spec.name), storage.join(dest.output, spec.name), within=dest.output)
+                write_door.upload(Path(staging, index_name(spec.name)), storage.join(dest.index, index_name(spec.name)),
+                                  within=dest.index)
         input_state = spec.input_state(reader.identities)
     assert len(outputs) == len(figures) == len(variants) == len(dests)
     results = []

@@ -18,18 +18,18 @@ from conftest import (
     sample_args,
     tree_digest,
 )
-from imagenet_build.infra import atomic
+from imagenet_build.infra import write_door
 from run_helpers import hold_lock
 
 # ------------------------------------------------------------------ the final manifest write fails
 
 
 def test_out_of_space_at_the_final_manifest_keeps_the_in_progress_one(sample_dir, converted, tmp_path, monkeypatch):
-    real_open = open
+    real_create = write_door._create  # every temporary file is made there
 
-    def full_disk_for_the_final_manifest(path, mode="r", *args, **kwargs):
-        f = real_open(path, mode, *args, **kwargs)
-        if "manifest.json" in str(path) and "w" in mode:
+    def full_disk_for_the_final_manifest(path, *args, **kwargs):
+        f = real_create(path, *args, **kwargs)
+        if "manifest.json" in str(path):
             real_write = f.write
 
             def write(data):
@@ -41,7 +41,7 @@ def test_out_of_space_at_the_final_manifest_keeps_the_in_progress_one(sample_dir
             f.write = write
         return f
 
-    monkeypatch.setattr(atomic, "open", full_disk_for_the_final_manifest, raising=False)
+    monkeypatch.setattr(write_door, "_create", full_disk_for_the_final_manifest)
     out = tmp_path / "out"
     result = run_cli(*sample_args(sample_dir, out, "--workers", 1))
     assert result.exit_code == 1 and "No space left on device" in result.stderr

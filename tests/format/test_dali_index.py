@@ -13,7 +13,7 @@ from helpers import record
 from imagenet_build.format import dali_index
 from imagenet_build.format.dali_index import check_index, index_entries, index_shards, parse_index
 from imagenet_build.format.tfrecord import FramingError
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, UsageError
 from imagenet_build.infra.lock import FolderLock
 
@@ -311,20 +311,20 @@ def bucket(tmp_path):
     url = f"memory://{tmp_path.name}"
     yield url
     if storage.exists(url):
-        storage._fs(url).rm(url, recursive=True)
+        storage.file_system(url).rm(url, recursive=True)
 
 
 def test_an_index_written_to_object_storage_makes_no_local_folder(shard, bucket, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert dali_index.write_index(str(shard), f"{bucket}/dali_idx/s.idx") == 3
-    assert storage.read_bytes(f"{bucket}/dali_idx/s.idx") == GOOD
+    assert read_door.read_bytes(f"{bucket}/dali_idx/s.idx") == GOOD
     assert sorted(os.listdir(tmp_path)) == [shard.name]
 
 
 def test_object_names_are_not_local_paths(bucket):
     """`x/../s` and `s` are two objects in a store: two files for one index, refused (not taken as one file)."""
     for name in ("x/../s.tfrecord", "s.tfrecord"):
-        storage.write_bytes(f"{bucket}/{name}", SHARD)
+        write_door.write_bytes(f"{bucket}/{name}", SHARD)
     first, second = f"{bucket}/x/../s.tfrecord", f"{bucket}/s.tfrecord"
     with pytest.raises(UsageError, match="would both be indexed as"):
         index_shards([first, second], index_dir=f"{bucket}/idx")

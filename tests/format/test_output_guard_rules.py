@@ -100,6 +100,15 @@ def test_an_input_and_what_is_inside_an_input_folder_are_not_written(tmp_path):
     check_output_file(tmp_path / "boxes.csv", "-o", inputs=inputs)
 
 
+def test_an_object_stores_input_is_no_local_path(tmp_path, monkeypatch):
+    """An input on an object store is no file here: taken as a local path, s3://bucket/boxes.csv would be the file
+    s3:/bucket/boxes.csv below the working folder, and writing that file would be refused as writing over it."""
+    monkeypatch.chdir(tmp_path)
+    os.makedirs("s3:/bucket/boxes")
+    check_output_file("s3:/bucket/boxes.csv", "-o", inputs=["s3://bucket/boxes.csv"])
+    check_output_file("s3:/bucket/boxes/x.csv", "-o", inputs=["s3://bucket/boxes"])
+
+
 def test_a_folder_to_fill_may_not_be_a_build_or_below_one(build, tmp_path):
     real = os.path.realpath(build)
     for folder, where in ((build, "is"), (build / "dali_idx", "is inside"), (build / "val", "is inside")):

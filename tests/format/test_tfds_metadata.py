@@ -11,7 +11,7 @@ from conftest import run_cli, sample_args, tree_digest
 from helpers import expect_error
 from imagenet_build.format import manifest as manifest_mod
 from imagenet_build.format.tfds_metadata import differences, label_names
-from imagenet_build.infra import storage
+from imagenet_build.infra import storage, write_door
 
 TFDS = ("features.json", "dataset_info.json")
 
@@ -23,15 +23,15 @@ def documents(folder):
 def test_convert_writes_both_just_before_the_manifest_that_says_complete_and_never_beside_another(
         sample_dir, tmp_path, monkeypatch):
     seen = []  # (file written, whether features.json was there, the manifest's "complete")
-    write = storage.write_bytes
+    write = write_door.write_bytes
 
-    def spy(path, data):
+    def spy(path, data, **kwargs):
         name = storage.basename(path)
         complete = json.loads(data)["complete"] if name == "manifest.json" else None
         seen.append((name, os.path.exists(tmp_path / "out" / "features.json"), complete))
-        write(path, data)
+        write(path, data, **kwargs)
 
-    monkeypatch.setattr(storage, "write_bytes", spy)
+    monkeypatch.setattr(write_door, "write_bytes", spy)
     result = run_cli(*sample_args(sample_dir, tmp_path / "out", "--workers", 1))
     assert result.exit_code == 0, result.output
     ours = [entry for entry in seen if entry[0] in (*TFDS, "manifest.json")]

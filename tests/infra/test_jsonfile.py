@@ -225,7 +225,7 @@ def test_a_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path):
     import os
 
     os.mkfifo(tmp_path / "fifo.json")  # reading it would wait forever
-    for path, kind in ((tmp_path / "fifo.json", "a FIFO"), ("/dev/zero", "a socket or device"), (tmp_path, "a folder")):
+    for path, kind in ((tmp_path / "fifo.json", "a FIFO"), ("/dev/zero", "a character device"), (tmp_path, "a folder")):
         with pytest.raises(JsonError, match=f"not a regular file \\({kind}\\)"):
             read_json(path)
     big = tmp_path / "big.json"

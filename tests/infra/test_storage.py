@@ -2,7 +2,7 @@
 
 import os
 
-from imagenet_build.infra import storage
+from imagenet_build.infra import read_door, storage
 
 
 def test_paths_and_urls_are_joined_and_split_alike():
@@ -15,7 +15,7 @@ def test_paths_and_urls_are_joined_and_split_alike():
 
 def test_a_missing_folder_lists_empty_and_a_missing_file_hashes_to_none(tmp_path):
     assert storage.listdir(tmp_path / "nowhere") == {}
-    assert storage.sha256(tmp_path / "nowhere") is None
+    assert read_door.sha256(tmp_path / "nowhere") is None
     (tmp_path / "f").write_bytes(b"abc")
     before = storage.stamp(tmp_path / "f")
     os.utime(tmp_path / "f", ns=(1, 2))
