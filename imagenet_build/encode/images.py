@@ -18,6 +18,7 @@ The header walk is jpeg_header.py's; writing a JPEG with Pillow is jpeg_encode.p
 from __future__ import annotations
 
 import io
+import sys
 from typing import Literal, NamedTuple
 
 from imagenet_build.encode import png
@@ -47,6 +48,7 @@ SLIM_CMYK_NAMES = frozenset(
 )
 
 REENCODE_QUALITY = 100
+PILLOW_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3  # Pillow's own default Image.MAX_IMAGE_PIXELS
 _STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
 
 # Why an image that libjpeg decodes is re-encoded although its frame is storable: what DALI's parser does.
@@ -132,10 +134,12 @@ def consequence(reason: str) -> str:
 
 
 def bomb_pixels() -> int | None:
-    """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this."""
-    from PIL import Image
-
-    return 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
+    """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this. Read from Pillow
+    where it is loaded (a program may have changed it), else its default: a worker that stores every image as
+    it is never loads Pillow (~50 ms)."""
+    image = sys.modules.get("PIL.Image")
+    limit = PILLOW_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
+    return 2 * limit if limit else None
 
 
 def size_problem(header: JpegHeader, data_bytes: int) -> str:

@@ -68,17 +68,12 @@ def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
         pos += 2
 
 
-def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
+def _frame_header(data: bytes, pos: int, marker: int, length: int) -> tuple[int, int, int, int, int]:
+    """(marker, precision, height, width, components) of the frame header at `pos`."""
     if length < 8:
         raise ValueError("bad frame header")
-    return JpegHeader(
-        sof=marker,
-        precision=data[pos + 4],
-        height=(data[pos + 5] << 8) | data[pos + 6],
-        width=(data[pos + 7] << 8) | data[pos + 8],
-        components=data[pos + 9],
-        adobe_transform=None,
-    )
+    return marker, data[pos + 4], (data[pos + 5] << 8) | data[pos + 6], (data[pos + 7] << 8) | data[pos + 8], \
+        data[pos + 9]
 
 
 def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
@@ -89,14 +84,15 @@ def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
     """
     size = len(data)
     pos = 2
-    sof, sof_at, adobe = None, -1, None
+    sof: tuple[int, int, int, int, int] | None = None
+    sof_at, adobe = -1, None
     odd, odd_at = "", -1
     while True:
         if pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _KNOWN:  # a plain segment: most of them
             marker, at = data[pos + 1], pos
-            length = (data[pos + 2] << 8) | data[pos + 3]
-            end, why = pos + 2 + length, ""
-            if length < 2 or end > size:
+            end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+            why = ""
+            if end < pos + 4 or end > size:  # a length below 2, or past the end
                 end, why = _segment_end(data, marker, at)
         else:
             marker, at, skipped = _next_marker(data, pos)
@@ -118,7 +114,7 @@ def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
         elif marker == 0xDA:
             if sof is None:
                 raise ValueError("image data before any frame header")
-            return Walk(sof._replace(adobe_transform=adobe), sof_at, end, odd, odd_at)
+            return Walk(JpegHeader(*sof, adobe), sof_at, end, odd, odd_at)
         pos = end
 
 

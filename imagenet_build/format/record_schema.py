@@ -103,8 +103,17 @@ def example_message_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
 
 
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
 def varint(n: int) -> bytes:
     """Protobuf's base-128 varint of n (an int64 below 0 as its ten-byte two's complement)."""
+    if 0 <= n < 0x80:  # the common cases first: every length but an image's, every label, size and count
+        return _ONE_BYTE[n]
+    if 0 < n < 0x200000:  # an image's length
+        if n < 0x4000:
+            return bytes((n & 0x7F | 0x80, n >> 7))
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
     if n < 0:
         n += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()

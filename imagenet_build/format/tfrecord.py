@@ -7,7 +7,7 @@ Python CRC would cost more than everything else per record together.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Protocol
 
 import google_crc32c
@@ -34,11 +34,19 @@ def masked_crc32c(data: bytes) -> int:
 
 def frame(*parts: bytes) -> tuple[bytes, bytes]:
     """(header, footer) bytes that enclose the payload `b"".join(parts)` as one record."""
-    length = _LENGTH.pack(sum(len(p) for p in parts))
-    crc = 0
+    record, _ = framed(parts)
+    return record[0], record[-1]
+
+
+def framed(parts: Sequence[bytes]) -> tuple[tuple[bytes, ...], int]:
+    """The record of the payload `b"".join(parts)` as parts, (header, *parts, footer), and its size in bytes:
+    what a writer writes without joining them."""
+    size, crc, extend = 0, 0, google_crc32c.extend
     for part in parts:
-        crc = google_crc32c.extend(crc, part)
-    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(_mask(crc))
+        size += len(part)
+        crc = extend(crc, part)
+    length = _LENGTH.pack(size)
+    return (length + _CRC.pack(_mask(google_crc32c.value(length))), *parts, _CRC.pack(_mask(crc))), size + OVERHEAD
 
 
 class FramingError(ValueError):

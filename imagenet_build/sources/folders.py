@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from imagenet_build.infra.errors import PathLike, input_errors
+from imagenet_build.infra.errors import PathLike, input_error
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     VALIDATION_NAME,
@@ -19,6 +19,7 @@ from imagenet_build.sources.base import (
     add_class,
     flat_validation,
     match_classes,
+    read_whole,
     require_images,
     scan_folder,
     will_need,
@@ -72,6 +73,9 @@ def scan_validation(
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
 
 
+_AN_IMAGE = ("an image", "file vanished since the folder was listed")  # what input_error says of an image file
+
+
 def stat_identity(st: os.stat_result) -> str:
     """A file's identity for resume: size and modification time in nanoseconds."""
     return f"{st.st_size}:{st.st_mtime_ns}"
@@ -103,17 +107,23 @@ class FolderReader(Reader):
         will_need(fd, 0, 0)
 
     def read(self, number: int) -> tuple[bytes, str]:
-        entry = self.spec.entries[number]
         self.read_ahead(number)
-        path = self.spec.path_of(entry)
+        path = self.spec.path_of(self.spec.entries[number])
         fd = self._opened.pop(number, None)
-        if fd is None:
-            self.identities.append(self.identity(self.spec, entry))
-        else:
-            self.identities.append(stat_identity(os.fstat(fd)))
-        with input_errors(path, expected="an image", missing="file vanished since the folder was listed"):
-            with open(path if fd is None else fd, "rb") as f:
-                return f.read(), path
+        try:
+            if fd is None:
+                fd = os.open(path, os.O_RDONLY)
+        except OSError as e:
+            self.identities.append(self.identity(self.spec, self.spec.entries[number]))
+            raise input_error(path, e, *_AN_IMAGE) from None
+        try:
+            st = os.fstat(fd)
+            self.identities.append(stat_identity(st))
+            return read_whole(fd, st.st_size), path
+        except OSError as e:
+            raise input_error(path, e, *_AN_IMAGE) from None
+        finally:
+            os.close(fd)
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

@@ -1,6 +1,8 @@
 """Content-based handling of every kind of input image, each kind generated here."""
 
 import io
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
@@ -181,3 +183,13 @@ def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_read
     odd, = resize.stored_resized(CASES["junk before APP0"][0], "x.jpg", options)
     clean, = resize.stored_resized(CASES["baseline"][0], "x.jpg", options)
     assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == jpeg_header.EXTRANEOUS
+
+
+def test_the_bomb_limit_of_a_process_without_pillow_loaded_is_pillows_default():
+    """A worker that stores every image as it is never loads Pillow: it judges by Pillow's default limit, the
+    one Pillow itself applies once loaded."""
+    code = ("import sys; from imagenet_build.encode import images; print(images.bomb_pixels(), "
+            "'PIL.Image' in sys.modules); from PIL import Image; print(images.bomb_pixels())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    unloaded, loaded = result.stdout.splitlines()
+    assert unloaded == f"{loaded} False" and int(loaded) == 2 * Image.MAX_IMAGE_PIXELS
