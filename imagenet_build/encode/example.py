@@ -15,11 +15,14 @@ from typing import Any
 
 from imagenet_build.format.record_schema import (
     CONSTANTS,
+    ENCODED_KEY_FIELD,
     EXTRA,
+    FILENAME_KEY_FIELD,
     IMAGE_KEY,
     PER_BOX,
     REAL_LABELS,
     SCHEMA,
+    one_bytes_entry_head,
     varint,
 )
 
@@ -85,9 +88,7 @@ assert _KEYS[_KEYS.index(_ENCODED_KEY) + 1 :] == [
 _FORMAT_ENTRY = _entry("image/format", (b"JPEG",))
 _NO_BOX_ENTRIES = b"".join(_entry(k, ()) for k in _BOX_KEYS)
 _TAG_1 = bytes([1 << 3 | 2])  # field 1, length-delimited
-_TAG_2 = bytes([2 << 3 | 2])
-_ENCODED_KEY_FIELD = _field(1, _ENCODED_KEY.encode())
-_FILENAME_KEY_FIELD = _field(1, b"image/filename")
+assert ENCODED_KEY_FIELD == _field(1, _ENCODED_KEY.encode()) and FILENAME_KEY_FIELD == _field(1, b"image/filename")
 
 
 def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
@@ -96,18 +97,6 @@ def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
     xmin, ymin, xmax, ymax = (tuple(b[i] for b in boxes) for i in range(4))
     columns: tuple[tuple[Any, ...], ...] = ((label,) * len(boxes), xmax, xmin, ymax, ymin)
     return b"".join(_entry(k, v) for k, v in zip(_BOX_KEYS, columns))
-
-
-def _one_bytes_head(key_field: bytes, size: int) -> bytes:
-    """Everything of a map entry holding one bytes value of `size` bytes up to that value: the entry's tag and
-    length, the key, the Feature's, the BytesList's and the value's own (as _entry writes them)."""
-    value_head = _TAG_1 + varint(size)
-    list_len = len(value_head) + size
-    list_head = _TAG_1 + varint(list_len)
-    feature_len = len(list_head) + list_len
-    feature_head = _TAG_2 + varint(feature_len)
-    return b"".join((_TAG_1, varint(len(key_field) + len(feature_head) + feature_len), key_field, feature_head,
-                     list_head, value_head))
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -129,10 +118,10 @@ def example_parts(encoded: bytes, filename: str, height: int, width: int, label:
         before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
     name = filename.encode()
     sized, width_entry = _size_entries(image_format, height, width)
-    after = b"".join((_one_bytes_head(_FILENAME_KEY_FIELD, len(name)), name, sized,
+    after = b"".join((one_bytes_entry_head(FILENAME_KEY_FIELD, len(name)), name, sized,
                       _box_entries(label, boxes) if boxes else _NO_BOX_ENTRIES, width_entry))
     # the image/encoded entry: its length prefixes wrap the image bytes, written apart
-    entry_head = _one_bytes_head(_ENCODED_KEY_FIELD, len(encoded))
+    entry_head = one_bytes_entry_head(ENCODED_KEY_FIELD, len(encoded))
     features_len = len(before) + len(entry_head) + len(encoded) + len(after)
     return b"".join((_TAG_1, varint(features_len), before, entry_head)), encoded, after
 

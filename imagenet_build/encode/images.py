@@ -27,6 +27,7 @@ from imagenet_build.encode.jpeg_header import (
     EXTRANEOUS,
     NO_LENGTH,
     SHORT_SEGMENT,
+    UNKNOWN,
     JpegHeader,
     is_jpeg,
     scan_bytes,
@@ -85,6 +86,7 @@ class Decision(NamedTuple):
     header: JpegHeader | None  # None when the header cannot be read
     scan_bytes: int  # bytes of image data up to the end-of-image marker, -1 without one
     readable: bytes  # the bytes as libjpeg reads them: the header without what it skips (what Pillow needs)
+    exif_at: int = UNKNOWN  # its EXIF segment, for exif_orientation (Walk.exif_at)
 
 
 def plain_image_data(reason: str) -> bool:
@@ -189,10 +191,10 @@ def decide(data: bytes) -> Decision:
         walk(data, pieces)
         readable = b"".join([data[:2], *(data[start:end] for start, end in pieces), data[pieces[-1][1] :]])
     if not is_storable(header):
-        return Decision(REENCODE, _jpeg_kind(header), found.sof_at, header, scanned, readable)
+        return Decision(REENCODE, _jpeg_kind(header), found.sof_at, header, scanned, readable, found.exif_at)
     if found.odd:
-        return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable)
-    return Decision(STORE, "", -1, header, scanned, data)
+        return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable, found.exif_at)
+    return Decision(STORE, "", -1, header, scanned, data, found.exif_at)
 
 
 class PngVerdict(NamedTuple):

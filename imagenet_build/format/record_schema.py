@@ -124,6 +124,24 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
+_TAG_1, _TAG_2 = b"\x0a", b"\x12"  # fields 1 and 2, length-delimited
+ENCODED_KEY_FIELD = _TAG_1 + bytes([len(IMAGE_KEY)]) + IMAGE_KEY.encode()  # a FeatureEntry's key field
+FILENAME_KEY_FIELD = b"\x0a\x0eimage/filename"
+
+
+def one_bytes_entry_head(key_field: bytes, size: int) -> bytes:
+    """Everything of a FeatureEntry holding one bytes value of `size` bytes up to that value, as protobuf's
+    deterministic serialization writes it: the entry's tag and length, the key field, the Feature's, the
+    BytesList's and the value's own tag and length."""
+    value_head = _TAG_1 + varint(size)
+    list_len = len(value_head) + size
+    list_head = _TAG_1 + varint(list_len)
+    feature_len = len(list_head) + list_len
+    feature_head = _TAG_2 + varint(feature_len)
+    return b"".join((_TAG_1, varint(len(key_field) + len(feature_head) + feature_len), key_field, feature_head,
+                     list_head, value_head))
+
+
 def decode_example(payload: bytes) -> dict[str, list[Any]]:
     """{key: list of values} for every feature of a serialized Example (bytes stay bytes)."""
     example = example_message_class()()
