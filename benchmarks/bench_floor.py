@@ -23,7 +23,6 @@ import math
 import os
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, measure, remove  # noqa: E402
+from common import compiled, make_inputs, measure, remove  # noqa: E402
 
 CLASSES = 100
 
@@ -89,15 +88,6 @@ def commands(inputs, out, shards):
                "--labels-file", str(inputs / "labels.txt"), "--output-dir", str(out), "--train-shards", str(shards),
                "--layout-threads", str(math.gcd(8, shards)), "--workers", "1"]
     return {"minimal": here, "convert": convert}
-
-
-def compiled():
-    """The package's bytecode written once (as an installed package has it), so that no run pays for compiling."""
-    import imagenet_build
-
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    subprocess.run([sys.executable, "-m", "compileall", "-q", *imagenet_build.__path__], check=True, env=env,
-                   stdout=subprocess.DEVNULL)
 
 
 def corpus(work, images):
