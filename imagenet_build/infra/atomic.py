@@ -34,15 +34,16 @@ def fsync_dir(path: PathLike) -> None:
         os.close(fd)
 
 
-def write_temp(path: PathLike, data: bytes) -> Path:
-    """Write bytes to a temporary name beside `path` and fsync; returns that name (to rename, or
+def write_temp(path: PathLike, data: bytes, durable: bool = True) -> Path:
+    """Write bytes to a temporary name beside `path` and fsync (where `durable`); returns that name (to rename, or
     to remove). On failure nothing is left."""
     tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise _naming(e, path) from None
@@ -58,11 +59,11 @@ def _naming(error: OSError, path: PathLike) -> OSError:
     return OSError(error.errno, error.strerror or str(error), str(path)) if error.errno else error
 
 
-def write_atomic(path: PathLike, data: bytes) -> None:
-    """Write bytes under a temporary name in the same folder, fsync, rename over `path`; an OSError names
-    `path`."""
+def write_atomic(path: PathLike, data: bytes, durable: bool = True) -> None:
+    """Write bytes under a temporary name in the same folder, fsync, rename over `path`, fsync the folder; an
+    OSError names `path`. Not `durable`: neither fsync (a file that a crash may take back whole, or leave empty)."""
     path = Path(path)
-    tmp = write_temp(path, data)
+    tmp = write_temp(path, data, durable)
     try:
         os.replace(tmp, path)
     except OSError as e:
@@ -71,7 +72,8 @@ def write_atomic(path: PathLike, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
 
 
 def check_writable(path: PathLike) -> None:

@@ -114,12 +114,12 @@ def read_bytes(path: PathLike) -> bytes:
     return Path(path).read_bytes()
 
 
-def write_bytes(path: PathLike, data: bytes) -> None:
-    """Atomic either way: one PUT for an object, temp name + rename for a file."""
+def write_bytes(path: PathLike, data: bytes, durable: bool = True) -> None:
+    """Atomic either way: one PUT for an object, temp name + rename for a file (fsync'd unless not `durable`)."""
     if is_url(path):
         _fs(path).pipe_file(str(path), data)
     else:
-        write_atomic(path, data)
+        write_atomic(path, data, durable)
 
 
 def make_folder(path: PathLike) -> None:
