@@ -99,6 +99,12 @@ def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
     return b"".join(_entry(k, v) for k, v in zip(_BOX_KEYS, columns))
 
 
+@functools.lru_cache(maxsize=1 << 10)
+def _filename_head(size: int) -> bytes:
+    """The image/filename entry's head for a name of `size` bytes (names' lengths repeat)."""
+    return one_bytes_entry_head(FILENAME_KEY_FIELD, size)
+
+
 @functools.lru_cache(maxsize=1 << 12)
 def _size_entries(image_format: bytes, height: int, width: int) -> tuple[bytes, bytes]:
     """The entries after image/filename fixed by the image's format and size: those before the box entries'
@@ -118,7 +124,7 @@ def example_parts(encoded: bytes, filename: str, height: int, width: int, label:
         before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
     name = filename.encode()
     sized, width_entry = _size_entries(image_format, height, width)
-    after = b"".join((one_bytes_entry_head(FILENAME_KEY_FIELD, len(name)), name, sized,
+    after = b"".join((_filename_head(len(name)), name, sized,
                       _box_entries(label, boxes) if boxes else _NO_BOX_ENTRIES, width_entry))
     # the image/encoded entry: its length prefixes wrap the image bytes, written apart
     entry_head = one_bytes_entry_head(ENCODED_KEY_FIELD, len(encoded))

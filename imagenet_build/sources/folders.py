@@ -91,25 +91,25 @@ class FolderReader(Reader):
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._opened: dict[int, int] = {}  # entry number -> fd opened ahead
+        self._opened: dict[int, tuple[int, str]] = {}  # entry number -> (fd opened ahead, its path)
 
     def close(self) -> None:
-        for fd in self._opened.values():
+        for fd, _ in self._opened.values():
             os.close(fd)
         self._opened.clear()
 
     def announce(self, number: int, entry: ImageEntry) -> None:
+        path = self.spec.path_of(entry)
         try:
-            fd = os.open(self.spec.path_of(entry), os.O_RDONLY)
+            fd = os.open(path, os.O_RDONLY)
         except OSError:
             return  # read() reports it, in order
-        self._opened[number] = fd
+        self._opened[number] = fd, path
         will_need(fd, 0, 0)
 
     def read(self, number: int) -> tuple[bytes, str]:
         self.read_ahead(number)
-        path = self.spec.path_of(self.spec.entries[number])
-        fd = self._opened.pop(number, None)
+        fd, path = self._opened.pop(number, None) or (None, self.spec.path_of(self.spec.entries[number]))
         try:
             if fd is None:
                 fd = os.open(path, os.O_RDONLY)

@@ -151,6 +151,8 @@ def decode_problem(encoded: bytes, height: int, width: int, frame: JpegHeader | 
             size = image.size
             scaled = (frame is not None and frame.sof in SCALED_FRAMES and (frame.width, frame.height) == size
                       and image.draft(None, (1, 1)) is not None)
+            if scaled:  # libjpeg handed the bytes at once, not 64 KB at a time: it suspends where it would anyway
+                image.decodermaxblock = len(encoded) + 1
             image.load()
             if not scaled:
                 size = image.size
