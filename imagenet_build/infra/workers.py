@@ -271,5 +271,5 @@ def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
         unit=unit,
         file=sys.stderr,
         dynamic_ncols=True,
-        disable=False,
+        disable=None,  # shown on a terminal, silent in logs
     )

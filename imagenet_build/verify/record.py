@@ -99,6 +99,7 @@ _REQUIRED = frozenset(SCHEMA) - {IMAGE_KEY, FILENAME_KEY}  # what a record's run
 
 @functools.lru_cache(maxsize=1 << 12)
 def _part(entries: bytes) -> _Part | None:
+    """A run of entries' fields and what the schema says of them (None where it is read with the whole record)."""
     fields = part_fields(entries)
     if fields is None:
         return None

@@ -10,8 +10,7 @@ from PIL import Image
 from imagenet_build.encode import images, jpeg_header
 from imagenet_build.encode.images import REFUSE, STORE
 from imagenet_build.infra.errors import InputError
-import jpeg_cases
-from jpeg_cases import CASES, flat, segments
+from jpeg_cases import CASES, clean, flat, segment, segments, with_exif_orientation
 
 
 def jpeg(mode="RGB", size=(40, 30), **save):
@@ -198,14 +197,14 @@ def test_the_bomb_limit_of_a_process_without_pillow_loaded_is_pillows_default():
 
 def _exif_variants():
     """Each odd JPEG, and one with an EXIF orientation, with and without odd bytes before its EXIF segment."""
-    turned = jpeg_cases.with_exif_orientation(jpeg_cases.clean(), 6)
+    turned = with_exif_orientation(clean(), 6)
     app1 = [pos for marker, pos in segments(turned) if marker == 0xE1][0]
     yield from ((name, data) for name, (data, _) in CASES.items())
     yield "EXIF orientation 6", turned
     yield "fill bytes before EXIF", turned[:app1] + b"\xff\xff" + turned[app1:]
     yield "junk before EXIF", turned[:app1] + b"\x00\x01" + turned[app1:]
     yield "RST before EXIF", turned[:app1] + b"\xff\xd0" + turned[app1:]
-    yield "XMP before EXIF", turned[:app1] + jpeg_cases.segment(0xE1, b"http://ns.adobe.com/xap/1.0/\x00x") + turned[app1:]
+    yield "XMP before EXIF", turned[:app1] + segment(0xE1, b"http://ns.adobe.com/xap/1.0/\x00x") + turned[app1:]
 
 
 @pytest.mark.parametrize("name, data", list(_exif_variants()), ids=lambda v: v if isinstance(v, str) else "")
