@@ -1,14 +1,19 @@
 """verify and index against the tools users have today, as whole processes.
 
 On a convert output of N ImageNet-sized images (made here, or --build DIR):
+  floor     this script's own minimal pass over the shards: framing, both CRC32Cs of every record, sha256 of each
+            shard (the least any full verify does; `bench_verify_index.py floor DIR`)
   verify    imagenet-build verify DIR            (full: framing, both CRCs, sha256, every Example, indexes)
   verify-q  imagenet-build verify DIR --quick    (headers and indexes only)
   tf.data   one tf.data.TFRecordDataset pass over the shards (TensorFlow checks both CRCs)
   index     imagenet-build index DIR
   t2i-tf    DALI's tfrecord2idx once per shard, as DLE's dali_index.sh runs it, TensorFlow installed
   t2i       the same with TensorFlow hidden from it (plain open())
-Commands alternate, `sync` before each, medians printed with the ratios the issue names.
+  deep      imagenet-build verify DIR --deep     (and every image decoded)
+Commands alternate, `sync` before each, medians printed: wall seconds, and CPU seconds (user + system of the
+whole process tree, the figure that holds on a busy machine) per GB of shards, with the ratios to the floor.
 Usage: python benchmarks/bench_verify_index.py [--images 10000] [--shards 32] [--repeats 3]
+       python benchmarks/bench_verify_index.py --quick      (2,000 images, 16 shards, 3 repeats)
 """
 
 import argparse
@@ -24,7 +29,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import make_inputs, timed  # noqa: E402
+from common import compiled, make_inputs, measure  # noqa: E402
 
 TF_PASS = (
     "import glob, os, sys; os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'; import tensorflow as tf; "
@@ -45,14 +50,49 @@ def per_shard(script, build, out, hide_tf):
             f'mkdir -p "{out}"; for f in "{build}"/*-of-*; do {call} "$f" "{out}/$(basename "$f").idx"; done']
 
 
+def floor(build):
+    """Framing, both CRC32Cs of every record and the sha256 of every shard, as plainly as Python does them."""
+    import glob
+    import hashlib
+
+    import google_crc32c
+
+    def masked(crc):
+        return ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF).to_bytes(4, "little")
+
+    records = 0
+    for path in sorted(glob.glob(os.path.join(build, "*-of-*"))):
+        size, offset, digest = os.path.getsize(path), 0, hashlib.sha256()
+        with open(path, "rb") as f:
+            while offset < size:
+                head = f.read(12)
+                length = int.from_bytes(head[:8], "little")
+                body = f.read(length + 4)
+                if masked(google_crc32c.value(head[:8])) != head[8:] or \
+                        masked(google_crc32c.value(body[:length])) != body[length:]:
+                    raise SystemExit(f"{path}: CRC mismatch at byte {offset}")
+                digest.update(head)
+                digest.update(body)
+                offset += 16 + length
+                records += 1
+        digest.hexdigest()
+    print(records, "records")
+
+
 def main():
+    if sys.argv[1:2] == ["floor"]:
+        return floor(sys.argv[2])
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--images", type=int, default=10000)
     parser.add_argument("--shards", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="2,000 images, 16 shards, 3 repeats")
     parser.add_argument("--work", help="scratch folder (default: a temporary one)")
     args = parser.parse_args()
+    if args.quick:
+        args.images, args.shards, args.repeats = 2000, 16, 3
     work = Path(args.work or tempfile.mkdtemp(prefix="ib-bench-verify-"))
+    compiled()
     ib = [sys.executable, "-m", "imagenet_build"]
     build = work / "build"
     if not (build / "manifest.json").exists():
@@ -68,7 +108,9 @@ def main():
     script = shutil.which("tfrecord2idx", path=os.path.dirname(sys.executable))
     copy = work / "idx-copy"
     commands = {
+        "floor": ([sys.executable, str(Path(__file__).resolve()), "floor", str(build)], None),
         "verify": (ib + ["verify", str(build)], None),
+        "deep": (ib + ["verify", str(build), "--deep"], None),
         "verify-q": (ib + ["verify", str(build), "--quick"], None),
         "tf.data": ([sys.executable, "-c", TF_PASS, str(build)], None),
         "index": (ib + ["index", str(build), "--index-dir", str(copy)], copy),
@@ -77,16 +119,26 @@ def main():
     }
     subprocess.run(["cat", *map(str, shards)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     runs = {name: [] for name in commands}
+    cpu = {name: [] for name in commands}
+    load = [os.getloadavg()[0]]
     for _ in range(args.repeats):
         for name, (cmd, clear) in commands.items():
-            runs[name].append(timed(cmd, clear or ())[0])
+            wall, cpu_seconds, _ = measure(cmd, clear or ())
+            runs[name].append(wall)
+            cpu[name].append(cpu_seconds)
+        load.append(os.getloadavg()[0])
     same = all((copy / f"{p.name}.idx").read_bytes() == (work / "idx-t2i" / f"{p.name}.idx").read_bytes()
                for p in shards)
     med = {name: statistics.median(r) for name, r in runs.items()}
-    print(f"{len(shards)} shards, {total / 1e6:.0f} MB, {os.cpu_count()} cores, {args.repeats} runs each (median)")
-    for name, r in runs.items():
-        print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s   "
-              f"runs: {', '.join(f'{s:.2f}' for s in r)}")
+    gb = total / 1e9
+    cpu_med = {name: statistics.median(c) for name, c in cpu.items()}
+    print(f"{len(shards)} shards, {total / 1e6:.0f} MB, {os.cpu_count()} cores, load average {min(load):.1f}-"
+          f"{max(load):.1f}, {args.repeats} runs each (median)")
+    for name in runs:
+        print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s  {cpu_med[name] / gb:6.2f} CPU-s/GB"
+              f"   CPU runs: {', '.join(f'{s:.2f}' for s in cpu[name])}")
+    print(f"  verify / floor, CPU: {cpu_med['verify'] / cpu_med['floor']:.2f}x;  verify --deep: "
+          f"{cpu_med['deep'] / gb:.2f} CPU-s per GB of shards")
     print(f"  verify (full)  vs tf.data pass: {med['tf.data'] / med['verify']:.1f}x faster")
     print(f"  verify --quick vs tf.data pass: {med['tf.data'] / med['verify-q']:.1f}x faster")
     print(f"  index vs tfrecord2idx per shard, TensorFlow installed: {med['t2i-tf'] / med['index']:.1f}x faster")

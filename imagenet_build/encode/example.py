@@ -15,11 +15,14 @@ from typing import Any
 
 from imagenet_build.format.record_schema import (
     CONSTANTS,
+    ENCODED_KEY_FIELD,
     EXTRA,
+    FILENAME_KEY_FIELD,
     IMAGE_KEY,
     PER_BOX,
     REAL_LABELS,
     SCHEMA,
+    one_bytes_entry_head,
     varint,
 )
 
@@ -44,12 +47,6 @@ def _list(kind: str, values: Sequence[Any]) -> bytes:
 def _entry(key: str, values: Sequence[Any]) -> bytes:
     """One map entry of Features: key -> Feature holding `values` of the key's type."""
     return _field(1, _field(1, key.encode()) + _field(2, _list(SCHEMA[key], values)))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _cached_entry(key: str, values: tuple[Any, ...]) -> bytes:
-    """Entries that repeat across records (sizes, class fields, constants) are built once."""
-    return _entry(key, values)
 
 
 @functools.lru_cache(maxsize=1 << 12)
@@ -91,8 +88,7 @@ assert _KEYS[_KEYS.index(_ENCODED_KEY) + 1 :] == [
 _FORMAT_ENTRY = _entry("image/format", (b"JPEG",))
 _NO_BOX_ENTRIES = b"".join(_entry(k, ()) for k in _BOX_KEYS)
 _TAG_1 = bytes([1 << 3 | 2])  # field 1, length-delimited
-_TAG_2 = bytes([2 << 3 | 2])
-_ENCODED_KEY_FIELD = _field(1, _ENCODED_KEY.encode())
+assert ENCODED_KEY_FIELD == _field(1, _ENCODED_KEY.encode()) and FILENAME_KEY_FIELD == _field(1, b"image/filename")
 
 
 def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
@@ -101,6 +97,39 @@ def _box_entries(label: int, boxes: Sequence[Sequence[float]]) -> bytes:
     xmin, ymin, xmax, ymax = (tuple(b[i] for b in boxes) for i in range(4))
     columns: tuple[tuple[Any, ...], ...] = ((label,) * len(boxes), xmax, xmin, ymax, ymin)
     return b"".join(_entry(k, v) for k, v in zip(_BOX_KEYS, columns))
+
+
+@functools.lru_cache(maxsize=1 << 10)
+def _filename_head(size: int) -> bytes:
+    """The image/filename entry's head for a name of `size` bytes (names' lengths repeat)."""
+    return one_bytes_entry_head(FILENAME_KEY_FIELD, size)
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _size_entries(image_format: bytes, height: int, width: int) -> tuple[bytes, bytes]:
+    """The entries after image/filename fixed by the image's format and size: those before the box entries'
+    place and those after it."""
+    head = _FORMAT_ENTRY if image_format == b"JPEG" else _entry("image/format", (image_format,))
+    return head + _entry("image/height", (height,)), _entry("image/width", (width,))
+
+
+def example_parts(encoded: bytes, filename: str, height: int, width: int, label: int, synset: str, text: str,
+                  boxes: Sequence[Sequence[float]] = (), image_format: bytes = b"JPEG",
+                  real_labels: Sequence[int] | None = None) -> tuple[bytes, bytes, bytes]:
+    """encode_example_parts with its arguments by position: what convert calls for every image."""
+    if real_labels is None:
+        before = _joined_class_entries(label, synset, text)
+    else:
+        head, tail = _class_entries(label, synset, text)
+        before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
+    name = filename.encode()
+    sized, width_entry = _size_entries(image_format, height, width)
+    after = b"".join((_filename_head(len(name)), name, sized,
+                      _box_entries(label, boxes) if boxes else _NO_BOX_ENTRIES, width_entry))
+    # the image/encoded entry: its length prefixes wrap the image bytes, written apart
+    entry_head = one_bytes_entry_head(ENCODED_KEY_FIELD, len(encoded))
+    features_len = len(before) + len(entry_head) + len(encoded) + len(after)
+    return b"".join((_TAG_1, varint(features_len), before, entry_head)), encoded, after
 
 
 def encode_example_parts(
@@ -123,32 +152,10 @@ def encode_example_parts(
     TensorFlow's). Hand-written rather than through the protobuf library: going
     through message objects costs ~30 us a record and one more copy of every
     image, about a tenth of the whole conversion; here the entries shared by
-    many records are built once. `real_labels` (None: no such feature) adds image/class/real_labels.
+    many records are built once, and the others' length prefixes written directly.
+    `real_labels` (None: no such feature) adds image/class/real_labels.
     """
-    if real_labels is None:
-        before = _joined_class_entries(label, synset, text)
-    else:
-        head, tail = _class_entries(label, synset, text)
-        before = b"".join((head, _real_labels_entry(tuple(real_labels)), tail))
-    after = b"".join(
-        (
-            _entry("image/filename", (filename.encode(),)),
-            _FORMAT_ENTRY if image_format == b"JPEG" else _cached_entry("image/format", (image_format,)),
-            _cached_entry("image/height", (height,)),
-            _box_entries(label, boxes),
-            _cached_entry("image/width", (width,)),
-        )
-    )
-    # the image/encoded entry: its length prefixes wrap the image bytes, written apart
-    value_head = _TAG_1 + varint(len(encoded))
-    list_len = len(value_head) + len(encoded)
-    list_head = _TAG_1 + varint(list_len)
-    feature_len = len(list_head) + list_len
-    feature_head = _TAG_2 + varint(feature_len)
-    entry_len = len(_ENCODED_KEY_FIELD) + len(feature_head) + feature_len
-    entry_head = _TAG_1 + varint(entry_len) + _ENCODED_KEY_FIELD + feature_head + list_head + value_head
-    features_len = len(before) + len(entry_head) + len(encoded) + len(after)
-    return _TAG_1 + varint(features_len) + before + entry_head, encoded, after
+    return example_parts(encoded, filename, height, width, label, synset, text, boxes, image_format, real_labels)
 
 
 def encode_example(**fields: Any) -> bytes:

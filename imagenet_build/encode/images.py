@@ -18,6 +18,7 @@ The header walk is jpeg_header.py's; writing a JPEG with Pillow is jpeg_encode.p
 from __future__ import annotations
 
 import io
+import sys
 from typing import Literal, NamedTuple
 
 from imagenet_build.encode import png
@@ -26,6 +27,7 @@ from imagenet_build.encode.jpeg_header import (
     EXTRANEOUS,
     NO_LENGTH,
     SHORT_SEGMENT,
+    UNKNOWN,
     JpegHeader,
     is_jpeg,
     scan_bytes,
@@ -47,6 +49,7 @@ SLIM_CMYK_NAMES = frozenset(
 )
 
 REENCODE_QUALITY = 100
+PILLOW_MAX_IMAGE_PIXELS = 1024 * 1024 * 1024 // 4 // 3  # Pillow's own default Image.MAX_IMAGE_PIXELS
 _STORABLE_SOF = {0xC0, 0xC1, 0xC2}  # baseline, extended sequential, progressive (Huffman)
 
 # Why an image that libjpeg decodes is re-encoded although its frame is storable: what DALI's parser does.
@@ -83,6 +86,7 @@ class Decision(NamedTuple):
     header: JpegHeader | None  # None when the header cannot be read
     scan_bytes: int  # bytes of image data up to the end-of-image marker, -1 without one
     readable: bytes  # the bytes as libjpeg reads them: the header without what it skips (what Pillow needs)
+    exif_at: int = UNKNOWN  # its EXIF segment, for exif_orientation (Walk.exif_at)
 
 
 def plain_image_data(reason: str) -> bool:
@@ -132,10 +136,12 @@ def consequence(reason: str) -> str:
 
 
 def bomb_pixels() -> int | None:
-    """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this."""
-    from PIL import Image
-
-    return 2 * Image.MAX_IMAGE_PIXELS if Image.MAX_IMAGE_PIXELS else None
+    """Pillow's decompression-bomb limit: Image.open refuses images of more pixels than this. Read from Pillow
+    where it is loaded (a program may have changed it), else its default: a worker that stores every image as
+    it is never loads Pillow (~50 ms)."""
+    image = sys.modules.get("PIL.Image")
+    limit = PILLOW_MAX_IMAGE_PIXELS if image is None else image.MAX_IMAGE_PIXELS
+    return 2 * limit if limit else None
 
 
 def size_problem(header: JpegHeader, data_bytes: int) -> str:
@@ -185,10 +191,10 @@ def decide(data: bytes) -> Decision:
         walk(data, pieces)
         readable = b"".join([data[:2], *(data[start:end] for start, end in pieces), data[pieces[-1][1] :]])
     if not is_storable(header):
-        return Decision(REENCODE, _jpeg_kind(header), found.sof_at, header, scanned, readable)
+        return Decision(REENCODE, _jpeg_kind(header), found.sof_at, header, scanned, readable, found.exif_at)
     if found.odd:
-        return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable)
-    return Decision(STORE, "", -1, header, scanned, data)
+        return Decision(REENCODE, found.odd, found.odd_at, header, scanned, readable, found.exif_at)
+    return Decision(STORE, "", -1, header, scanned, data, found.exif_at)
 
 
 class PngVerdict(NamedTuple):

@@ -16,11 +16,15 @@ _NO_LENGTH = set(range(0xD0, 0xD8)) | {0x01}  # RST0..7 and TEM: libjpeg takes t
 # restart interval, APPn, COM, DNL, and the image data's SOS. Those it skips have their length first.
 _KNOWN = SOF_MARKERS | {0xC4, 0xC8, 0xCC, 0xDA, 0xDB, 0xDC, 0xDD, 0xFE} | set(range(0xE0, 0xF0))
 _SKIPPED = set(range(0xE0, 0xF0)) | {0xFE, 0xDC}  # APPn, COM, DNL: a length below 2 only skips nothing
+_PASSED = _KNOWN - SOF_MARKERS - {0xDA, 0xE1, 0xEE}  # segments walk steps over, noting nothing of them
 
 # What in a header libjpeg steps over but DALI's parser cannot (images.py says what each does to DALI).
 EXTRANEOUS = "extraneous bytes before a header marker"
 NO_LENGTH = "a marker without a length among the header segments"
 SHORT_SEGMENT = "a header segment with a length below 2"
+
+
+NO_EXIF, UNKNOWN = -1, -2  # Walk.exif_at: the header holds none as exif_orientation reads it; not known
 
 
 def is_jpeg(data: bytes) -> bool:
@@ -45,6 +49,7 @@ class Walk(NamedTuple):
     scan: int  # offset of the image data
     odd: str  # the first thing in the header DALI's parser cannot take (EXTRANEOUS, ...), or ""
     odd_at: int
+    exif_at: int = UNKNOWN  # the EXIF segment exif_orientation reads: its offset, NO_EXIF, or UNKNOWN
 
 
 def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
@@ -68,17 +73,12 @@ def _next_marker(data: bytes, pos: int) -> tuple[int, int, bool]:
         pos += 2
 
 
-def _frame_header(data: bytes, pos: int, marker: int, length: int) -> JpegHeader:
+def _frame_header(data: bytes, pos: int, marker: int, length: int) -> tuple[int, int, int, int, int]:
+    """(marker, precision, height, width, components) of the frame header at `pos`."""
     if length < 8:
         raise ValueError("bad frame header")
-    return JpegHeader(
-        sof=marker,
-        precision=data[pos + 4],
-        height=(data[pos + 5] << 8) | data[pos + 6],
-        width=(data[pos + 7] << 8) | data[pos + 8],
-        components=data[pos + 9],
-        adobe_transform=None,
-    )
+    return marker, data[pos + 4], (data[pos + 5] << 8) | data[pos + 6], (data[pos + 7] << 8) | data[pos + 8], \
+        data[pos + 9]
 
 
 def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
@@ -89,16 +89,21 @@ def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
     """
     size = len(data)
     pos = 2
-    sof, sof_at, adobe = None, -1, None
+    sof: tuple[int, int, int, int, int] | None = None
+    sof_at, adobe = -1, None
     odd, odd_at = "", -1
+    plain, exif_at = True, NO_EXIF  # every segment so far one after the other, as exif_orientation reads them
     while True:
+        pos = _passed(data, pos, pieces)
         if pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _KNOWN:  # a plain segment: most of them
             marker, at = data[pos + 1], pos
-            length = (data[pos + 2] << 8) | data[pos + 3]
-            end, why = pos + 2 + length, ""
-            if length < 2 or end > size:
+            end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+            why = ""
+            if end < pos + 4 or end > size:  # a length below 2, or past the end
                 end, why = _segment_end(data, marker, at)
+                plain = False
         else:
+            plain = False
             marker, at, skipped = _next_marker(data, pos)
             end, why = _segment_end(data, marker, at)
             if skipped and not odd:
@@ -113,13 +118,38 @@ def walk(data: bytes, pieces: list[tuple[int, int]] | None = None) -> Walk:
             if sof is not None:
                 raise ValueError(f"a second frame header at byte {at}")
             sof, sof_at = _frame_header(data, at, marker, end - at - 2), at
-        elif marker == 0xEE and end - at >= 16 and data[at + 4 : at + 9] == b"Adobe":
-            adobe = data[at + 15]
+        elif marker == 0xEE or marker == 0xE1:
+            adobe, exif_at = _app_segment(data, at, end, adobe, exif_at if plain or exif_at >= 0 else UNKNOWN)
         elif marker == 0xDA:
             if sof is None:
                 raise ValueError("image data before any frame header")
-            return Walk(sof._replace(adobe_transform=adobe), sof_at, end, odd, odd_at)
+            exif_at = exif_at if plain or exif_at >= 0 else UNKNOWN
+            return Walk(JpegHeader(*sof, adobe), sof_at, end, odd, odd_at, exif_at)
         pos = end
+
+
+def _passed(data: bytes, pos: int, pieces: list[tuple[int, int]] | None) -> int:
+    """Where the run of plain segments from `pos` that walk notes nothing of ends (tables, APPn but APP1 and
+    APP14, COM: most of a header): the next segment to look at."""
+    size = len(data)
+    while pos + 4 <= size and data[pos] == 0xFF and data[pos + 1] in _PASSED:
+        end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+        if end < pos + 4 or end > size:  # a length below 2, or past the end: walk's general case
+            return pos
+        if pieces is not None:
+            pieces.append((pos, end))
+        pos = end
+    return pos
+
+
+def _app_segment(data: bytes, at: int, end: int, adobe: object, exif_at: int) -> tuple[object, int]:
+    """(adobe, exif_at) after an APP1 or APP14 segment at `at`: an Adobe segment's colour transform, the first
+    EXIF segment's offset (where exif_at is still NO_EXIF)."""
+    if data[at + 1] == 0xEE and end - at >= 16 and data[at + 4 : at + 9] == b"Adobe":
+        return data[at + 15], exif_at
+    if data[at + 1] == 0xE1 and exif_at == NO_EXIF and data[at + 4 : at + 10] == b"Exif\0\0":
+        return adobe, at
+    return adobe, exif_at
 
 
 def _segment_end(data: bytes, marker: int, at: int) -> tuple[int, str]:
@@ -167,12 +197,21 @@ def scan_bytes(data: bytes, scan: int) -> int:
     return end - scan if end >= 0 else -1
 
 
-def exif_orientation(data: bytes) -> int:
-    """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read.
+def exif_orientation(data: bytes, exif_at: int = UNKNOWN) -> int:
+    """The EXIF orientation (1..8) of a JPEG, 1 when it has none or it cannot be read. `exif_at`: where its
+    EXIF segment is, as the header's Walk found it (NO_EXIF: none), UNKNOWN to read the header here.
 
     DALI's decoder applies it and TensorFlow's ignores it, so the two disagree about the
     shape of an image whose orientation is 5..8 (and about the pixels for 2..8).
     """
+    at = _exif_segment(data) if exif_at == UNKNOWN else exif_at
+    if at < 0:
+        return 1
+    return _tiff_orientation(data[at + 10 : at + 2 + ((data[at + 2] << 8) | data[at + 3])])
+
+
+def _exif_segment(data: bytes) -> int:
+    """Where the first EXIF segment of a JPEG's header is, stepping from segment to segment; NO_EXIF."""
     pos, size = 2, len(data)
     while pos + 4 <= size and data[pos] == 0xFF:
         marker = data[pos + 1]
@@ -180,12 +219,11 @@ def exif_orientation(data: bytes) -> int:
             pos += 2
             continue
         if marker == 0xDA or marker == 0xD9:
-            return 1
-        end = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+            return NO_EXIF
         if marker == 0xE1 and data[pos + 4 : pos + 10] == b"Exif\0\0":
-            return _tiff_orientation(data[pos + 10 : end])
-        pos = end
-    return 1
+            return pos
+        pos = pos + 2 + ((data[pos + 2] << 8) | data[pos + 3])
+    return NO_EXIF
 
 
 def _tiff_orientation(tiff: bytes) -> int:

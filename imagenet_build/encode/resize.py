@@ -50,7 +50,7 @@ DCT_MIN_SIDE = 8
 DEFAULT_QUALITY = 90
 _SPEC = re.compile(r"^(shorter|longer):([0-9]+(?:,[0-9]+)*)$")  # ASCII digits only: int() takes '٢٢٤' too
 # Pillow's default decompression-bomb limit (2 x Image.MAX_IMAGE_PIXELS): the cap when a program has lifted it
-DEFAULT_PIXEL_CAP = 2 * 89_478_485
+DEFAULT_PIXEL_CAP = 2 * images.PILLOW_MAX_IMAGE_PIXELS
 # EXIF orientation -> the transposition that shows the image upright (Pillow's Image.Transpose values)
 _TRANSPOSE = {2: 0, 3: 3, 4: 1, 5: 5, 6: 4, 7: 6, 8: 2}
 

@@ -103,8 +103,17 @@ def example_message_class() -> Any:
     return message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.Example"))
 
 
+_ONE_BYTE = [bytes([n]) for n in range(0x80)]
+
+
 def varint(n: int) -> bytes:
     """Protobuf's base-128 varint of n (an int64 below 0 as its ten-byte two's complement)."""
+    if 0 <= n < 0x80:  # the common cases first: every length but an image's, every label, size and count
+        return _ONE_BYTE[n]
+    if 0 < n < 0x200000:  # an image's length
+        if n < 0x4000:
+            return bytes((n & 0x7F | 0x80, n >> 7))
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
     if n < 0:
         n += 1 << 64  # int64: two's complement, ten bytes
     out = bytearray()
@@ -113,6 +122,24 @@ def varint(n: int) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out)
+
+
+_TAG_1, _TAG_2 = b"\x0a", b"\x12"  # fields 1 and 2, length-delimited
+ENCODED_KEY_FIELD = _TAG_1 + bytes([len(IMAGE_KEY)]) + IMAGE_KEY.encode()  # a FeatureEntry's key field
+FILENAME_KEY_FIELD = b"\x0a\x0eimage/filename"
+
+
+def one_bytes_entry_head(key_field: bytes, size: int) -> bytes:
+    """Everything of a FeatureEntry holding one bytes value of `size` bytes up to that value, as protobuf's
+    deterministic serialization writes it: the entry's tag and length, the key field, the Feature's, the
+    BytesList's and the value's own tag and length."""
+    value_head = _TAG_1 + varint(size)
+    list_len = len(value_head) + size
+    list_head = _TAG_1 + varint(list_len)
+    feature_len = len(list_head) + list_len
+    feature_head = _TAG_2 + varint(feature_len)
+    return b"".join((_TAG_1, varint(len(key_field) + len(feature_head) + feature_len), key_field, feature_head,
+                     list_head, value_head))
 
 
 def decode_example(payload: bytes) -> dict[str, list[Any]]:

@@ -7,7 +7,7 @@ Python CRC would cost more than everything else per record together.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO, Protocol
 
 import google_crc32c
@@ -24,6 +24,10 @@ class Readable(Protocol):
     def read(self, n: int, /) -> bytes: ...
 
 
+class Hash(Protocol):
+    def update(self, data: bytes, /) -> None: ...
+
+
 def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
@@ -34,11 +38,19 @@ def masked_crc32c(data: bytes) -> int:
 
 def frame(*parts: bytes) -> tuple[bytes, bytes]:
     """(header, footer) bytes that enclose the payload `b"".join(parts)` as one record."""
-    length = _LENGTH.pack(sum(len(p) for p in parts))
-    crc = 0
+    record, _ = framed(parts)
+    return record[0], record[-1]
+
+
+def framed(parts: Sequence[bytes]) -> tuple[tuple[bytes, ...], int]:
+    """The record of the payload `b"".join(parts)` as parts, (header, *parts, footer), and its size in bytes:
+    what a writer writes without joining them."""
+    size, crc, extend = 0, 0, google_crc32c.extend
     for part in parts:
-        crc = google_crc32c.extend(crc, part)
-    return length + _CRC.pack(masked_crc32c(length)), _CRC.pack(_mask(crc))
+        size += len(part)
+        crc = extend(crc, part)
+    length = _LENGTH.pack(size)
+    return (length + _CRC.pack(_mask(google_crc32c.value(length))), *parts, _CRC.pack(_mask(crc))), size + OVERHEAD
 
 
 class FramingError(ValueError):
@@ -102,20 +114,31 @@ def unframe(record: bytes, check_crc: bool = True) -> bytes:
     return payload
 
 
-def read_records(f: Readable, size: int) -> Iterator[tuple[int, bytes, bool]]:
-    """Yield (offset, payload, payload CRC ok) per record, reading every byte once.
+def read_records(f: Readable, size: int, digest: Hash | None = None) -> Iterator[tuple[int, bytes, bool]]:
+    """Yield (offset, payload, payload CRC ok) per record, reading every byte once (and feeding each, in order,
+    to `digest`): the payload in a read of its own (no copy of it out of a larger read), its CRC with the next
+    record's header in another.
 
     A bad payload CRC is reported per record (the framing still holds); broken
     framing raises FramingError.
     """
-    offset = 0
+    offset, head, value = 0, b"", google_crc32c.value
     while offset < size:
         if size - offset < HEADER_SIZE:
             raise _trailing(offset, size)
-        length = _checked_length(f.read(HEADER_SIZE), offset, size)
-        body = f.read(length + 4)
-        if len(body) < length + 4:
+        if offset == 0:
+            head = f.read(HEADER_SIZE)
+            if digest is not None:
+                digest.update(head)
+        length = _checked_length(head, offset, size)
+        end = offset + OVERHEAD + length
+        more = HEADER_SIZE if size - end >= HEADER_SIZE else 0  # the next header, where there is one
+        payload = f.read(length)
+        tail = f.read(4 + more)
+        if len(payload) < length or len(tail) < 4:
             raise FramingError(offset, "file shrank while being read")
-        payload = body[:length]
-        yield offset, payload, masked_crc32c(payload) == _CRC.unpack_from(body, length)[0]
-        offset += OVERHEAD + length
+        if digest is not None:
+            digest.update(payload)
+            digest.update(tail)
+        yield offset, payload, _mask(value(payload)) == _CRC.unpack_from(tail)[0]
+        head, offset = tail[4:], end

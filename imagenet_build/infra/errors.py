@@ -119,17 +119,24 @@ def input_errors(path: PathLike, expected: str = "a file", missing: str = "not f
     """
     try:
         yield
-    except FileNotFoundError:
-        raise InputError(path, missing) from None
-    except IsADirectoryError:
-        raise InputError(path, f"is a folder, expected {expected}") from None
-    except NotADirectoryError:  # the path a file where a folder was read, or a folder of its path a file
+    except (OSError, UnicodeDecodeError) as e:
+        raise input_error(path, e, expected, missing) from None
+
+
+def input_error(path: PathLike, error: OSError | UnicodeDecodeError, expected: str = "a file",
+                missing: str = "not found") -> InputError:
+    """The InputError naming `path` that input_errors raises for `error` (for a loop that cannot afford a
+    context manager per file)."""
+    if isinstance(error, FileNotFoundError):
+        return InputError(path, missing)
+    if isinstance(error, IsADirectoryError):
+        return InputError(path, f"is a folder, expected {expected}")
+    if isinstance(error, NotADirectoryError):  # the path a file where a folder was read, or a folder of its path a file
         if os.path.lexists(path):
-            raise InputError(path, f"is a file, expected {expected}") from None
-        raise InputError(path, "a folder of its path is a file") from None
-    except UnicodeDecodeError as e:
-        raise InputError(path, f"not UTF-8 text (byte {e.start})") from None
-    except PermissionError:
-        raise InputError(path, "permission denied") from None
-    except OSError as e:
-        raise InputError(path, e.strerror or str(e)) from None
+            return InputError(path, f"is a file, expected {expected}")
+        return InputError(path, "a folder of its path is a file")
+    if isinstance(error, UnicodeDecodeError):
+        return InputError(path, f"not UTF-8 text (byte {error.start})")
+    if isinstance(error, PermissionError):
+        return InputError(path, "permission denied")
+    return InputError(path, error.strerror or str(error))

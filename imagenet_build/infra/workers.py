@@ -243,7 +243,21 @@ def _hand_on_running(pending: dict[Future[Any], Any], on_result: Callable[[Any, 
             continue
 
 
+class _NoBar:
+    """What progress_bar gives where stderr is no terminal: tqdm would be silent there, and loading it costs a run
+    ~50 ms."""
+
+    def update(self, n: float = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
 def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
+    """A tqdm bar on stderr where it is a terminal, else nothing (tqdm's own rule: silent in logs)."""
+    if not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty()):
+        return _NoBar()
     from tqdm import tqdm
 
     # tqdm's monitor thread (started by every bar, shown or not) would make the process threaded before a

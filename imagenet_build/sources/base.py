@@ -34,6 +34,18 @@ def will_need(fd: int, offset: int, length: int) -> None:
         os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
 
 
+def read_whole(fd: int, size: int) -> bytes:
+    """Every byte of an open file from where it stands to its end, `size` being what fstat said is left: one
+    read where it still holds that many (os.read, no file object around it), more where it grew or shrank."""
+    data = os.read(fd, size + 1)
+    if len(data) == size:
+        return data
+    chunks = [data]
+    while chunks[-1]:
+        chunks.append(os.read(fd, max(size, 1 << 16)))
+    return b"".join(chunks)
+
+
 IMAGE_SUFFIX = ".JPEG"
 VALIDATION_NAME = re.compile(r"^ILSVRC2012_val_(\d{8})\.JPEG$")
 SHOWN = 20  # how many ignored / left-out names a report lists

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from imagenet_build.infra import read_door
-from imagenet_build.infra.errors import PathLike, input_errors
+from imagenet_build.infra.errors import PathLike, input_error
 from imagenet_build.model import SplitInput
 from imagenet_build.sources.base import (
     VALIDATION_NAME,
@@ -20,6 +20,7 @@ from imagenet_build.sources.base import (
     add_class,
     flat_validation,
     match_classes,
+    read_whole,
     require_images,
     scan_folder,
     will_need,
@@ -73,6 +74,9 @@ def scan_validation(
     raise InputError(root, "holds neither ILSVRC2012_val_*.JPEG files nor synset folders")
 
 
+_AN_IMAGE = ("an image", "file vanished since the folder was listed")  # what input_error says of an image file
+
+
 def stat_identity(st: os.stat_result) -> str:
     """A file's identity for resume: size and modification time in nanoseconds."""
     return f"{st.st_size}:{st.st_mtime_ns}"
@@ -88,33 +92,41 @@ class FolderReader(Reader):
 
     def __init__(self, spec: ShardSpec) -> None:
         super().__init__(spec)
-        self._opened: dict[int, tuple[int, os.stat_result]] = {}  # entry number -> (fd, its fstat) opened ahead
+        self._opened: dict[int, tuple[int, os.stat_result, str]] = {}  # entry number -> (fd, its fstat, its path)
 
     def close(self) -> None:
-        for fd, _ in self._opened.values():
+        for fd, *_ in self._opened.values():
             os.close(fd)
         self._opened.clear()
 
     def announce(self, number: int, entry: ImageEntry) -> None:
+        path = self.spec.path_of(entry)
         try:
-            fd, info = read_door.opened(self.spec.path_of(entry))
+            fd, info = read_door.opened(path)
         except OSError:
             return  # read() reports it, in order
-        self._opened[number] = fd, info
+        self._opened[number] = fd, info, path
         will_need(fd, 0, 0)
 
     def read(self, number: int) -> tuple[bytes, str]:
-        entry = self.spec.entries[number]
         self.read_ahead(number)
-        path = self.spec.path_of(entry)
-        fd, info = self._opened.pop(number, (None, None))
-        if info is None:
-            self.identities.append(self.identity(self.spec, entry))
+        opened = self._opened.pop(number, None)
+        if opened is None:
+            path = self.spec.path_of(self.spec.entries[number])
+            try:
+                fd, info = read_door.opened(path)  # a FIFO, a device or a link to one refused unread
+            except OSError as e:
+                self.identities.append(self.identity(self.spec, self.spec.entries[number]))
+                raise input_error(path, e, *_AN_IMAGE) from None
         else:
+            fd, info, path = opened
+        try:
             self.identities.append(stat_identity(info))
-        with input_errors(path, expected="an image", missing="file vanished since the folder was listed"):
-            with os.fdopen(read_door.open_fd(path) if fd is None else fd, "rb") as f:
-                return f.read(), path
+            return read_whole(fd, info.st_size), path
+        except OSError as e:
+            raise input_error(path, e, *_AN_IMAGE) from None
+        finally:
+            os.close(fd)
 
     @staticmethod
     def identity(spec: ShardSpec, entry: ImageEntry) -> str:

@@ -137,13 +137,16 @@ class RealLabels(RecordCheck, FolderCheck):
 
     def __init__(self) -> None:
         self._tally = RealTally()
+        self._lacking = 0  # records without the feature, counted apart (most records of most builds)
 
     def run_record(self, record: Record) -> Iterable[str]:
         if not record.readable:
             return ()
         t, place = self._tally, (record.number, record.offset)
         if REAL_LABELS not in record.kinds:
-            self._tally = t._replace(lacking=t.lacking + 1, first_lacking=t.first_lacking or place)
+            self._lacking += 1
+            if t.first_lacking is None:
+                self._tally = t._replace(first_lacking=place)
             return ()
         self._tally = t = t._replace(carrying=t.carrying + 1, first_carrying=t.first_carrying or place)
         kind, labels = record.kinds[REAL_LABELS], record.lists[REAL_LABELS]
@@ -158,7 +161,7 @@ class RealLabels(RecordCheck, FolderCheck):
         return found
 
     def shard_tally(self) -> RealTally:
-        return self._tally
+        return self._tally._replace(lacking=self._lacking)
 
     def run_folder(self, folder: Folder) -> Iterator[Finding]:
         manifest = folder.manifest

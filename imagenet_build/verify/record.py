@@ -9,12 +9,13 @@ what they need from it; what several need (the JPEG's decision, the PNG's verdic
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from imagenet_build.encode.images import Decision, PngVerdict, decide, judge_png
 from imagenet_build.encode.jpeg_header import is_jpeg
 from imagenet_build.encode.png import is_png
-from imagenet_build.format.record_schema import LIST_FIELD, ONE_VALUE, SCHEMA, example_message_class
+from imagenet_build.format.record_fields import FILENAME_KEY, Kinds, Lists, example_fields, part_fields, split_record
+from imagenet_build.format.record_schema import IMAGE_KEY, LIST_FIELD, ONE_VALUE, SCHEMA
 from imagenet_build.verify.check import Check, Mode
 
 
@@ -29,23 +30,26 @@ class Record:
         self.readable = False  # the CRC holds and the fields are slim's schema
         self.unreadable: list[str] = []  # why the fields cannot be read, past the CRC (the `example` check's)
         self.one: dict[str, Any] = {}
-        self.lists: dict[str, list[Any]] = {}
-        self.kinds: dict[str, str | None] = {}  # each key's list field (bytes_list, ...), None where it holds none
+        self.lists: Lists = {}
+        self.kinds: Kinds = {}  # each key's list field (bytes_list, ...), None where it holds none
         if crc_ok:
             self._parse(payload)
 
     def _parse(self, payload: bytes) -> None:
+        split = split_record(payload)
+        before, after = (_part(split[0]), _part(split[3])) if split is not None else (None, None)
+        if split is not None and before is not None and after is not None and before.joins(after):
+            # as convert writes it, the schema's keys each once, their kinds and counts right: no schema problem
+            self.readable = True
+            self.kinds = {**before.kinds, IMAGE_KEY: "bytes_list", FILENAME_KEY: "bytes_list", **after.kinds}
+            self.lists = {**before.lists, IMAGE_KEY: (split[1],), FILENAME_KEY: (split[2],), **after.lists}
+            self.one = {**before.one, IMAGE_KEY: split[1], FILENAME_KEY: split[2], **after.one}
+            return
         try:
-            example = example_message_class()()
-            example.ParseFromString(payload)
+            kinds, lists = example_fields(payload)
         except Exception as e:  # protobuf raises its own DecodeError types
             self.unreadable = [f"not a tf.train.Example: {e}"]
             return
-        kinds: dict[str, str | None] = {}
-        lists: dict[str, list[Any]] = {}
-        for key, feature in example.features.feature.items():
-            kind = kinds[key] = feature.WhichOneof("kind")
-            lists[key] = list(getattr(feature, kind).value) if kind else []
         self.unreadable = schema_problems(kinds, lists)
         if not self.unreadable:
             self.readable, self.lists, self.kinds = True, lists, kinds
@@ -53,7 +57,7 @@ class Record:
 
     def label_pair(self) -> tuple[int, str]:
         """(label, synset): what the labels check counts over the folder."""
-        return self.one["image/class/label"], self.one["image/class/synset"].decode("utf-8", "replace")
+        return _label_pair(self.one["image/class/label"], self.one["image/class/synset"])
 
     @functools.cached_property
     def decision(self) -> Decision | None:
@@ -69,7 +73,46 @@ class Record:
         return judge_png(encoded) if is_png(encoded) else None
 
 
-def schema_problems(kinds: dict[str, str | None], lists: dict[str, list[Any]]) -> list[str]:
+@functools.lru_cache(maxsize=1 << 12)
+def _label_pair(label: int, synset: bytes) -> tuple[int, str]:
+    return label, synset.decode("utf-8", "replace")
+
+
+class _Part(NamedTuple):
+    """A run of entries split_record cut from a record, as the schema sees it (a class's, a size's: kept)."""
+
+    kinds: Kinds
+    lists: Lists
+    one: dict[str, Any]  # the values of its single-valued keys
+    keys: frozenset[str]
+    sound: bool  # each key of the schema it holds of its kind, a single-valued one with one value
+
+    def joins(self, after: _Part) -> bool:
+        """Whether a record of this run, an image, a file name and `after`, in that order, has no schema
+        problem: both sound, no key in both, and with the image's and the file name's every key of the schema."""
+        return (self.sound and after.sound and self.keys.isdisjoint(after.keys)
+                and len(self.keys & _REQUIRED) + len(after.keys & _REQUIRED) == len(_REQUIRED))
+
+
+_REQUIRED = frozenset(SCHEMA) - {IMAGE_KEY, FILENAME_KEY}  # what a record's runs of entries hold between them
+
+
+@functools.lru_cache(maxsize=1 << 12)
+def _part(entries: bytes) -> _Part | None:
+    """A run of entries' fields and what the schema says of them (None where it is read with the whole record)."""
+    fields = part_fields(entries)
+    if fields is None:
+        return None
+    kinds, lists = fields
+    keys = frozenset(kinds)
+    held = {key: SCHEMA[key] for key in keys & _REQUIRED}
+    sound = all(kinds[key] == LIST_FIELD[kind] and (key not in ONE_VALUE or len(lists[key]) == 1)
+                for key, kind in held.items())
+    one = {key: lists[key][0] for key in keys & ONE_VALUE} if sound else {}
+    return _Part(kinds, lists, one, keys, sound)
+
+
+def schema_problems(kinds: Kinds, lists: Lists) -> list[str]:
     """Every key of slim's schema present, of its type, and the single-valued ones with one value."""
     found = []
     for key, kind in SCHEMA.items():

@@ -6,7 +6,7 @@ import io
 from typing import Iterable
 
 from imagenet_build.encode.images import DALI_STOPS, REENCODE, REFUSE, consequence, png_consequence
-from imagenet_build.encode.jpeg_header import exif_orientation
+from imagenet_build.encode.jpeg_header import JpegHeader, exif_orientation
 from imagenet_build.format.record_schema import BOX_COORDS, BOX_LABEL, CONSTANTS, FORMATS
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.record import Record, RecordCheck
@@ -33,16 +33,17 @@ class Example(RecordCheck):
 def _value_problems(record: Record) -> list[str]:
     """The single values: size, the constant fields, the format, the names."""
     found = []
-    height, width = record.one["image/height"], record.one["image/width"]
+    one = record.one
+    height, width = one["image/height"], one["image/width"]
     if height <= 0 or width <= 0:
         found.append(f"height/width {height}x{width} not positive")
     for key, expected in CONSTANTS.items():
-        if record.one[key] != expected:
-            found.append(f"{key} is {record.one[key]!r}, expected {expected!r}")
-    if record.one["image/format"] not in FORMATS:
-        found.append(f"image/format is {record.one['image/format']!r}, expected b'JPEG' (or b'PNG')")
+        if one[key] != expected:
+            found.append(f"{key} is {one[key]!r}, expected {expected!r}")
+    if one["image/format"] not in FORMATS:
+        found.append(f"image/format is {one['image/format']!r}, expected b'JPEG' (or b'PNG')")
     for key in ("image/class/synset", "image/class/text", "image/filename"):
-        if not record.one[key]:
+        if not one[key]:
             found.append(f"{key} is empty")
     return found
 
@@ -75,6 +76,8 @@ def _box_problems(record: Record) -> list[str]:
     """The box lists: one length, values in [0, 1], the class's label, corners in order."""
     boxes = [record.lists[key] for key in BOX_COORDS]
     box_labels = record.lists[BOX_LABEL]
+    if not box_labels and not any(boxes):  # no box: most records
+        return []
     if len({len(b) for b in boxes} | {len(box_labels)}) != 1:
         return ["bbox lists of different lengths"]
     if any(not 0.0 <= v <= 1.0 for column in boxes for v in column):
@@ -120,18 +123,44 @@ class Decode(RecordCheck):
     def run_record(self, record: Record) -> Iterable[str]:
         if not record.readable:
             return ()
-        from PIL import Image
+        frame = record.decision.header if record.decision is not None else None
+        problem = decode_problem(record.one["image/encoded"], record.one["image/height"], record.one["image/width"],
+                                 frame)
+        return (problem,) if problem else ()
 
-        height, width = record.one["image/height"], record.one["image/width"]
-        try:
-            with Image.open(io.BytesIO(record.one["image/encoded"])) as image:
-                image.load()
+
+SCALED_FRAMES = {0xC0, 0xC1, 0xC2, 0xC9, 0xCA}  # DCT frames, Huffman or arithmetic: what libjpeg decodes scaled
+
+
+def decode_problem(encoded: bytes, height: int, width: int, frame: JpegHeader | None = None) -> str:
+    """Why Pillow cannot decode an image to the recorded size, or "". `frame`: a JPEG's frame header as libjpeg
+    reads it (jpeg_header.walk's), None for any other image.
+
+    A JPEG is decoded at libjpeg's 1/8 scale (Pillow's draft): libjpeg still reads and entropy-decodes every
+    byte of every scan, with the same suspending source, so it stops where a full decode stops (data that
+    ends early, an error in a header or a scan) and steps over what a full decode steps over (its warnings);
+    only the inverse DCT (each block's DC alone), the upsampling and the colour conversion shrink, to 1/64 of
+    the pixels. Only a DCT frame whose size Pillow read as libjpeg reads it: libjpeg decodes a lossless
+    JPEG at full size whatever the scale asked, into Pillow's buffer of the scaled size. Its size is the frame
+    header's, which a full decode reports. Anything else decodes in full.
+    """
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(encoded)) as image:
+            size = image.size
+            scaled = (frame is not None and frame.sof in SCALED_FRAMES and (frame.width, frame.height) == size
+                      and image.draft(None, (1, 1)) is not None)
+            if scaled:  # libjpeg handed the bytes at once, not 64 KB at a time: it suspends where it would anyway
+                image.decodermaxblock = len(encoded) + 1
+            image.load()
+            if not scaled:
                 size = image.size
-        except Exception as e:  # Pillow raises many kinds for a broken image
-            return (f"image does not decode: {e}",)
-        if size != (width, height):
-            return (f"image is {size[0]}x{size[1]}, record says {width}x{height}",)
-        return ()
+    except Exception as e:  # Pillow raises many kinds for a broken image
+        return f"image does not decode: {e}"
+    if size != (width, height):
+        return f"image is {size[0]}x{size[1]}, record says {width}x{height}"
+    return ""
 
 
 class ExifOrientation(RecordCheck):
@@ -142,7 +171,7 @@ class ExifOrientation(RecordCheck):
         decision = record.decision if record.readable else None
         if decision is None or decision.header is None:
             return ()
-        orientation = exif_orientation(record.one["image/encoded"])
+        orientation = exif_orientation(record.one["image/encoded"], decision.exif_at)
         if orientation == 1:
             return ()
         turned = "its shape and pixels" if orientation >= 5 else "its pixels"

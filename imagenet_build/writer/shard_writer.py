@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from imagenet_build.encode import images
-from imagenet_build.encode.example import encode_example_parts
+from imagenet_build.encode.example import example_parts
 from imagenet_build.encode.resize import ResizeOptions, stored_resized
 from imagenet_build.encode.resize import codec as resized_codec
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import ShardEntry
 from imagenet_build.format.naming import index_name, temp_name
-from imagenet_build.format.tfrecord import frame
+from imagenet_build.format.tfrecord import framed
 from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import exit_if_orphaned
@@ -100,12 +100,13 @@ def run_shard_task(spec: ShardSpec, dests: Sequence[Destination], on_error: OnEr
     return [[dest.output, result.entry, result.input_state] for dest, result in zip(dests, results)]
 
 
-def _write_all(fd: int, parts: Sequence[bytes]) -> None:
-    """os.writev until every byte of `parts` is written (no copy of the payload)."""
-    total = sum(len(p) for p in parts)
+def _write_all(fd: int, parts: Sequence[bytes], size: int) -> None:
+    """os.writev until every byte of `parts` (`size` bytes) is written (no copy of the payload)."""
     written = os.writev(fd, parts)
-    if written < total:  # rare partial write: finish the rest plainly
-        os.write(fd, b"".join(parts)[written:])
+    if written < size:  # rare partial write: finish the rest plainly
+        rest = memoryview(b"".join(parts))[written:]
+        while rest:
+            rest = rest[os.write(fd, rest):]
 
 
 def _start_writeback(fd: int, offset: int, length: int) -> None:
@@ -133,28 +134,27 @@ class ShardSink:
         self._offsets: list[tuple[int, int]] = []
         self._offset = self._flushed = 0
         self._fd: int | None = None
-        with self._said():
-            self._fd = write_door.open_fd(self.shard_tmp, within=output_dir)
-
-    @contextlib.contextmanager
-    def _said(self) -> Iterator[None]:
-        """A full disk, a quota: say where, and that nothing is lost."""
         try:
-            yield
+            self._fd = write_door.open_fd(self.shard_tmp, within=self.output_dir)
         except OSError as e:
-            raise BuildError(f"{self.output_dir}: {e.strerror or e} while writing {self.name}; free space, then run "
-                             "the same command again to resume") from None
+            raise self._said(e) from None
+
+    def _said(self, e: OSError) -> BuildError:
+        """A full disk, a quota: say where, and that nothing is lost."""
+        return BuildError(f"{self.output_dir}: {e.strerror or e} while writing {self.name}; free space, then run "
+                          "the same command again to resume")
 
     def add(self, payload: Sequence[bytes]) -> None:
         """Frame one record's payload parts and write them (without joining the parts)."""
-        head, foot = frame(*payload)
-        record = (head, *payload, foot)
+        record, size = framed(payload)
         assert self._fd is not None, "add() after finish()"
-        with self._said():
-            _write_all(self._fd, record)
+        try:
+            _write_all(self._fd, record, size)
+        except OSError as e:
+            raise self._said(e) from None
+        update = self._digest.update
         for part in record:
-            self._digest.update(part)
-        size = sum(len(part) for part in record)
+            update(part)
         self._offsets.append((self._offset, size))
         self._offset += size
         if self._offset - self._flushed >= WRITEBACK_EVERY:
@@ -164,7 +164,7 @@ class ShardSink:
     def finish(self) -> ShardFigures:
         """fsync, write the index, rename both into place; returns the ShardFigures."""
         assert self._fd is not None, "finish() twice"
-        with self._said():
+        try:
             os.fsync(self._fd)
             os.close(self._fd)
             self._fd = None
@@ -175,6 +175,8 @@ class ShardSink:
             write_door.fsync_dir(self.shard_path.parent)
             if self.index_path.parent != self.shard_path.parent:
                 write_door.fsync_dir(self.index_path.parent)
+        except OSError as e:
+            raise self._said(e) from None
         return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
                             hashlib.sha256(index_bytes).hexdigest())
 
@@ -233,15 +235,16 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
 
     Bad inputs raise (fail) or go to that output's `skipped` (skip). Each image is read once.
     """
+    read, classes, image_name, imagenet = reader.read, spec.classes, spec.image_name, spec.imagenet
     for number, entry in enumerate(spec.entries):
         exit_if_orphaned()
         try:
-            results = store(*reader.read(number))
+            results = store(*read(number))
         except InputError as e:
             results = [e] * len(outputs)
-        payloads: list[tuple[bytes, ...] | None] = []
-        synset, text = spec.classes[entry.label]
         assert len(results) == len(outputs)
+        synset, text = classes[entry.label]
+        payloads: list[tuple[bytes, ...] | None] = []
         for output, stored in zip(outputs, results):
             if isinstance(stored, InputError):
                 if on_error == "fail":
@@ -249,21 +252,14 @@ def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[
                 output.skipped.append({"file": entry.relpath, "label": entry.label, "reason": stored.problem})
                 payloads.append(None)
                 continue
-            note = images.name_disagreement(entry.filename, stored) if spec.imagenet else ""  # slim's lists: ImageNet's
+            note = images.name_disagreement(entry.filename, stored) if imagenet else ""  # slim's lists: ImageNet's
             if stored.reencoded or note:
                 output.reencoded.append({"file": entry.relpath, "reencoded": stored.reencoded, "note": note})
-            output.resized[0] += stored.resized
-            payloads.append(encode_example_parts(
-                encoded=stored.data,
-                filename=spec.image_name(entry),
-                height=stored.height,
-                width=stored.width,
-                label=entry.label,
-                synset=synset,
-                text=text,
-                boxes=entry.boxes,
-                real_labels=entry.real_labels,
-            ))
+            if stored.resized:
+                output.resized[0] += 1
+            payloads.append(example_parts(stored.data, image_name(entry), stored.height,
+                                          stored.width, entry.label, synset, text, entry.boxes,
+                                          real_labels=entry.real_labels))
         yield payloads
 
 
@@ -329,7 +325,6 @@ def rebuilt_sha256(spec: ShardSpec, on_error: OnError, resize: ResizeOptions | N
         for (payload,) in _payloads(spec, reader, on_error, outputs, _storer(resize)):
             if payload is None:
                 continue
-            head, foot = frame(*payload)
-            for part in (head, *payload, foot):
+            for part in framed(payload)[0]:
                 digest.update(part)
     return digest.hexdigest()

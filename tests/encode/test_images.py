@@ -1,6 +1,8 @@
 """Content-based handling of every kind of input image, each kind generated here."""
 
 import io
+import subprocess
+import sys
 
 import pytest
 from PIL import Image
@@ -8,7 +10,7 @@ from PIL import Image
 from imagenet_build.encode import images, jpeg_header
 from imagenet_build.encode.images import REFUSE, STORE
 from imagenet_build.infra.errors import InputError
-from jpeg_cases import CASES, flat, segments
+from jpeg_cases import CASES, clean, flat, segment, segments, with_exif_orientation
 
 
 def jpeg(mode="RGB", size=(40, 30), **save):
@@ -181,3 +183,34 @@ def test_a_resized_build_decodes_a_jpeg_reencoded_for_its_header_as_libjpeg_read
     odd, = resize.stored_resized(CASES["junk before APP0"][0], "x.jpg", options)
     clean, = resize.stored_resized(CASES["baseline"][0], "x.jpg", options)
     assert not isinstance(odd, InputError) and odd.data == clean.data and odd.reencoded == jpeg_header.EXTRANEOUS
+
+
+def test_the_bomb_limit_of_a_process_without_pillow_loaded_is_pillows_default():
+    """A worker that stores every image as it is never loads Pillow: it judges by Pillow's default limit, the
+    one Pillow itself applies once loaded."""
+    code = ("import sys; from imagenet_build.encode import images; print(images.bomb_pixels(), "
+            "'PIL.Image' in sys.modules); from PIL import Image; print(images.bomb_pixels())")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    unloaded, loaded = result.stdout.splitlines()
+    assert unloaded == f"{loaded} False" and int(loaded) == 2 * Image.MAX_IMAGE_PIXELS
+
+
+def _exif_variants():
+    """Each odd JPEG, and one with an EXIF orientation, with and without odd bytes before its EXIF segment."""
+    turned = with_exif_orientation(clean(), 6)
+    app1 = [pos for marker, pos in segments(turned) if marker == 0xE1][0]
+    yield from ((name, data) for name, (data, _) in CASES.items())
+    yield "EXIF orientation 6", turned
+    yield "fill bytes before EXIF", turned[:app1] + b"\xff\xff" + turned[app1:]
+    yield "junk before EXIF", turned[:app1] + b"\x00\x01" + turned[app1:]
+    yield "RST before EXIF", turned[:app1] + b"\xff\xd0" + turned[app1:]
+    yield "XMP before EXIF", turned[:app1] + segment(0xE1, b"http://ns.adobe.com/xap/1.0/\x00x") + turned[app1:]
+
+
+@pytest.mark.parametrize("name, data", list(_exif_variants()), ids=lambda v: v if isinstance(v, str) else "")
+def test_the_walks_exif_segment_gives_the_orientation_the_header_gives(name, data):
+    """verify takes the EXIF segment's place from the header's walk (decide) where it can: the same orientation as
+    reading the header again."""
+    decision = images.decide(data)
+    if decision.header is not None:
+        assert jpeg_header.exif_orientation(data, decision.exif_at) == jpeg_header.exif_orientation(data)

@@ -59,6 +59,22 @@ def test_a_progress_bar_shown_first_leaves_the_workers_forked_and_nothing_behind
         "from multiprocessing import resource_tracker\n"
         "print(resource_tracker._resource_tracker._pid)\n"
     )
+    import pty
+
+    master, terminal = pty.openpty()  # stderr a terminal: the bar is tqdm's, shown (elsewhere there is none)
+    try:
+        done = subprocess.run([sys.executable, "-c", script + "print(type(bar).__module__)\n"], stdout=subprocess.PIPE,
+                              stderr=terminal, text=True, timeout=60)
+    finally:
+        os.close(terminal)
+        os.close(master)
+    assert done.returncode == 0
+    assert done.stdout.split() == ["fork", "None", "tqdm.std"]
+
+
+def test_without_a_terminal_there_is_no_bar_and_tqdm_is_not_loaded():
+    script = ("import sys\nfrom imagenet_build.infra.workers import progress_bar\n"
+              "bar = progress_bar(3, 0, 'verify', 'shard')\nbar.update(2)\nbar.close()\n"
+              "print('tqdm' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["fork", "None"]
+    assert (done.returncode, done.stdout, done.stderr) == (0, "False\n", "")
