@@ -25,12 +25,14 @@ from __future__ import annotations
 import os
 from typing import Any, Sequence
 
+import numpy as np
+
 from imagenet_build.encode import resample
 from imagenet_build.encode.png import is_png
 from imagenet_build.infra.errors import BuildError, InputError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.checks import DLE_MEAN, DLE_STD
-from imagenet_build.readback.torch_transform import AREA, ASPECT, decode_images, draw_crop
+from imagenet_build.readback.torch_transform import AREA, ASPECT, Uniforms, decode_images, draw_crop
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 
@@ -86,12 +88,13 @@ class SampleTransform:
         return {**self.__dict__, "_generator": None, "_pid": -1}
 
     @property
-    def generator(self) -> Any:
-        """This process's generator: `seed` in the main process, (seed, the worker's seed) in a DataLoader worker."""
+    def generator(self) -> Uniforms:
+        """This process's draws: of a generator seeded by `seed` in the main process, by (seed, the worker's seed)
+        in a DataLoader worker."""
         if self._pid != os.getpid():
             info = torch.utils.data.get_worker_info()
             seed = self.seed if info is None else (self.seed * 1_000_003 + info.seed) % (1 << 63)
-            self._generator, self._pid = torch.Generator().manual_seed(seed), os.getpid()
+            self._generator, self._pid = Uniforms(torch.Generator().manual_seed(seed)), os.getpid()
         return self._generator
 
     def box(self, height: int, width: int) -> Box:
@@ -103,16 +106,32 @@ class SampleTransform:
     def __call__(self, encoded: bytes | Any, where: str = "an image") -> Any:
         if isinstance(encoded, torch.Tensor) and encoded.ndim == 3:  # decoded already (a dataset's decode=True)
             return self.crop_decoded(encoded)
-        data = encoded.numpy().tobytes() if isinstance(encoded, torch.Tensor) else bytes(encoded)
-        header = _turbo_header(data)
-        if header is None:
-            return self.crop_decoded(decode_images([data], where=[where])[0])
-        import numpy as np
+        rgbx = np.empty((self.size, self.size, 4), np.uint8)
+        self.crop_into(encoded, rgbx, self._mirror(), where)
+        return self._normalised(torch.from_numpy(np.ascontiguousarray(rgbx[:, :, :3].transpose(2, 0, 1))))
 
-        height, width = header
-        rgbx = self.turbo_crop(data, height, width, self.box(height, width), where)
-        rows = rgbx[:, ::-1, :3] if self._mirror() else rgbx[:, :, :3]
-        return self._normalised(torch.from_numpy(np.ascontiguousarray(rows.transpose(2, 0, 1))))
+    def crops(self, encoded: Sequence[bytes | Any], rgbx: Any, where: Sequence[str]) -> None:
+        """A batch's crops, each mirrored as drawn, into `rgbx` (a uint8 array [B, size, size, 4], the images'
+        RGB and a fourth byte): where a batch is made in one call (RecordDataset's __getitems__), every crop is
+        resized straight into its place in the batch."""
+        for k, one in enumerate(encoded):
+            self.crop_into(one, rgbx[k], self._mirror(), where[k])
+
+    def crop_into(self, encoded: bytes | Any, rgbx: Any, mirror: bool, where: str = "an image") -> None:
+        """One stored image's crop (or a decoded uint8 CHW image's), mirrored if `mirror`, into `rgbx` (uint8,
+        size x size x 4: RGB and a fourth byte, unspecified)."""
+        decoded = isinstance(encoded, torch.Tensor) and encoded.ndim == 3
+        data: bytes = b"" if decoded else encoded.numpy().tobytes() if isinstance(encoded, torch.Tensor) else encoded
+        header = None if decoded else _turbo_header(data)
+        if header is not None:
+            height, width = header
+            self.turbo_crop(data, height, width, self.box(height, width), where, rgbx)
+        else:  # the slower way: decode_images (its PNG rule included), torchvision's resize
+            image: Any = encoded if decoded else decode_images([data], where=[where])[0]
+            rgbx[:, :, :3] = self.tensor_crop(image, self.box(*image.shape[-2:])).permute(1, 2, 0).numpy()
+        if mirror:  # a row of RGBX pixels is a row of 32-bit words: reversed in place
+            words = rgbx.view(np.uint32).reshape(rgbx.shape[:2])
+            words[:] = words[:, ::-1]
 
     def crop_decoded(self, image: Any) -> Any:
         """A decoded uint8 CHW image: its crop resized, mirrored half the time, normalised."""
@@ -120,17 +139,16 @@ class SampleTransform:
         return self._normalised(pixels.flip(-1) if self._mirror() else pixels)
 
     def _mirror(self) -> bool:
-        return self.training and bool(torch.rand(1, generator=self.generator) < 0.5)
+        return self.training and self.generator.take(1)[0] < 0.5
 
     def _normalised(self, pixels: Any) -> Any:
         """uint8 CHW -> float32, (x - mean) / std per channel; as it is with normalise=False."""
         return pixels.float().mul_(self.scale).sub_(self.shift) if self.normalise else pixels
 
-    def turbo_crop(self, data: bytes, height: int, width: int, box: Box, where: str = "an image") -> Any:
-        """A JPEG's crop `box` as an RGBX array, size x size: decoded at the DCT scale the crop needs, resized by
-        fast_image_resize (bilinear, antialiased)."""
-        import numpy as np
-
+    def turbo_crop(self, data: bytes, height: int, width: int, box: Box, where: str = "an image",
+                   out: Any = None) -> Any:
+        """A JPEG's crop `box` as an RGBX array, size x size (into `out` where given): decoded at the DCT scale the
+        crop needs, resized by fast_image_resize (bilinear, antialiased)."""
         eighths = dct_scale(box, self.size)
         try:
             pixels = resample.decode_turbo(data, where, (width, height), eighths)
@@ -138,7 +156,8 @@ class SampleTransform:
             raise BuildError(f"{where}: does not decode as JPEG ({e.problem})") from None
         factor = eighths / 8
         top, left, h, w = (v * factor for v in box)
-        out = np.empty((self.size, self.size, 4), np.uint8)
+        if out is None:
+            out = np.empty((self.size, self.size, 4), np.uint8)
         resample.resize_into(pixels, out, (left, top, left + w, top + h))
         return out
 
