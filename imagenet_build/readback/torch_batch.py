@@ -5,9 +5,7 @@ Why a batch in one call: collated sample by sample, each image is copied once mo
 tensor of the batch (images, labels, offsets) crosses from a worker to the main process as a storage of its own,
 each a file descriptor passed over a socket with an authentication handshake: on 2 cores that hand-over cost
 more than resizing the images. A `Batch` holds the labels, the offsets and the images in one block of memory
-(shared memory in a worker: the batch crosses as one storage), and each crop is resized straight into its place
-in it. Its images are the RGB of RGBX rows, [B, 3, H, W] with a stride of 4 between pixels; `normalise` (or
-`.contiguous()`) makes the float (or compact) batch.
+(shared memory in a worker: the batch crosses as one storage), and each crop goes straight to its place in it.
 """
 
 from __future__ import annotations
@@ -109,12 +107,14 @@ def transformed(rows: list[dict], encoded: list, where: list[str], transform: An
 
     count, size = len(rows), transform.size
     if not transform.normalise:
-        labels, offsets, pixels = block(count, (size, size, 4), torch.uint8)
-        transform.crops(encoded, pixels.numpy(), where)
-        return Batch(rows, pixels[..., :3].permute(0, 3, 1, 2), labels, offsets)
+        labels, offsets, images = block(count, (3, size, size), torch.uint8)
+        transform.crops(encoded, images.numpy(), where)
+        return Batch(rows, images, labels, offsets)
     labels, offsets, images = block(count, (3, size, size), torch.float32)
-    pixels = torch.empty((count, size, size, 4), dtype=torch.uint8)
+    pixels = torch.empty((count, 3, size, size), dtype=torch.uint8)
     transform.crops(encoded, pixels.numpy(), where)
-    normalise(pixels[..., :3].permute(0, 3, 1, 2), transform.mean, transform.std, out=images)
+    normalise(pixels, transform.mean, transform.std, out=images)
     return Batch(rows, images, labels, offsets)
+
+
 __all__ = ["Batch", "block", "collate", "transformed"]

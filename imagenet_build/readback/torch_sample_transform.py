@@ -23,6 +23,7 @@ repeatable).
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -37,6 +38,9 @@ from imagenet_build.readback.torch_transform import AREA, ASPECT, Uniforms, deco
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 
 Box = tuple[float, float, float, float]  # top, left, height, width in the stored image's pixels (fractions allowed)
+# Images normalised at a time on the CPU: three passes over 4 images' floats (2.4 MB at 224) stay in the caches,
+# over a whole batch they go to memory and back (75 against 100 us an image here)
+NORMALISE_STEP = 4
 # The colour spaces libjpeg-turbo turns into RGB itself; a CMYK or YCCK JPEG goes the slower way
 _TURBO_COLOURS = {"YCbCr", "Gray", "RGB"}
 
@@ -83,9 +87,10 @@ class SampleTransform:
         self.shift = torch.tensor([m / s for m, s in zip(mean, std)], dtype=torch.float32).view(3, 1, 1)
         self._generator: Any = None
         self._pid = -1
+        self._buffers: dict[tuple[str, int], Any] = {}  # per thread: the crop's RGBX rows, its words
 
     def __getstate__(self) -> dict:  # a spawned worker seeds its own generator
-        return {**self.__dict__, "_generator": None, "_pid": -1}
+        return {**self.__dict__, "_generator": None, "_pid": -1, "_buffers": {}}
 
     @property
     def generator(self) -> Uniforms:
@@ -106,32 +111,48 @@ class SampleTransform:
     def __call__(self, encoded: bytes | Any, where: str = "an image") -> Any:
         if isinstance(encoded, torch.Tensor) and encoded.ndim == 3:  # decoded already (a dataset's decode=True)
             return self.crop_decoded(encoded)
-        rgbx = np.empty((self.size, self.size, 4), np.uint8)
-        self.crop_into(encoded, rgbx, self._mirror(), where)
-        return self._normalised(torch.from_numpy(np.ascontiguousarray(rgbx[:, :, :3].transpose(2, 0, 1))))
+        pixels = np.empty((3, self.size, self.size), np.uint8)
+        self.crop_into(encoded, pixels, self._mirror(), where)
+        return self._normalised(torch.from_numpy(pixels))
 
-    def crops(self, encoded: Sequence[bytes | Any], rgbx: Any, where: Sequence[str]) -> None:
-        """A batch's crops, each mirrored as drawn, into `rgbx` (a uint8 array [B, size, size, 4], the images'
-        RGB and a fourth byte): where a batch is made in one call (RecordDataset's __getitems__), every crop is
-        resized straight into its place in the batch."""
+    def crops(self, encoded: Sequence[bytes | Any], pixels: Any, where: Sequence[str]) -> None:
+        """A batch's crops, each mirrored as drawn, into `pixels` (a uint8 array [B, 3, size, size]): where a batch
+        is made in one call (RecordDataset's __getitems__), every crop goes straight to its place in the batch."""
         for k, one in enumerate(encoded):
-            self.crop_into(one, rgbx[k], self._mirror(), where[k])
+            self.crop_into(one, pixels[k], self._mirror(), where[k])
 
-    def crop_into(self, encoded: bytes | Any, rgbx: Any, mirror: bool, where: str = "an image") -> None:
-        """One stored image's crop (or a decoded uint8 CHW image's), mirrored if `mirror`, into `rgbx` (uint8,
-        size x size x 4: RGB and a fourth byte, unspecified)."""
+    def crop_into(self, encoded: bytes | Any, pixels: Any, mirror: bool, where: str = "an image") -> None:
+        """One stored image's crop (or a decoded uint8 CHW image's), mirrored if `mirror`, into `pixels` (uint8,
+        3 x size x size)."""
         decoded = isinstance(encoded, torch.Tensor) and encoded.ndim == 3
         data: bytes = b"" if decoded else encoded.numpy().tobytes() if isinstance(encoded, torch.Tensor) else encoded
         header = None if decoded else _turbo_header(data)
         if header is not None:
             height, width = header
+            rgbx = self._kept("rgbx", (self.size, self.size, 4))
             self.turbo_crop(data, height, width, self.box(height, width), where, rgbx)
+            self._planes(rgbx, pixels, mirror)
         else:  # the slower way: decode_images (its PNG rule included), torchvision's resize
             image: Any = encoded if decoded else decode_images([data], where=[where])[0]
-            rgbx[:, :, :3] = self.tensor_crop(image, self.box(*image.shape[-2:])).permute(1, 2, 0).numpy()
-        if mirror:  # a row of RGBX pixels is a row of 32-bit words: reversed in place
-            words = rgbx.view(np.uint32).reshape(rgbx.shape[:2])
-            words[:] = words[:, ::-1]
+            crop = self.tensor_crop(image, self.box(*image.shape[-2:]))
+            pixels[...] = (crop.flip(-1) if mirror else crop).numpy()
+
+    def _planes(self, rgbx: Any, pixels: Any, mirror: bool) -> None:
+        """RGBX rows to the R, G and B planes of `pixels`, mirrored by the view: each pixel a little-endian 32-bit
+        word, its low byte R, cast, then shifted for G and B (twice the speed of numpy's byte-strided copy)."""
+        words = self._kept("words", (self.size, self.size), np.uint32)
+        np.copyto(words, rgbx.view("<u4").reshape(words.shape)[:, ::-1 if mirror else 1])
+        for plane in pixels:
+            np.copyto(plane, words, casting="unsafe")  # the low byte
+            words >>= 8
+
+    def _kept(self, name: str, shape: tuple[int, ...], dtype: Any = np.uint8) -> Any:
+        """This thread's buffer `name`, kept from image to image."""
+        key = (name, threading.get_ident())
+        buffer = self._buffers.get(key)
+        if buffer is None or buffer.shape != shape:
+            buffer = self._buffers[key] = np.empty(shape, dtype)
+        return buffer
 
     def crop_decoded(self, image: Any) -> Any:
         """A decoded uint8 CHW image: its crop resized, mirrored half the time, normalised."""
@@ -178,7 +199,10 @@ def normalise(images: Any, mean: Sequence[float] = DLE_MEAN, std: Sequence[float
     shift = torch.tensor([m / s for m, s in zip(mean, std)], dtype=torch.float32, device=images.device).view(shape)
     if out is None:
         out = torch.empty(images.shape, dtype=torch.float32, device=images.device)
-    return out.copy_(images).mul_(scale).sub_(shift)
+    step = NORMALISE_STEP if images.device.type == "cpu" else max(1, len(images))
+    for start in range(0, len(images), step):  # on the CPU a few images at a time, while they are in the caches
+        out[start:start + step].copy_(images[start:start + step]).mul_(scale).sub_(shift)
+    return out
 
 
 def _turbo_header(data: bytes) -> tuple[int, int] | None:
