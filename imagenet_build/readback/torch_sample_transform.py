@@ -193,12 +193,14 @@ class SampleTransform:
 def normalise(images: Any, mean: Sequence[float] = DLE_MEAN, std: Sequence[float] = DLE_STD,
               out: Any = None) -> Any:
     """uint8 images [B, 3, H, W] (SampleTransform(normalise=False)'s, collated) to float32, (x - mean) / std per
-    channel, in `out` where given (a buffer kept from batch to batch: no fresh memory a batch)."""
+    channel, in `out` where given (a buffer kept from batch to batch: no fresh memory a batch; one of more images
+    than the batch gives its first B, for an epoch's last batch)."""
     shape = (1, 3, 1, 1)
     scale = torch.tensor([1 / s for s in std], dtype=torch.float32, device=images.device).view(shape)
     shift = torch.tensor([m / s for m, s in zip(mean, std)], dtype=torch.float32, device=images.device).view(shape)
     if out is None:
         out = torch.empty(images.shape, dtype=torch.float32, device=images.device)
+    out = out[:len(images)]
     step = NORMALISE_STEP if images.device.type == "cpu" else max(1, len(images))
     for start in range(0, len(images), step):  # on the CPU a few images at a time, while they are in the caches
         out[start:start + step].copy_(images[start:start + step]).mul_(scale).sub_(shift)
