@@ -3,7 +3,8 @@
 Two corpora, made here from --images generated ImageNet-sized JPEGs (benchmarks/common.py): the full-size build
 and a `--resize shorter:256` build of the same images. On each, the contenders, alternated, each a whole process:
   torch-sample        imagenet_build.torch: RecordDataset + SampleTransform in --workers DataLoader workers
-                      (the crop drawn first, decoded at its DCT scale, resized by fast_image_resize)
+                      (the crop drawn first, decoded at its DCT scale, resized by fast_image_resize; each
+                      batch read in one call, into one block of shared memory), normalised in this process
   tfdata-crop         imagenet_build.tfdata.make_dataset(training=True): decode_and_crop_jpeg
   tfdata-full         the same with decode_crop=False: every image decoded whole, then cropped
   grain               imagenet_build.grain.RecordSource, Grain's DataLoader, --workers worker processes, its

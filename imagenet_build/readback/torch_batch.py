@@ -58,10 +58,9 @@ class Batch(Sequence):
 
     def collated(self) -> dict:
         out: dict[str, Any] = {"image": self.images}
-        for key in self.rows[0]:
-            out[key] = {"label": self.labels, "offset": self.offsets}.get(key)
-            if out[key] is None:
-                out[key] = column(key, [row[key] for row in self.rows])
+        for key in self.rows[0]:  # the samples' keys, in their order
+            kept = {"label": self.labels, "offset": self.offsets}
+            out[key] = kept[key] if key in kept else column(key, [row[key] for row in self.rows])
         return out
 
 
