@@ -3,11 +3,12 @@
 Two corpora, made here from --images generated ImageNet-sized JPEGs (benchmarks/common.py): the full-size build
 and a `--resize shorter:256` build of the same images. On each, the contenders, alternated, each a whole process:
   torch-sample        imagenet_build.torch: RecordDataset + SampleTransform in --workers DataLoader workers
-                      (the crop drawn first, decoded at its DCT scale, resized by fast_image_resize)
+                      (the crop drawn first, decoded at its DCT scale, resized by fast_image_resize; each
+                      batch read in one call, into one block of shared memory), normalised in this process
   tfdata-crop         imagenet_build.tfdata.make_dataset(training=True): decode_and_crop_jpeg
   tfdata-full         the same with decode_crop=False: every image decoded whole, then cropped
-  grain               imagenet_build.grain.RecordSource + the same SampleTransform, Grain's DataLoader,
-                      --workers worker processes
+  grain               imagenet_build.grain.RecordSource, Grain's DataLoader, --workers worker processes, its
+                      Batch with imagenet_build.grain.CropBatch (the same SampleTransform, a batch at a time)
   torchvision         torchvision's ImageFolder over the same images as JPEG files (the resized build's
                       extracted for the second corpus), RandomResizedCrop(224), RandomHorizontalFlip,
                       ToTensor, Normalize, --workers DataLoader workers
@@ -71,41 +72,17 @@ def tfdata_batches(build, files, workers, batch_size, decode_crop=True):
     return (int(labels.shape[0]) for _, labels in dataset)
 
 
-try:  # Grain's workers are spawned: its map must be a class of this module, importable there
-    from grain.transforms import Map as GrainMap
-except ImportError:
-    GrainMap = object
-
-
-class GrainDecode(GrainMap):
-    """Grain's map: the record's image through SampleTransform (uint8, as the torch path's), as numpy; torch on
-    one thread in each worker, as PyTorch's DataLoader sets its workers (else OpenMP threads spin on every
-    image's few operations)."""
-
-    def __init__(self):
-        from imagenet_build.torch import SampleTransform
-
-        self.transform = SampleTransform(normalise=False)
-
-    def map(self, record):
-        import torch
-
-        if torch.get_num_threads() != 1:
-            torch.set_num_threads(1)
-        return {"image": self.transform(record["image"]).numpy(), "label": record["label"]}
-
-
 def grain_batches(build, files, workers, batch_size):
     import grain
     import torch
 
-    from imagenet_build.grain import RecordSource
+    from imagenet_build.grain import CropBatch, RecordSource
 
     source = RecordSource(build, "train")
     sampler = grain.samplers.IndexSampler(len(source), grain.sharding.NoSharding(), shuffle=True, num_epochs=1,
                                           seed=0)
     loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=workers,
-                              operations=[GrainDecode(), grain.transforms.Batch(batch_size)])
+                              operations=[grain.transforms.Batch(batch_size, batch_fn=CropBatch())])
     return normalised((torch.from_numpy(batch["image"]) for batch in loader))
 
 

@@ -1,19 +1,21 @@
 """A record read by index, judged and parsed the one way every by-index reader parses one (the PyTorch reader,
 the Grain source): the bytes the index says, whole; the framing and its CRCs (format/tfrecord.py); slim's
-Example (format/record_schema.py). Each problem is one BuildError naming shard and byte. No torch, no Grain.
+Example (format/record_schema.py), of which only the features asked for are decoded (the image, the label and the
+file name; the boxes or ReaL labels where a reader wants them). Each problem is one BuildError naming shard and
+byte. No torch, no Grain.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from imagenet_build.format.record_schema import FIRST_LABEL, decode_example
+from imagenet_build.format.record_schema import FIRST_LABEL, Features
 from imagenet_build.format.tfrecord import FramingError, unframe
 from imagenet_build.infra.errors import BuildError
 
 
 class ParsedRecord(NamedTuple):
-    features: dict[str, Any]  # slim's Example, decoded
+    features: Features  # slim's Example, each feature decoded when asked for
     encoded: bytes  # the stored image
     label: int  # 0-based, as a loss takes it
     filename: str
@@ -29,7 +31,7 @@ def parse_record(path: str, offset: int, size: int, data: bytes, check_crc: bool
     except FramingError as e:
         raise BuildError(f"{path}: byte {offset}: {e.message}; run imagenet-build verify") from None
     try:
-        features = decode_example(payload)
+        features = Features(payload)
         encoded = features["image/encoded"][0]
         label = features["image/class/label"][0] - FIRST_LABEL
         filename = features["image/filename"][0].decode()

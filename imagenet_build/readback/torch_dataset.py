@@ -18,8 +18,8 @@ each rank's range again per DataLoader worker, and the map-style one leaves the
 workers to the DataLoader. Every record is read exactly once an epoch across
 ranks x workers; ranges differ by at most one record.
 
-The records of a split and reading one are torch_records.py's; decoding and augmenting a batch
-(`BatchTransform`), torch_transform.py's.
+The records of a split and reading one are torch_records.py's; `collate` and a batch read in one call,
+torch_batch.py's; decoding and augmenting a batch (`BatchTransform`), torch_transform.py's.
 torch and torchvision come with the `torch` extra; only readback/ imports them.
 """
 
@@ -33,6 +33,7 @@ from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.real_labels import require_real_labels
+from imagenet_build.readback.torch_batch import Batch, collate
 from imagenet_build.readback.torch_records import RecordReader, Records, share
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
@@ -98,6 +99,12 @@ class RecordDataset(_SharedEpoch, torch.utils.data.Dataset):  # type: ignore[nam
 
     def __getitem__(self, i: int) -> dict:
         return self._reader.read(int(self._current_order()[i]))
+
+    def __getitems__(self, indices: Sequence[int]) -> Batch | list[dict]:
+        """A batch's samples in one call (a DataLoader with a batch_size asks so): with a SampleTransform, a
+        `Batch`, which `collate` takes as it is (torch_batch.py)."""
+        order = self._current_order()
+        return self._reader.read_batch([int(order[i]) for i in indices])
 
 
 class IterableRecordDataset(_SharedEpoch, torch.utils.data.IterableDataset):  # type: ignore[name-defined]
@@ -186,31 +193,4 @@ def _check_rank(rank: int, world_size: int) -> None:
         raise BuildError(f"rank {rank} of world_size {world_size}: need 0 <= rank < world_size")
 
 
-def collate(samples: Sequence[dict]) -> dict:
-    """DataLoader's collate_fn for these samples: images stacked when they share a shape, else a list; ReaL labels
-    padded with -1 to [B, the most any sample has], so that a batch's ReaL accuracy is one comparison."""
-    out: dict[str, Any] = {}
-    for key in samples[0]:
-        values = [s[key] for s in samples]
-        if key in ("label", "offset"):
-            out[key] = torch.tensor(values, dtype=torch.int64)
-        elif key == "real_labels":
-            out[key] = torch.nn.utils.rnn.pad_sequence(values, batch_first=True, padding_value=-1) \
-                if any(len(v) for v in values) else torch.empty((len(values), 0), dtype=torch.int64)
-        elif key == "image" and isinstance(values[0], torch.Tensor) and all(
-                v.shape == values[0].shape for v in values):
-            out[key] = _stacked(values)
-        else:
-            out[key] = values
-    return out
-
-
-def _stacked(values: Sequence[Any]) -> Any:
-    """The images stacked; in a DataLoader worker straight into shared memory, as PyTorch's default_collate
-    stacks, so that the batch is not copied there again on its way to the main process (a batch of 64 float
-    images is 38 MB of fresh memory each copy)."""
-    if torch.utils.data.get_worker_info() is None:
-        return torch.stack(values)
-    first = values[0]
-    storage = first._typed_storage()._new_shared(len(values) * first.numel(), device=first.device)
-    return torch.stack(values, out=first.new(storage).resize_(len(values), *first.shape))
+__all__ = ["IterableRecordDataset", "RecordDataset", "collate"]

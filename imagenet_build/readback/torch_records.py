@@ -2,15 +2,16 @@
 
 `Records` lists every record of a split by the DALI indexes (each index held to format/dali_index.py's
 rule first); `RecordReader` reads one record by a pread at its offset (or a run of them sequentially),
-checks its framing and parses slim's Example into a sample dict; `share` cuts an epoch into the
-contiguous ranges of ranks and workers. torch comes with the `torch` extra.
+checks its framing and parses slim's Example into a sample dict (a batch's records in one call: a
+torch_batch.Batch); `share` cuts an epoch into the contiguous ranges of ranks and workers. torch comes with
+the `torch` extra.
 """
 
 from __future__ import annotations
 
 import os
 from array import array
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
 from imagenet_build.format.record_schema import BOX_COORDS, FIRST_LABEL, REAL_LABELS
@@ -18,6 +19,7 @@ from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readback.record_parse import parse_record
+from imagenet_build.readback.torch_batch import Batch, transformed
 from imagenet_build.readback.torch_sample_transform import SampleTransform
 from imagenet_build.readback.torch_transform import decode_images
 
@@ -128,12 +130,29 @@ class RecordReader:
 
     def read(self, number: int) -> dict:
         """Record `number` by one pread at its index offset."""
+        return self.transformed(self.sample(number))
+
+    def read_batch(self, numbers: Sequence[int]) -> Batch | list[dict]:
+        """Records `numbers`, a batch: with a SampleTransform, made in one call (torch_batch.py: one block of
+        memory, each crop resized into its place); else the samples, one by one."""
+        if not isinstance(self.transform, SampleTransform):
+            return [self.read(number) for number in numbers]
+        rows = [self.sample(number) for number in numbers]
+        encoded = [row.pop("image") for row in rows]
+        return transformed(rows, encoded, [self.where(row) for row in rows], self.transform)
+
+    def sample(self, number: int) -> dict:
+        """Record `number`, read and parsed, its image as stored (decoded with decode=True), not transformed."""
         r = self.records
         shard, offset, size = r.shard[number], r.offset[number], r.size[number]
-        return self.parse(shard, offset, size, self.pread(shard, size, offset))
+        return self.parsed(shard, offset, size, self.pread(shard, size, offset))
 
     def parse(self, shard: int, offset: int, size: int, data: bytes) -> dict:
         """A sample from a whole record (header, payload, CRC): `data`, read at the index entry `offset size`."""
+        return self.transformed(self.parsed(shard, offset, size, data))
+
+    def parsed(self, shard: int, offset: int, size: int, data: bytes) -> dict:
+        """The sample of a whole record, before the transform."""
         path = self.records.paths[shard]
         features, encoded, label, filename = parse_record(path, offset, size, data, self.check_crc)
         sample = {"image": encoded, "label": label, "filename": filename, "shard": path, "offset": offset}
@@ -146,11 +165,18 @@ class RecordReader:
                                  "verify")
             real = [label - FIRST_LABEL for label in features[REAL_LABELS]]  # 0-based, as "label"
             sample["real_labels"] = torch.tensor(real, dtype=torch.int64)
-        where = f"{path}: byte {offset} ({filename})"
         if self.decode:
-            sample["image"] = decode_images([encoded], "cpu", where=[where])[0]
+            sample["image"] = decode_images([encoded], "cpu", where=[self.where(sample)])[0]
+        return sample
+
+    @staticmethod
+    def where(sample: dict) -> str:
+        """A record's place, for a message: shard, byte and file name."""
+        return f"{sample['shard']}: byte {sample['offset']} ({sample['filename']})"
+
+    def transformed(self, sample: dict) -> dict:
         if isinstance(self.transform, SampleTransform):  # it decodes: a problem named by the record's place
-            sample["image"] = self.transform(sample["image"], where)
+            sample["image"] = self.transform(sample["image"], self.where(sample))
         elif self.transform is not None:
             sample["image"] = self.transform(sample["image"])
         return sample

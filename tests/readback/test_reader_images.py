@@ -163,6 +163,34 @@ def torch_sample_transform(folder):
                                                                                     range(len(dataset)))]
 
 
+def torch_sample_batches(folder):
+    """The same through a DataLoader's worker: each batch read in one call (RecordDataset.__getitems__), its crops
+    resized into the batch's shared memory."""
+    from imagenet_build.torch import RecordDataset, SampleTransform, collate
+
+    transform = SampleTransform(training=False, size=16, resize=16, normalise=False)
+    dataset = RecordDataset(folder, "train", shuffle=False, decode=False, transform=transform)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=8, num_workers=1, collate_fn=collate)
+    return [(int(label) + 1, image.permute(1, 2, 0).numpy()) for batch in loader
+            for label, image in zip(batch["label"], batch["image"])]
+
+
+def grain_crop_batch(folder):
+    """imagenet_build.grain: RecordSource through Grain's DataLoader (a worker process), CropBatch's evaluation
+    crops written into Grain's shared memory."""
+    grain = pytest.importorskip("grain")
+    from imagenet_build.grain import CropBatch, RecordSource
+    from imagenet_build.torch import SampleTransform
+
+    source = RecordSource(folder, "train")
+    sampler = grain.samplers.IndexSampler(len(source), grain.sharding.NoSharding(), shuffle=False, num_epochs=1)
+    crop = CropBatch(SampleTransform(training=False, size=16, resize=16, normalise=False))
+    loader = grain.DataLoader(data_source=source, sampler=sampler, worker_count=1,
+                              operations=[grain.transforms.Batch(8, batch_fn=crop)])
+    return [(int(label) + 1, image.transpose(1, 2, 0)) for batch in loader
+            for label, image in zip(batch["label"], batch["image"])]
+
+
 def tf_data(folder):
     """imagenet_build.tfdata.make_dataset: the evaluation crop, no normalisation."""
     pytest.importorskip("tensorflow")
@@ -207,6 +235,8 @@ READERS = {  # name: read a build's train split -> [(stored label, image HWC)], 
     "imagenet_build.torch RecordDataset": torch_dataset,
     "imagenet_build.torch BatchTransform (trainer-check --framework torch on a GPU)": torch_batch_transform,
     "imagenet_build.torch SampleTransform (trainer-check --framework torch on the CPU)": torch_sample_transform,
+    "imagenet_build.torch SampleTransform, batches from a DataLoader worker": torch_sample_batches,
+    "imagenet_build.grain RecordSource + CropBatch, Grain's DataLoader": grain_crop_batch,
     "imagenet_build.tfdata make_dataset": tf_data,
     "imagenet_build.tfdata make_dataset, training crops": tf_data_training,
     "DALI (trainer-check)": dali,

@@ -151,6 +151,9 @@ def test_training_mirrors_about_half_and_normalises():
     buffer = torch.empty((2, 3, 32, 32))
     batch = normalise(torch.stack([crop, crop]), mean, std, out=buffer)
     assert batch.data_ptr() == buffer.data_ptr() and torch.allclose(batch[1], expected, atol=1e-4)
+    last = normalise(crop[None], mean, std, out=buffer)  # an epoch's last, shorter batch: the buffer's first rows
+    assert last.shape == (1, 3, 32, 32) and last.data_ptr() == buffer.data_ptr()
+    assert torch.allclose(last[0], expected, atol=1e-4)
     assert torch.allclose(normalise(crop[None], mean, std)[0], expected, atol=1e-4)
 
 
