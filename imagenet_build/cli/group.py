@@ -131,7 +131,7 @@ def cli() -> None:
 
 class PathOf(click.Path):
     """A path an option or argument names, and what the verb does there (`role`): every path of the command line is
-    one (tests/cli/test_paths_named.py holds them to it, and tries every one that writes against every place a
+    one (tests/cli/test_paths_written.py holds them to it, and tries every one that writes against every place a
     verb must never write, without a list of them).
 
     reads: an input, only read; reads-build: a build the verb reads (or judges); writes-file: a file the verb

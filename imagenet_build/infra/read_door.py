@@ -124,12 +124,12 @@ def open_text(path: PathLike, encoding: str = "utf-8") -> IO[str]:
 
 
 def read_bytes(path: PathLike, limit: int | None = None) -> bytes:
-    """The whole of a regular file or an object; with `limit`, TooLarge for one larger than that."""
-    if storage.is_url(path):
-        if limit is not None and storage.size(path) > limit:
-            raise TooLarge(path, limit)
+    """The whole of a regular file or an object; with `limit`, TooLarge for one larger than that, read no further
+    than `limit` + 1 bytes either way: an object in one ranged read of the object opened (replaced meanwhile by
+    another, larger or not, it is an OSError, never read on), not after a size asked apart, which could be stale."""
+    if limit is None and storage.is_url(path):
         return storage.file_system(path).cat_file(str(path))
-    with open_read(path) as f:
+    with open_read(path, random_access=True) as f:
         data = f.read() if limit is None else f.read(limit + 1)
     if limit is not None and len(data) > limit:
         raise TooLarge(path, limit)

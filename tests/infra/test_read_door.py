@@ -201,3 +201,62 @@ def test_an_objects_url_is_never_read_as_a_local_path(bucket, tmp_path, monkeypa
     with pytest.raises(TooLarge) as error:
         read_door.read_bytes(f"{bucket}/x", limit=9)
     assert str(error.value) == f"{bucket}/x: larger than 9 bytes, more than any such file holds"
+
+
+@pytest.fixture
+def fetched(monkeypatch):
+    """The sizes of the bodies each GET of an object brought back from the server, in order."""
+    import s3fs
+
+    sizes, call = [], s3fs.S3FileSystem._call_s3
+
+    async def counted(self, method, *args, **kwargs):
+        out = await call(self, method, *args, **kwargs)
+        if method == "get_object":
+            sizes.append(out["ContentLength"])
+        return out
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+    return sizes
+
+
+def test_an_object_is_read_no_further_than_its_limit(bucket, fetched):
+    from imagenet_build.infra import write_door
+
+    write_door.write_bytes(f"{bucket}/large", b"x" * (1 << 20))
+    write_door.write_bytes(f"{bucket}/empty", b"")
+    with pytest.raises(TooLarge):
+        read_door.read_bytes(f"{bucket}/large", limit=9)
+    assert fetched == [10]  # one ranged read of limit + 1 bytes, not the object
+    assert read_door.read_bytes(f"{bucket}/empty", limit=9) == b""  # nothing asked of an empty object's bytes
+    assert read_door.read_bytes(f"{bucket}/large", limit=1 << 20) == b"x" * (1 << 20)
+    assert fetched == [10, 1 << 20]
+
+
+def test_an_object_replaced_by_a_larger_one_once_sized_is_not_read_past_its_limit(bucket, fetched, monkeypatch):
+    """The object grows between the moment its size is known and its bytes are read: never a read of the new
+    object's whole, nor more than the limit handed back."""
+    import boto3
+    import s3fs
+
+    from imagenet_build.infra import write_door
+
+    url, name = f"{bucket}/manifest.json", bucket.split("://")[1]
+    write_door.write_bytes(url, b"{}")
+    info, grown = s3fs.S3FileSystem._info, []
+
+    async def sized_then_grown(self, path, *args, **kwargs):
+        out = await info(self, path, *args, **kwargs)
+        if not grown:
+            boto3.client("s3").put_object(Bucket=name, Key="manifest.json", Body=b" " * (1 << 20))
+            grown.append(out["size"])
+        return out
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", sized_then_grown)
+    s3fs.S3FileSystem.clear_instance_cache()  # a file system made now binds its calls to the spy
+    try:
+        with pytest.raises(OSError):  # the object opened is gone: the read is refused, not made of the new one
+            read_door.read_bytes(url, limit=100)
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()  # none left bound to it for the next test
+    assert grown == [2] and sum(fetched) <= 101
