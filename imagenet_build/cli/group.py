@@ -149,5 +149,5 @@ input_path = PathOf("reads")
 input_file = PathOf("reads", dir_okay=False)
 input_folder = PathOf("reads", file_okay=False)
 build_folder = PathOf("reads-build", file_okay=False)
-output_file = PathOf("writes-file", dir_okay=False)
+output_file = PathOf("writes-file")  # a folder given: the write door says so in its own words
 output_folder = PathOf("writes-folder", file_okay=False)
