@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_args
 
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
@@ -151,6 +152,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
     check_build_folders(dest.output, dest.index, bool(options.index_dir))  # never into another build
     copy = _resolve_copy(options)
+    options = _with_sample_files(options, copy)
     _check_shard_counts(options, copy)
     _check_real_labels(options, copy)
     _note_unused_validation_labels(options, copy)
@@ -279,6 +281,31 @@ def _resolve_copy(options: ConvertOptions) -> Copy:
                          options.classes_from_folders)
 
 
+def _with_sample_files(options: ConvertOptions, copy: Copy) -> ConvertOptions:
+    """A sample `imagenet-build sample` wrote is taken as it is: its own labels files, and its boxes where the copy
+    carries none, for each of those options not given (sources/samples.py: the note beside it names them)."""
+    from dataclasses import replace
+
+    from imagenet_build.sources.copies import copy_kind_named
+    from imagenet_build.sources.samples import SAMPLE_NOTE, sample_files
+
+    files = sample_files(options.from_paths)
+    kind = copy_kind_named(copy.kind)
+    if kind is not None and kind.evaluation:  # labelled by class folder, no train split: neither file is for it
+        files.pop("validation_labels_file", None)
+        files.pop("bounding_box_file", None)
+    if copy.carries_boxes:
+        files.pop("bounding_box_file", None)
+    taken = {key: path for key, path in files.items() if getattr(options, key) is None}
+    if not taken:
+        return options
+    copy.notes.append(f"the sample's own {', '.join(sorted(Path(p).name for p in taken.values()))} "
+                      f"({SAMPLE_NOTE})")
+    return replace(options, labels_file=taken.get("labels_file", options.labels_file),
+                   validation_labels_file=taken.get("validation_labels_file", options.validation_labels_file),
+                   bounding_box_file=taken.get("bounding_box_file", options.bounding_box_file))
+
+
 def _check_shard_counts(options: ConvertOptions, copy: Copy) -> None:
     """Shard counts that slim's layout cannot take are a usage error now, not after the scan."""
     from imagenet_build.plan import shard_ranges
@@ -291,7 +318,6 @@ def _check_shard_counts(options: ConvertOptions, copy: Copy) -> None:
 def refuse_output_among_inputs(options: ConvertOptions, dest: Destination) -> None:
     """An output inside an input folder would be read back as input by the next run: refuse it now. The folder
     of a copy that is a folder (Hugging Face's data/) is an input folder however its files are given."""
-    from pathlib import Path
 
     from imagenet_build.infra import storage
     from imagenet_build.sources.copies import copy_folders  # the sources package registers every copy

@@ -15,16 +15,12 @@ echo "== sample: a small ImageNet-shaped tree"
 echo "== convert: slim-format shards, DALI indexes, manifest"
 "$IB" convert \
   --from "$WORK/sample" \
-  --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
-  --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 8 --validation-shards 4 --layout-threads 4 \
   --output-dir "$WORK/shards"
 
 echo "== convert again: resumes, nothing to redo"
 "$IB" convert \
   --from "$WORK/sample" \
-  --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
-  --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 8 --validation-shards 4 --layout-threads 4 \
   --output-dir "$WORK/shards" | grep "shards written"
 

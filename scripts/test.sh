@@ -73,7 +73,5 @@ echo "== sample -> convert -> verify"
 IB="$VENV/bin/imagenet-build"
 "$IB" sample "$WORK/sample" >/dev/null
 "$IB" convert --from "$WORK/sample" \
-  --labels-file "$WORK/sample/labels.txt" --validation-labels-file "$WORK/sample/validation_labels.txt" \
-  --bounding-box-file "$WORK/sample/bboxes.csv" \
   --train-shards 4 --validation-shards 2 --layout-threads 2 --output-dir "$WORK/shards" >/dev/null
 "$IB" verify "$WORK/shards" --deep

@@ -347,3 +347,14 @@ def edit_json(path, change):
     document = json.loads(Path(path).read_text())
     change(document)
     Path(path).write_text(json.dumps(document))
+
+
+def user_copy_of(sample, where):
+    """The sample's files without the note `sample` writes beside them: a user's own copy holding the same files,
+    which convert reads as any copy (its labels files are only what options name)."""
+    import shutil
+
+    from imagenet_build.sources.samples import SAMPLE_NOTE
+
+    shutil.copytree(sample, where, ignore=shutil.ignore_patterns(SAMPLE_NOTE))
+    return where

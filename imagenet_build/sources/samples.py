@@ -1,13 +1,16 @@
 """What every copy's sample writer shares (`sample --layout`): archives with fixed metadata (the same sample,
-the same bytes), the sample's validation images with their synsets, and image counts that leave no file of
-a copy empty."""
+the same bytes), the sample's validation images with their synsets, image counts that leave no file of
+a copy empty, and the note beside a sample that names its own metadata files for `convert --from`."""
 
 from __future__ import annotations
 
 import io
+import json
+import os
 import tarfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TypedDict
 
 from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError, InputError
@@ -50,3 +53,42 @@ def enough_for(images: int, needed: int, split: str, kind: str) -> None:
     if images < needed:
         raise BuildError(f"--layout {kind}: {images} {split} image(s) are too few, it needs at least {needed} (no "
                          "file of a copy may be empty); raise --per-class or --validation-per-class")
+
+
+SAMPLE_NOTE = "imagenet-build-sample.json"  # what `sample` writes beside a sample: which of its files are metadata
+
+
+class SampleFiles(TypedDict):
+    """The sample's note: its own metadata files, by name, in its folder."""
+
+    labels_file: str  # labels.txt: its classes, a few of the 1000
+    validation_labels_file: str  # validation_labels.txt: its validation images' synsets, by number
+    bounding_box_file: str  # bboxes.csv: its boxes, for a copy that carries none of its own
+
+
+def write_sample_note(out: Path) -> None:
+    """The note that lets `convert --from OUT` take the sample as it is: without it, a copy holding 4 of the 1000
+    classes and validation images of its own would need three options a real copy never does."""
+    files = SampleFiles(labels_file="labels.txt", validation_labels_file="validation_labels.txt",
+                        bounding_box_file="bboxes.csv")
+    write_door.write_bytes(Path(out) / SAMPLE_NOTE, (json.dumps(files, indent=1, sort_keys=True) + "\n").encode(),
+                           sync=False)
+
+
+def sample_files(from_paths: Sequence[str]) -> dict[str, str]:
+    """The metadata files of the sample that --from names (one local folder holding SAMPLE_NOTE), each a path in
+    it; {} for any other copy. Only `sample` writes the note, so no copy of ImageNet is read differently."""
+    from imagenet_build.infra.jsonfile import JsonError, read_json
+    from imagenet_build.infra.storage import is_url
+
+    if len(from_paths) != 1 or is_url(from_paths[0]) or not os.path.lexists(Path(from_paths[0]) / SAMPLE_NOTE):
+        return {}
+    folder = Path(from_paths[0])
+    try:
+        files = read_json(folder / SAMPLE_NOTE, SampleFiles, limit=1 << 16)
+    except JsonError as e:
+        raise InputError(e.where, e.problem) from None
+    for key, name in files.items():
+        if not name or Path(name).name != name or name in (".", ".."):
+            raise InputError(folder / SAMPLE_NOTE, f"{key}: {name!r} is no file name in the sample's folder")
+    return {key: str(folder / name) for key, name in files.items()}

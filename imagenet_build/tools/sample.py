@@ -30,7 +30,7 @@ from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.format.output_guard import check_output_folder
 from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError
-from imagenet_build.sources.samples import tar_add, tar_gz
+from imagenet_build.sources.samples import tar_add, tar_gz, write_sample_note
 
 if TYPE_CHECKING:
     from PIL.Image import Image
@@ -120,6 +120,7 @@ def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
         for name in ("labels.txt", "validation_labels.txt", "bboxes.csv"):
             if not (out / name).exists():
                 write_door.copy_file(Path(staging) / "ilsvrc" / name, out / name)
+        write_sample_note(out)
     if kinds[kind].evaluation:  # its validation images alone
         counts = dict(counts, train=0, boxes=0, special={})
     return dict(counts, layout=kind)  # `sample --json`'s key
@@ -127,33 +128,19 @@ def _sample_as_kind(out: PathLike, kind: str, **options: Any) -> dict[str, Any]:
 
 def convert_command(out: PathLike, kind: str = "ilsvrc") -> str:
     """The convert command `sample` prints for the sample it wrote as copy kind `kind` under `out` (OUTPUT to fill in):
-    `convert --from OUT`, which reads the sample where it lies, as a user's copy (the folders, or the archives
-    where `--tarballs` wrote them beside).
-
-    Followed as printed it gives the build from the ILSVRC2012 tarballs of the same images (an evaluation set:
-    the validation split of its images):
-    the sample's own labels files (its classes are a few of the 1000, its validation images labelled by its
-    own list) and shard layout, and the boxes from bboxes.csv wherever the copy
-    carries none of its own (every kind but ilsvrc's archives and Kaggle's).
-    """
+    `convert --from OUT`, which reads the sample where it lies as a user's copy, its own labels files and boxes
+    named by the note beside it (sources/samples.py), with shard counts for its few images. Followed as printed
+    it gives the build from the ILSVRC2012 tarballs of the same images (an evaluation set: the validation split
+    of its images)."""
     import shlex
-
-    def path(name: str) -> str:
-        return shlex.quote(str(Path(out) / name))
 
     from imagenet_build.sources.copies import sample_kinds
 
     if sample_kinds()[kind].evaluation:  # a validation split of its own, labelled by class folder
-        return (f"imagenet-build convert --from {shlex.quote(str(out))} --labels-file {path('labels.txt')} "
-                "--validation-shards 2 --layout-threads 2 --output-dir OUTPUT")
-    from imagenet_build.sources import find_copy
-
-    copy = find_copy([out])
-    where = f"--from {shlex.quote(str(out))}" + (
-        "" if copy.carries_boxes else f" --bounding-box-file {path('bboxes.csv')}")
-    return (f"imagenet-build convert {where} --labels-file {path('labels.txt')} --validation-labels-file "
-            f"{path('validation_labels.txt')} --train-shards 4 --validation-shards 2 --layout-threads 2 "
-            "--output-dir OUTPUT")
+        return (f"imagenet-build convert --from {shlex.quote(str(out))} --validation-shards 2 --layout-threads 2 "
+                "--output-dir OUTPUT")
+    return (f"imagenet-build convert --from {shlex.quote(str(out))} --train-shards 4 --validation-shards 2 "
+            "--layout-threads 2 --output-dir OUTPUT")
 
 
 def write_tarballs(out: PathLike) -> None:
@@ -226,6 +213,7 @@ def make_sample(out: PathLike, classes: int = 4, per_class: int = 12, validation
     lines, _, _ = boxes_to_csv_lines(out / "bbox", synsets)
     write_door.write_bytes(out / "bboxes.csv", "".join(line + "\n" for line in lines).encode(), sync=False)
     counts["boxes"] = len(lines)
+    write_sample_note(out)
     if tarballs:
         write_tarballs(out)
     return counts

@@ -11,7 +11,7 @@ import zipfile
 import pytest
 
 from conftest import SAMPLE, run_cli, shard_files
-from helpers import archive_members, expect_error
+from helpers import archive_members, expect_error, user_copy_of
 from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_file
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
@@ -127,9 +127,10 @@ def test_a_fixed_subset_keeps_the_1000_class_labels_and_records_them(written, tm
     manifest = json.loads((tmp_path / "small" / "manifest.json").read_text())
     labels = manifest["inputs"]["source"]["labels"]
     assert labels == sorted({r["image/class/label"][0] for r in records(tmp_path / "small")}) and len(labels) == 4
-    expect_error(["convert", "--from", root / "copy", "--output-dir", tmp_path / "o", *SHARDS], 1,
+    partial = user_copy_of(root / "copy", tmp_path / "partial")  # a user's: no note naming the sample's labels
+    expect_error(["convert", "--from", partial, "--output-dir", tmp_path / "o", *SHARDS], 1,
                  ARCHIVES[kind], "no class folder for 196 of", "200 classes", "a partial copy")
-    result = run_cli("convert", "--from", root / "copy", "--output-dir", tmp_path / "full", *SHARDS, "--on-error",
+    result = run_cli("convert", "--from", partial, "--output-dir", tmp_path / "full", *SHARDS, "--on-error",
                      "skip", "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)

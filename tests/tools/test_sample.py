@@ -6,6 +6,7 @@ import io
 import pytest
 
 from conftest import run_cli, shard_files
+from helpers import user_copy_of
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.sources.copies import sample_kinds
@@ -71,29 +72,33 @@ def test_the_convert_command_sample_prints_gives_the_ilsvrc_build(ilsvrc, refere
 @pytest.mark.parametrize("tarballs", [False, True], ids=["folders", "tarballs"])
 def test_sample_prints_convert_from_the_sample_and_it_gives_the_ilsvrc_build(reference, tmp_path, tarballs):
     """`sample DIR` printed a --train-dir/--validation-dir command (with --tarballs too), and `convert --from DIR`
-    refused the sample: it prints `convert --from DIR` with the sample's own classes, validation labels and boxes
-    where the copy carries none (the archives carry theirs), and that gives the ILSVRC2012 build."""
+    refused the sample: it prints `convert --from DIR` with shard counts alone, which takes the sample as it is (its
+    own classes, validation labels and boxes, where the copy carries none, named by the note beside it), and
+    that gives the ILSVRC2012 build."""
     import shlex
 
     sample = tmp_path / "s"
     result = run_cli("sample", sample, *(["--tarballs"] if tarballs else []))
     assert result.exit_code == 0, result.output
     printed = shlex.split(result.stdout.splitlines()[-1][len("convert it with: imagenet-build "):])
-    assert printed[:3] == ["convert", "--from", str(sample)]
-    assert ("--bounding-box-file" in printed) != tarballs
+    assert printed == ["convert", "--from", str(sample), "--train-shards", "4", "--validation-shards", "2",
+                       "--layout-threads", "2", "--output-dir", "OUTPUT"]
     printed[printed.index("OUTPUT")] = str(tmp_path / "out")
     converted = run_cli(*printed, "--workers", 1)
     assert converted.exit_code == 0, converted.output
     assert converted.stdout.startswith(f"found: ILSVRC2012 (image-net.org) {'tarballs' if tarballs else 'folders'}")
+    own = "labels.txt, validation_labels.txt" if tarballs else "bboxes.csv, labels.txt, validation_labels.txt"
+    assert f"note: the sample's own {own} (imagenet-build-sample.json)" in converted.stdout
     assert shard_files(tmp_path / "out") == shard_files(reference)
 
 
 def test_a_flat_validation_folder_labelled_outside_the_classes_names_the_option_that_labels_it(sample_dir, tmp_path):
     """--from the sample with its classes but not its validation labels: the shipped ILSVRC2012 labels give its
     16 images other synsets; the line said only that the folder held none of the labels file's synsets."""
-    result = run_cli("convert", "--from", sample_dir, "--labels-file", sample_dir / "labels.txt",
+    copy = user_copy_of(sample_dir, tmp_path / "copy")
+    result = run_cli("convert", "--from", copy, "--labels-file", copy / "labels.txt",
                      "--output-dir", tmp_path / "out")
     assert result.exit_code == 1
-    assert result.stderr == (f"error: {sample_dir / 'validation'}: holds no ILSVRC2012_val_*.JPEG images of the "
+    assert result.stderr == (f"error: {copy / 'validation'}: holds no ILSVRC2012_val_*.JPEG images of the "
                              "synsets in the labels file as the validation labels file labels them (16 of other "
                              "synsets); pass the --validation-labels-file that labels these images\n")
