@@ -90,7 +90,9 @@ class _Commands(click.Group):
         from imagenet_build.infra.errors import Stopped
 
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            Interrupted.raise_if_requested()  # ran to its end past a stop whose raise was lost: still a stop
+            return result
         except KeyboardInterrupt:
             stopping()
             raise Stopped("interrupted") from None
@@ -105,7 +107,9 @@ _Result = TypeVar("_Result", bound=Mapping[str, Any])  # a checking command's re
 
 
 def report_and_exit(result: _Result, as_json: bool, format_report: Callable[[_Result], list[str]]) -> NoReturn:
-    """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1."""
+    """A checking command's ending: the JSON or the readable report, exit 0 when ok, else 1 (a stop whose raise
+    was lost on the way ends it as interrupted, never as its report)."""
+    Interrupted.raise_if_requested()
     if as_json:
         print_json(result)
     else:
@@ -115,7 +119,10 @@ def report_and_exit(result: _Result, as_json: bool, format_report: Callable[[_Re
 
 
 def print_json(document: Mapping[str, Any]) -> None:
-    """Every --json document, naming the version of imagenet-build that made it (as every manifest does)."""
+    """Every --json document, naming the version of imagenet-build that made it (as every manifest does). A
+    verb's result is not printed past a stop whose raise was lost (the error's document comes once it is under
+    way)."""
+    Interrupted.raise_if_requested()
     click.echo(json.dumps(dict(document, imagenet_build_version=__version__), indent=1, sort_keys=True))
 
 

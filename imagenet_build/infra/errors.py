@@ -39,6 +39,14 @@ class Interrupted(KeyboardInterrupt):
     requested = False
     stopping = False
 
+    @classmethod
+    def raise_if_requested(cls) -> None:
+        """A stop signal came and its raise was lost (caught on the way by a library, or in a __del__), and the
+        stop is not under way: raised here. Every progress bar's step and every verb's result look, so a stop
+        is never run past to the end nor reported as a success."""
+        if cls.requested and not cls.stopping:
+            raise cls
+
 
 class Stopped(BuildError):
     """A command ended by Interrupted: `error: interrupted...`, exit 1."""

@@ -248,10 +248,22 @@ class _NoBar:
     ~50 ms."""
 
     def update(self, n: float = 1) -> None:
-        pass
+        Interrupted.raise_if_requested()
 
     def close(self) -> None:
         pass
+
+
+@functools.cache
+def _looking_bar(tqdm: Any) -> Any:
+    """tqdm's bar, whose every step looks for a stop whose raise was lost (Interrupted.raise_if_requested)."""
+
+    class LookingBar(tqdm):
+        def update(self, n: float | None = 1) -> bool | None:
+            Interrupted.raise_if_requested()
+            return super().update(n)
+
+    return LookingBar
 
 
 def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
@@ -264,7 +276,7 @@ def progress_bar(total: int | None, initial: int, desc: str, unit: str) -> Any:
     # pool opens: the workers were then spawned, not forked (each importing the package), and spawning
     # leaves multiprocessing's resource tracker running past the tool's exit. The bars refresh themselves.
     tqdm.monitor_interval = 0
-    return tqdm(
+    return _looking_bar(tqdm)(
         total=total,
         initial=initial,
         desc=desc,
