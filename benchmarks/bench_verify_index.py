@@ -124,10 +124,10 @@ def main():
         "t2i-tf": (per_shard(script, build, work / "idx-t2i", False), work / "idx-t2i"),
         "t2i": (per_shard(script, build, work / "idx-t2i", True), work / "idx-t2i"),
     }
-    if args.workers_1:
-        commands["verify-1"] = (ib + ["verify", str(build), "--workers", "1"], None)
     if args.only:
         commands = {name: command for name, command in commands.items() if name in args.only.split(",")}
+    if args.workers_1:
+        commands["verify-1"] = (ib + ["verify", str(build), "--workers", "1"], None)
     subprocess.run(["cat", *map(str, shards)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     runs = {name: [] for name in commands}
     cpu = {name: [] for name in commands}
