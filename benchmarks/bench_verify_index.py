@@ -167,5 +167,6 @@ def ratios(med, cpu_med, gb):
         if {name, "index"} <= set(med):
             print(f"  index vs tfrecord2idx per shard, {what}: {med[name] / med['index']:.1f}x faster")
 
+
 if __name__ == "__main__":
     main()
