@@ -12,8 +12,10 @@ On a convert output of N ImageNet-sized images (made here, or --build DIR):
   deep      imagenet-build verify DIR --deep     (and every image decoded)
 Commands alternate, `sync` before each, medians printed: wall seconds, and CPU seconds (user + system of the
 whole process tree, the figure that holds on a busy machine) per GB of shards, with the ratios to the floor.
-Usage: python benchmarks/bench_verify_index.py [--images 10000] [--shards 32] [--repeats 3]
+Usage: python benchmarks/bench_verify_index.py [--images 10000] [--shards 32] [--repeats 3] [--only floor,verify,deep]
        python benchmarks/bench_verify_index.py --quick      (2,000 images, 16 shards, 3 repeats)
+--only runs those commands alone (tfrecord2idx with TensorFlow takes minutes a run), --workers-1 adds
+`verify --workers 1` (the driver's own process, no worker processes beside it).
 """
 
 import argparse
@@ -51,7 +53,9 @@ def per_shard(script, build, out, hide_tf):
 
 
 def floor(build):
-    """Framing, both CRC32Cs of every record and the sha256 of every shard, as plainly as Python does them."""
+    """Framing, both CRC32Cs of every record and the sha256 of every shard, as plainly as Python does them: each
+    payload read into its own bytes and its CRC apart (a payload cut out of a larger read is a copy, ~10 µs a
+    record with the memory it churns)."""
     import glob
     import hashlib
 
@@ -67,12 +71,13 @@ def floor(build):
             while offset < size:
                 head = f.read(12)
                 length = int.from_bytes(head[:8], "little")
-                body = f.read(length + 4)
-                if masked(google_crc32c.value(head[:8])) != head[8:] or \
-                        masked(google_crc32c.value(body[:length])) != body[length:]:
+                body = f.read(length)
+                foot = f.read(4)
+                if masked(google_crc32c.value(head[:8])) != head[8:] or masked(google_crc32c.value(body)) != foot:
                     raise SystemExit(f"{path}: CRC mismatch at byte {offset}")
                 digest.update(head)
                 digest.update(body)
+                digest.update(foot)
                 offset += 16 + length
                 records += 1
         digest.hexdigest()
@@ -88,6 +93,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="2,000 images, 16 shards, 3 repeats")
     parser.add_argument("--work", help="scratch folder (default: a temporary one)")
+    parser.add_argument("--only", help="the commands to run, comma-separated (default: all)")
+    parser.add_argument("--workers-1", action="store_true", help="also verify --workers 1")
     args = parser.parse_args()
     if args.quick:
         args.images, args.shards, args.repeats = 2000, 16, 3
@@ -117,6 +124,10 @@ def main():
         "t2i-tf": (per_shard(script, build, work / "idx-t2i", False), work / "idx-t2i"),
         "t2i": (per_shard(script, build, work / "idx-t2i", True), work / "idx-t2i"),
     }
+    if args.only:
+        commands = {name: command for name, command in commands.items() if name in args.only.split(",")}
+    if args.workers_1:
+        commands["verify-1"] = (ib + ["verify", str(build), "--workers", "1"], None)
     subprocess.run(["cat", *map(str, shards)], stdout=subprocess.DEVNULL, check=True)  # warm the cache
     runs = {name: [] for name in commands}
     cpu = {name: [] for name in commands}
@@ -127,8 +138,6 @@ def main():
             runs[name].append(wall)
             cpu[name].append(cpu_seconds)
         load.append(os.getloadavg()[0])
-    same = all((copy / f"{p.name}.idx").read_bytes() == (work / "idx-t2i" / f"{p.name}.idx").read_bytes()
-               for p in shards)
     med = {name: statistics.median(r) for name, r in runs.items()}
     gb = total / 1e9
     cpu_med = {name: statistics.median(c) for name, c in cpu.items()}
@@ -137,13 +146,26 @@ def main():
     for name in runs:
         print(f"  {name:9s} {med[name]:7.2f} s  {total / med[name] / 1e6:7.0f} MB/s  {cpu_med[name] / gb:6.2f} CPU-s/GB"
               f"   CPU runs: {', '.join(f'{s:.2f}' for s in cpu[name])}")
-    print(f"  verify / floor, CPU: {cpu_med['verify'] / cpu_med['floor']:.2f}x;  verify --deep: "
-          f"{cpu_med['deep'] / gb:.2f} CPU-s per GB of shards")
-    print(f"  verify (full)  vs tf.data pass: {med['tf.data'] / med['verify']:.1f}x faster")
-    print(f"  verify --quick vs tf.data pass: {med['tf.data'] / med['verify-q']:.1f}x faster")
-    print(f"  index vs tfrecord2idx per shard, TensorFlow installed: {med['t2i-tf'] / med['index']:.1f}x faster")
-    print(f"  index vs tfrecord2idx per shard, TensorFlow hidden:    {med['t2i'] / med['index']:.1f}x faster")
-    print(f"  indexes identical to tfrecord2idx's: {same}")
+    ratios(med, cpu_med, gb)
+    if {"index", "t2i"} <= set(commands):
+        same = all((copy / f"{p.name}.idx").read_bytes() == (work / "idx-t2i" / f"{p.name}.idx").read_bytes()
+                   for p in shards)
+        print(f"  indexes identical to tfrecord2idx's: {same}")
+
+
+def ratios(med, cpu_med, gb):
+    """The ratios of the commands that ran."""
+    for name in ("verify", "verify-1"):
+        if {name, "floor"} <= set(cpu_med):
+            print(f"  {name} / floor, CPU: {cpu_med[name] / cpu_med['floor']:.2f}x")
+    if "deep" in cpu_med:
+        print(f"  verify --deep: {cpu_med['deep'] / gb:.2f} CPU-s per GB of shards")
+    for name, what in (("verify", "verify (full) "), ("verify-q", "verify --quick")):
+        if {name, "tf.data"} <= set(med):
+            print(f"  {what} vs tf.data pass: {med['tf.data'] / med[name]:.1f}x faster")
+    for name, what in (("t2i-tf", "TensorFlow installed"), ("t2i", "TensorFlow hidden:   ")):
+        if {name, "index"} <= set(med):
+            print(f"  index vs tfrecord2idx per shard, {what}: {med[name] / med['index']:.1f}x faster")
 
 
 if __name__ == "__main__":

@@ -87,11 +87,23 @@ def check_within(path: PathLike, within: PathLike | None, is_folder: bool = Fals
         if not key.startswith(root) or ".." in key[len(root):].split("/"):
             raise WriteRefused(path, f"lies outside {within}, where this verb writes")
         return
+    if _is_within_itself(path, within, is_folder):
+        return
     root = os.path.realpath(within)
     folder = os.path.realpath(path if is_folder else os.path.dirname(os.path.abspath(path)))
     if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
         raise WriteRefused(path, f"lies outside {within}, where this verb writes (it leads to {folder}: a link?); "
                                  "remove the link")
+
+
+def _is_within_itself(path: PathLike, within: PathLike, is_folder: bool) -> bool:
+    """Whether `path`'s folder is `within` in the same words (`.` and doubled separators aside): the rule holds
+    without resolving it (an lstat per part; most files go straight into the folders given). `..`: left to realpath."""
+    folder = os.fspath(path) if is_folder else os.path.dirname(os.fspath(path))
+    if not folder or os.pardir in folder.split(os.sep):
+        return False
+    root = os.fspath(within)
+    return bool(root) and os.pardir not in root.split(os.sep) and os.path.normpath(folder) == os.path.normpath(root)
 
 
 def _checked(path: PathLike, within: PathLike | None) -> None:

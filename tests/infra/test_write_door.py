@@ -84,6 +84,22 @@ def test_a_file_stays_inside_the_folder_asked_for(tmp_path):
     assert refused(write_door.check_within, out / ".." / "f", out)[1].startswith(f"lies outside {out},")
 
 
+def test_a_folder_named_as_itself_is_within_and_a_step_back_is_resolved(tmp_path):
+    """The folder named in the same words (a `.`, a doubled or trailing separator aside) is the folder, even reached
+    through a link; a `..` after a link in the folder asked for steps back from where the link leads."""
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "out").mkdir()
+    link(tmp_path / "via", tmp_path / "real")
+    link(tmp_path / "out" / "hop", tmp_path / "real" / "deep")
+    for folder in (str(tmp_path / "via"), f"{tmp_path}/via/", f"{tmp_path}//via/."):
+        write_door.check_within(f"{folder}/f", tmp_path / "via")
+        write_door.check_within(tmp_path / "via" / "f", folder)
+        write_door.check_within(folder, tmp_path / "via", is_folder=True)
+    # the folder asked for named as out/hop/..: real/, where the link leads and steps back from, not out/
+    assert refused(write_door.check_within, tmp_path / "out" / "f", tmp_path / "out" / "hop" / "..")[1].startswith(
+        "lies outside")
+
+
 def test_an_objects_key_stays_below_the_prefix_asked_for():
     for inside in ("s3://b/out/f", "s3://b/out/job/results/f"):
         write_door.check_within(inside, "s3://b/out/")
