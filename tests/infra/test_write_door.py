@@ -212,8 +212,10 @@ def test_a_temporary_file_is_synced_and_removed_on_failure(tmp_path, monkeypatch
 def test_a_temporary_name_is_made_anew_never_opened_as_it_is(tmp_path):
     stale = write_door.temp_name(tmp_path / "m")
     stale.write_bytes(b"left by an earlier process of the same number")
+    os.chmod(stale, 0o600)
     write_door.write_bytes(tmp_path / "m", b"m")
     assert (tmp_path / "m").read_bytes() == b"m" and os.listdir(tmp_path) == ["m"]
+    assert stat.S_IMODE(os.stat(tmp_path / "m").st_mode) == 0o644 & ~_umask()  # made anew, not the stale one's
     os.mkfifo(stale)  # opened to write, a FIFO with no reader would block
     assert refused(write_door.write_bytes, tmp_path / "m", b"new") == (
         str(stale), "is a FIFO, not a regular file: left alone: remove it by hand if it is not wanted")

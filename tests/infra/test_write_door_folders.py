@@ -203,6 +203,22 @@ def test_a_link_a_copy_and_a_move_replace_nothing_and_stay_inside(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["fifo", "val"]
 
 
+def test_a_symbolic_link_is_made_new_and_inside(tmp_path):
+    (tmp_path / "val").mkdir()
+    (tmp_path / "img.JPEG").write_bytes(b"jpeg")
+    write_door.symlink(tmp_path / "img.JPEG", tmp_path / "val" / "a.JPEG", within=tmp_path / "val")
+    assert os.readlink(tmp_path / "val" / "a.JPEG") == str(tmp_path / "img.JPEG")
+    with pytest.raises(FileExistsError):  # a link replaces nothing
+        write_door.symlink(tmp_path / "other", tmp_path / "val" / "a.JPEG")
+    assert os.readlink(tmp_path / "val" / "a.JPEG") == str(tmp_path / "img.JPEG")
+    os.symlink(tmp_path, tmp_path / "val" / "up")
+    assert refused(write_door.symlink, tmp_path / "img.JPEG", tmp_path / "val" / "up" / "b.JPEG",
+                   within=tmp_path / "val") == (str(tmp_path / "val" / "up" / "b.JPEG"),
+                                                f"lies outside {tmp_path / 'val'}, where this verb writes (it leads to "
+                                                f"{tmp_path}: a link?); remove the link")
+    assert sorted(os.listdir(tmp_path)) == ["img.JPEG", "val"]
+
+
 def test_a_tree_is_copied_its_files_replaced_each_through_the_doors(tmp_path):
     (tmp_path / "from" / "a").mkdir(parents=True)
     (tmp_path / "from" / "a" / "f").write_text("new")
