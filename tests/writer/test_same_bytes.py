@@ -19,6 +19,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # run as a script too
 
 from conftest import run_cli, sample_args, tree_digest  # noqa: E402
 from imagenet_build._version import __version__  # noqa: E402
+from imagenet_build.sources.samples import SAMPLE_NOTE  # noqa: E402
 from imagenet_build.tools.sample import make_sample  # noqa: E402
 from jpeg_cases import insert_before  # noqa: E402
 
@@ -29,6 +30,7 @@ RECORDED_VERSION = "0.1.0"  # the version the manifests below were written by; a
 def inputs(root):
     """The sample, two images damaged, one emptied, one with junk in its header, a real.json; every mtime fixed."""
     make_sample(root, classes=4, per_class=12, validation_per_class=4)
+    (root / SAMPLE_NOTE).unlink()  # the inputs as they were recorded: the note only names three of them
     train = sorted((root / "train").rglob("*.JPEG"))
     train[4].write_bytes(train[4].read_bytes()[:3000])  # truncated: left out (--on-error skip)
     train[9].write_bytes(b"")  # empty: left out
