@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
+from imagenet_build.infra.processes import pool_size
 
 if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
     from imagenet_build.encode.resize import ResizeOptions
@@ -145,7 +146,8 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     _refuse_conflicts(options)
     _check_counts(options)
     on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
-    engine = _engine(options)
+    workers = pool_size(options.workers)
+    engine = _engine(options, workers)
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
@@ -171,7 +173,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         subset=options.subset,
         on_error=on_error,
         engine=engine,
-        workers=options.workers or os.cpu_count() or 1,
+        workers=workers,
         overwrite=options.overwrite,
         verify_inputs=options.verify_inputs,
         resize=resize,
@@ -209,7 +211,7 @@ def _check_counts(options: ConvertOptions) -> None:
         check_count(getattr(options, name), _option(name), least)
 
 
-def _engine(options: ConvertOptions) -> Engine:
+def _engine(options: ConvertOptions, workers: int) -> Engine:
     """The engine --runner names, its options checked, and what it needs there (a package, Java), before anything
     is read; a local path its workers may not reach is refused (engines.base.Engine.refuse_unreachable)."""
     runner = _choice(options.runner, RUNNERS, "--runner")
@@ -225,7 +227,6 @@ def _engine(options: ConvertOptions) -> Engine:
         if not (sep and key.strip()):
             raise UsageError(f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}")
         conf.append((key.strip(), value))
-    workers = options.workers or os.cpu_count() or 1
     engine = make_engine(runner, EngineSettings(workers, options.beam_options, options.spark_master, tuple(conf),
                                                 options.shared_filesystem))
     engine.check()

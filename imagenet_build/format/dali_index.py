@@ -21,6 +21,7 @@ from imagenet_build.format.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.lock import FolderLock
+from imagenet_build.infra.processes import pool_size
 from imagenet_build.infra.workers import Workers, progress_bar
 
 _LINE = re.compile(r"^(\d+) (\d+)$")
@@ -319,7 +320,7 @@ def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: i
         with contextlib.ExitStack() as locks:
             for folder in sorted({storage.parent(index_path) for _, index_path in tasks}):
                 locks.enter_context(FolderLock(folder))
-            with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
+            with Workers(min(pool_size(workers), len(tasks))) as pool:
                 pool.run(_index_one, tasks, done)
     finally:
         bar.close()
