@@ -85,8 +85,7 @@ class ConvertRequest:
 
     copy: Copy  # what to read: the copy --from names, or the one the per-split options make up
     from_paths: Tuple[str, ...]  # --from as given; empty when the per-split options name the copy
-    dest: Destination
-    index_dir: Optional[str]  # --index-dir as given (None: OUTPUT/dali_idx)
+    dest: Destination  # the output folder and the index folder (its index_given: --index-dir was given)
     train_shards: int
     validation_shards: int
     layout_threads: int
@@ -151,7 +150,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
-    check_build_folders(dest.output, dest.index, bool(options.index_dir))  # never into another build
+    check_build_folders(dest.output, dest.index, dest.index_given)  # never into another build
     copy = _resolve_copy(options)
     _check_shard_counts(options, copy)
     _check_real_labels(options, copy)
@@ -160,7 +159,6 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         copy=copy,
         from_paths=tuple(map(str, options.from_paths)),
         dest=dest,
-        index_dir=options.index_dir,
         train_shards=options.train_shards,
         validation_shards=options.validation_shards,
         layout_threads=options.layout_threads,
@@ -307,7 +305,7 @@ def refuse_output_among_inputs(options: ConvertOptions, dest: Destination) -> No
     inputs += [("--from", path) for path in options.from_paths if not storage.is_url(path) and os.path.isdir(path)]
     inputs += [(f"--from {given}'s folder", folder) for given, folder in copy_folders(options.from_paths)]
     for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
-        if option == "--index-dir" and not options.index_dir:
+        if option == "--index-dir" and not dest.index_given:
             continue
         where = Path(folder).resolve()
         for input_option, input_folder in inputs:

@@ -15,7 +15,8 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, List, NamedTuple, Optional, Tuple, TypedDict
 
-from imagenet_build.format.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
+from imagenet_build.format.destination import default_index_dir
+from imagenet_build.format.naming import index_path, is_tfrecord_name
 from imagenet_build.format.output_guard import check_index_folder
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.infra import read_door, storage, write_door
@@ -258,7 +259,7 @@ def _tasks(shards: list[str], index_dir: str | None) -> list[IndexTask]:
 
     tasks: dict[str, IndexTask] = {}
     for shard in shards:
-        task = IndexTask(shard, index_path(shard, index_dir or storage.join(storage.parent(shard), DEFAULT_INDEX_DIR)))
+        task = IndexTask(shard, index_path(shard, index_dir or default_index_dir(storage.parent(shard))))
         other = tasks.setdefault(key(task.index_path), task)
         if key(other.shard_path) != key(shard):
             raise UsageError(f"{other.shard_path} and {shard} would both be indexed as {task.index_path}; "
