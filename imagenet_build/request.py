@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
 from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
+from imagenet_build.infra.processes import pool_size
 
 if TYPE_CHECKING:  # the command line imports this module for the defaults: the rest is imported when a request is made
     from imagenet_build.encode.resize import ResizeOptions
@@ -85,8 +86,7 @@ class ConvertRequest:
 
     copy: Copy  # what to read: the copy --from names, or the one the per-split options make up
     from_paths: Tuple[str, ...]  # --from as given; empty when the per-split options name the copy
-    dest: Destination
-    index_dir: Optional[str]  # --index-dir as given (None: OUTPUT/dali_idx)
+    dest: Destination  # the output folder and the index folder (its index_given: --index-dir was given)
     train_shards: int
     validation_shards: int
     layout_threads: int
@@ -146,11 +146,12 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
     _refuse_conflicts(options)
     _check_counts(options)
     on_error = cast(OnError, _choice(options.on_error, ON_ERROR, "--on-error"))
-    engine = _engine(options)
+    workers = pool_size(options.workers)
+    engine = _engine(options, workers)
     resize = _resize_options(options)
     dest = destination(options.output_dir, options.index_dir)
     refuse_output_among_inputs(options, dest)  # before the scan, which would take the output for an input
-    check_build_folders(dest.output, dest.index, bool(options.index_dir))  # never into another build
+    check_build_folders(dest.output, dest.index, dest.index_given)  # never into another build
     copy = _resolve_copy(options)
     options = _with_sample_files(options, copy)
     _check_shard_counts(options, copy)
@@ -160,7 +161,6 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         copy=copy,
         from_paths=tuple(map(str, options.from_paths)),
         dest=dest,
-        index_dir=options.index_dir,
         train_shards=options.train_shards,
         validation_shards=options.validation_shards,
         layout_threads=options.layout_threads,
@@ -173,7 +173,7 @@ def convert_request(options: ConvertOptions) -> ConvertRequest:
         subset=options.subset,
         on_error=on_error,
         engine=engine,
-        workers=options.workers or os.cpu_count() or 1,
+        workers=workers,
         overwrite=options.overwrite,
         verify_inputs=options.verify_inputs,
         resize=resize,
@@ -211,7 +211,7 @@ def _check_counts(options: ConvertOptions) -> None:
         check_count(getattr(options, name), _option(name), least)
 
 
-def _engine(options: ConvertOptions) -> Engine:
+def _engine(options: ConvertOptions, workers: int) -> Engine:
     """The engine --runner names, its options checked, and what it needs there (a package, Java), before anything
     is read; a local path its workers may not reach is refused (engines.base.Engine.refuse_unreachable)."""
     runner = _choice(options.runner, RUNNERS, "--runner")
@@ -227,7 +227,6 @@ def _engine(options: ConvertOptions) -> Engine:
         if not (sep and key.strip()):
             raise UsageError(f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}")
         conf.append((key.strip(), value))
-    workers = options.workers or os.cpu_count() or 1
     engine = make_engine(runner, EngineSettings(workers, options.beam_options, options.spark_master, tuple(conf),
                                                 options.shared_filesystem))
     engine.check()
@@ -332,7 +331,7 @@ def refuse_output_among_inputs(options: ConvertOptions, dest: Destination) -> No
     inputs += [("--from", path) for path in options.from_paths if not storage.is_url(path) and os.path.isdir(path)]
     inputs += [(f"--from {given}'s folder", folder) for given, folder in copy_folders(options.from_paths)]
     for option, folder in (("--output-dir", dest.output), ("--index-dir", dest.index)):
-        if option == "--index-dir" and not options.index_dir:
+        if option == "--index-dir" and not dest.index_given:
             continue
         where = Path(folder).resolve()
         for input_option, input_folder in inputs:

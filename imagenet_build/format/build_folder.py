@@ -18,9 +18,10 @@ import os
 from typing import List, NamedTuple, Optional, Tuple
 
 from imagenet_build.format.dali_index import index_entries
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.folder_contents import folder_entries
 from imagenet_build.format.manifest import Manifest, read_manifest
-from imagenet_build.format.naming import index_dir_of, index_path, no_shards_message, shard_set_problems, split_shards
+from imagenet_build.format.naming import index_path, no_shards_message, shard_set_problems, split_shards
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, PathLike
 
@@ -88,8 +89,8 @@ class BuildFolder(NamedTuple):
         except ValueError as e:
             if not judging:
                 raise BuildError(str(e)) from None
-            return cls(path, None, index_dir_of(path, None, index_dir), str(e))
-        opened = cls(path, manifest, index_dir_of(path, manifest, index_dir))
+            return cls(path, None, Destination.recorded(path, None, index_dir).index, str(e))
+        opened = cls(path, manifest, Destination.recorded(path, manifest, index_dir).index)
         if files and not judging:
             refuse_what_is_no_file(opened.path, opened.index_dir)
         return opened

@@ -15,12 +15,14 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any, List, NamedTuple, Optional, Tuple, TypedDict
 
-from imagenet_build.format.naming import DEFAULT_INDEX_DIR, index_path, is_tfrecord_name
+from imagenet_build.format.destination import default_index_dir
+from imagenet_build.format.naming import index_path, is_tfrecord_name
 from imagenet_build.format.output_guard import check_index_folder
 from imagenet_build.format.tfrecord import OVERHEAD, FramingError, scan_lengths
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.lock import FolderLock
+from imagenet_build.infra.processes import pool_size
 from imagenet_build.infra.workers import Workers, progress_bar
 
 _LINE = re.compile(r"^(\d+) (\d+)$")
@@ -257,7 +259,7 @@ def _tasks(shards: list[str], index_dir: str | None) -> list[IndexTask]:
 
     tasks: dict[str, IndexTask] = {}
     for shard in shards:
-        task = IndexTask(shard, index_path(shard, index_dir or storage.join(storage.parent(shard), DEFAULT_INDEX_DIR)))
+        task = IndexTask(shard, index_path(shard, index_dir or default_index_dir(storage.parent(shard))))
         other = tasks.setdefault(key(task.index_path), task)
         if key(other.shard_path) != key(shard):
             raise UsageError(f"{other.shard_path} and {shard} would both be indexed as {task.index_path}; "
@@ -319,7 +321,7 @@ def index_shards(inputs: Iterable[Any], index_dir: str | None = None, workers: i
         with contextlib.ExitStack() as locks:
             for folder in sorted({storage.parent(index_path) for _, index_path in tasks}):
                 locks.enter_context(FolderLock(folder))
-            with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
+            with Workers(min(pool_size(workers), len(tasks))) as pool:
                 pool.run(_index_one, tasks, done)
     finally:
         bar.close()

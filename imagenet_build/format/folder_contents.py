@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Literal, NamedTuple
 
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import (
     BEAM_RESULTS,
     JOB_FOLDER,
@@ -27,7 +28,6 @@ from imagenet_build.format.naming import (
     SPOOL_PREFIX,
     TFDS_FILES,
     TRAINER_PICTURE_KEY,
-    index_placement,
     is_shard_index,
     is_temp_name,
     parse_shard_name,
@@ -110,7 +110,7 @@ def _entry(folder: str, name: str, kind: Kind, in_index_folder: bool) -> FolderE
 def folder_entries(output: str, index: str) -> list[FolderEntry]:
     """Every entry of a build's output folder, and of its index folder when that is another one, by kind (sorted
     by name, the output's first): the one rule of what a build folder may hold."""
-    placement = index_placement(output, index)
+    placement = Destination(output, index).placement
     entries = []
     for name, is_dir in sorted(storage.listdir(output).items()):
         if placement == "inside" and is_dir and name == storage.basename(index):

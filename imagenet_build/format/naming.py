@@ -1,16 +1,15 @@
 """The names of a build's files — shards, their DALI indexes, the manifest, labels.txt, TFDS's two — in one place.
 
 Every module that writes, finds or judges these files formats, parses and globs
-them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" or
-"indexes live in `dali_idx/` unless the manifest says otherwise" has one home.
+them through here, so a rule such as "a shard is `<split>-NNNNN-of-NNNNN`" has one
+home (where the index folder is, from --index-dir or the manifest: format/destination.py).
 """
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.lock import LOCK_NAME  # noqa: F401
@@ -24,7 +23,7 @@ FEATURES_JSON = "features.json"
 DATASET_INFO_JSON = "dataset_info.json"
 TFDS_FILES = (FEATURES_JSON, DATASET_INFO_JSON)
 INDEX_SUFFIX = ".idx"
-DEFAULT_INDEX_DIR = "dali_idx"  # beside the shards
+DEFAULT_INDEX_DIR = "dali_idx"  # the index folder inside a build's folder, where none is named (destination.py)
 JOB_FOLDER = ".convert-job"  # a run's job: its plan and each task's receipt (engines/job.py), removed once complete
 BEAM_RESULTS = ".beam-results"  # what --runner beam of versions before the job folder left; the next run removes it
 SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
@@ -140,8 +139,6 @@ def is_tfrecord_name(name: str) -> bool:
     return bool(_TFRECORD.search(name))
 
 
-
-
 def index_name(shard: str) -> str:
     """The DALI index file name of a shard (path or name)."""
     return storage.basename(shard) + INDEX_SUFFIX
@@ -154,28 +151,3 @@ def shard_of_index(name: str) -> str | None:
 
 def index_path(shard_path: str, index_dir: str) -> str:
     return storage.join(index_dir, index_name(shard_path))
-
-
-def index_dir_of(output_dir: str, manifest: Mapping[str, Any] | None, override: str | None = None) -> str:
-    """Where a build's DALI indexes are: as given, as its manifest records it, else <output>/dali_idx."""
-    if override:
-        return str(override)
-    label = (manifest or {}).get("options", {}).get("index_dir")
-    if label and (storage.is_url(label) or label.startswith("/")):
-        return label
-    if label == ".":  # beside the shards
-        return output_dir
-    return storage.join(output_dir, label or DEFAULT_INDEX_DIR)
-
-
-def index_placement(output_dir: str, index_dir: str) -> str:
-    """Where the index folder is: "inside" the output (a folder of it: dali_idx/ by default), "beside"
-    the shards (the output folder itself, each index next to its shard), or "elsewhere". Compared as
-    real paths: o/dali_idx, o/dali_idx/ and ./o/dali_idx are one folder."""
-    if storage.is_url(output_dir):
-        output, index = output_dir.rstrip("/"), index_dir.rstrip("/")
-    else:
-        output, index = os.path.realpath(output_dir), os.path.realpath(index_dir)
-    if index == output:
-        return "beside"
-    return "inside" if storage.parent(index) == output else "elsewhere"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Sequence
 
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.folder_contents import MAY_HOLD, PICTURE_SUFFIX, is_trainer_picture
 from imagenet_build.format.manifest import read_manifest
 from imagenet_build.format.naming import (
@@ -25,7 +26,6 @@ from imagenet_build.format.naming import (
     REPORT_FILES,
     RESIZED_FOLDER,
     TRAINER_CHECK_PNG,
-    index_dir_of,
     is_shard_index,
     is_temp_name,
     parse_shard_name,
@@ -254,7 +254,7 @@ def _own_index_folder(folder: str, home: str) -> bool:
         manifest = read_manifest(home)
     except ValueError:  # a manifest that cannot be read: verify says why; its indexes go where they go by default
         manifest = None
-    own = index_dir_of(home, manifest)
+    own = Destination.recorded(home, manifest).index
     if storage.is_url(folder):
         return folder.rstrip("/") == own.rstrip("/")
     return os.path.realpath(folder) == os.path.realpath(own)

@@ -28,6 +28,7 @@ from types import TracebackType
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.jsonfile import parse_json
+from imagenet_build.infra.processes import process_alive
 
 LOCK_NAME = ".imagenet-build.lock"  # in each folder a command writes
 
@@ -56,7 +57,7 @@ def writing_now(folder: PathLike) -> str:
             holder = _parse(read_door.read_bytes(path))
         except FileNotFoundError:
             return ""
-        if holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid")):
+        if holder.get("host") == socket.gethostname() and not process_alive(holder.get("pid")):
             return ""
     else:
         import fcntl
@@ -82,18 +83,6 @@ def _parse(raw: bytes) -> dict:
     except ValueError:
         return {}
     return holder if isinstance(holder, dict) else {}
-
-
-def _pid_alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class FolderLock:
@@ -160,7 +149,7 @@ class FolderLock:
         except FileNotFoundError:
             holder = None
         if holder is not None:
-            stale = holder.get("host") == socket.gethostname() and not _pid_alive(holder.get("pid"))
+            stale = holder.get("host") == socket.gethostname() and not process_alive(holder.get("pid"))
             if not stale:
                 raise self._refuse(holder, f"if that run is gone, delete {self.path}")
         self._token = secrets.token_hex(8)

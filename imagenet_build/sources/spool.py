@@ -58,6 +58,7 @@ from imagenet_build.format.naming import LISTINGS_NAME, SPLITS, SPOOL_PREFIX
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
+from imagenet_build.infra.processes import process_alive
 from imagenet_build.sources import listings
 from imagenet_build.sources.base import Reader, will_need
 from imagenet_build.sources.copies import Copy
@@ -79,16 +80,6 @@ SpoolTask = Callable[[str, str, int], Listing]
 Spooled = Tuple[str, List[Listing]]  # (a split's spool folder, [the listing of its archive k])
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 def remove_stale(folder: str) -> None:
     """Spools left in `folder` by runs that were killed (their process is gone)."""
     try:
@@ -97,7 +88,7 @@ def remove_stale(folder: str) -> None:
         return
     for name in names:
         match = _SPOOL.match(name)
-        if match and int(match.group(1)) != os.getpid() and not _alive(int(match.group(1))):
+        if match and int(match.group(1)) != os.getpid() and not process_alive(int(match.group(1))):
             write_door.remove_scratch(os.path.join(folder, name))
 
 

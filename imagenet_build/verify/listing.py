@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.folder_contents import MAY_HOLD, folder_entries
 from imagenet_build.format.naming import (
     LABELS_NAME,
-    index_placement,
     no_shards_message,
     parse_shard_name,
     shard_set_problems,
@@ -65,7 +65,7 @@ def _kept_for_report(kind: str, name: str) -> bool:
 
 
 def _orphan_indexes(root: str, index_dir: str, shard_names: set[str], problems: Problems) -> None:
-    prefix = "" if index_placement(root, index_dir) == "beside" else storage.basename(index_dir) + "/"
+    prefix = "" if Destination(root, index_dir).placement == "beside" else storage.basename(index_dir) + "/"
     for entry in folder_entries(root, index_dir):
         if entry.in_index_folder and entry.kind == "stranger":
             problems.add("shard-set", f"{prefix}{entry.name}", None, None, "stray file in the index folder")

@@ -11,7 +11,6 @@ check) with file, record number and byte offset. The checks themselves are the r
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
 from collections.abc import Mapping
@@ -22,6 +21,7 @@ from imagenet_build.format.naming import MANIFEST_NAME, index_path, parse_shard_
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_count
 from imagenet_build.infra.lock import writing_now
+from imagenet_build.infra.processes import pool_size
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.verify.check import Check, Mode, checks_run
 from imagenet_build.verify.folder import Folder, FolderCheck, Seen
@@ -139,7 +139,7 @@ def _run_tasks(tasks: list[ShardTask], workers: int, gathered: _Gathered) -> Non
         bar.update(1)
 
     try:
-        with Workers(min(workers or os.cpu_count() or 1, len(tasks))) as pool:
+        with Workers(min(pool_size(workers), len(tasks))) as pool:
             pool.run(check_shard, tasks, done)
     finally:
         bar.close()

@@ -13,7 +13,7 @@ from typing import Any, cast
 from imagenet_build.encode.resize import ResizeOptions
 from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
-from imagenet_build.format.destination import Destination, destination
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import REAL_LABELS_OPTION, Manifest, SplitFigures, write_labels
 from imagenet_build.format.naming import BEAM_RESULTS
 from imagenet_build.infra import storage, write_door
@@ -69,10 +69,7 @@ def destinations(request: ConvertRequest) -> list[Destination]:
     """Where each build goes: OUTPUT, or OUTPUT/<target>/ per resized target."""
     if request.resize is None:
         return [request.dest]
-    index_dir = request.index_dir
-    return [destination(storage.join(request.dest.output, target.folder),
-                        storage.join(index_dir, target.folder) if index_dir else None)
-            for target in request.resize.targets]
+    return [request.dest.below(target.folder) for target in request.resize.targets]
 
 
 def layout_options(request: ConvertRequest, index_label: str, splits: list[str], subset: str | None,

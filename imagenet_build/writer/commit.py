@@ -28,6 +28,7 @@ from typing import NamedTuple, Optional
 
 from imagenet_build.format.build_figures import figures_of
 from imagenet_build.format.dali_index import check_index
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import (
     Manifest,
     ShardEntry,
@@ -36,7 +37,7 @@ from imagenet_build.format.manifest import (
     tfds_documents,
     write_manifest,
 )
-from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, index_path, parse_shard_name, shard_set_problems
+from imagenet_build.format.naming import MANIFEST_NAME, index_path, parse_shard_name, shard_set_problems
 from imagenet_build.format.tfds_metadata import write_tfds_files
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, PathLike
@@ -209,7 +210,7 @@ def commit_tfds(root: str, manifest: Manifest) -> list[str]:
     """A complete build's TFDS files written beside it, from its manifest, once the manifest holds against its
     shards: each index and size read, every shard the folder holds listed (their bytes are not read: their
     sha256 and their records are verify's). Returns the files' names, in the order written."""
-    indexes = index_dir_of(root, manifest)
+    indexes = Destination.recorded(root, manifest).index
     names = [entry["name"] for entry in manifest["shards"]]
     with ThreadPoolExecutor(READ_THREADS) as pool:
         found = pool.map(lambda name: read_facts(storage.join(root, name), index_path(name, indexes), False), names)

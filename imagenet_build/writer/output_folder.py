@@ -12,7 +12,7 @@ import contextlib
 
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.folder_contents import folder_entries, report_entry, run_entry
-from imagenet_build.format.naming import RESIZED_FOLDER, index_placement, is_build_shard, is_temp_name, shard_of_index
+from imagenet_build.format.naming import RESIZED_FOLDER, is_build_shard, is_temp_name, shard_of_index
 from imagenet_build.infra import storage, write_door
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.lock import FolderLock
@@ -21,7 +21,7 @@ from imagenet_build.infra.lock import FolderLock
 def _sort_output(dest: Destination) -> tuple[list[str], list[str], list[str]]:
     """(paths of our own files, strangers in the output, strangers in a separate index folder): a shard of a
     split convert does not write (a write_arrays build's test-*) is no file of a convert build."""
-    inside = index_placement(dest.output, dest.index) == "inside"
+    inside = dest.placement == "inside"
     ours: list[str] = []
     strangers: list[str] = []
     index_strangers: list[str] = []
@@ -98,15 +98,15 @@ def locked(dest: Destination) -> contextlib.ExitStack:
     """The output folder's lock, and the index folder's when it is another folder: one writer at a time."""
     stack = contextlib.ExitStack()
     stack.enter_context(FolderLock(dest.output))
-    if index_placement(dest.output, dest.index) != "beside":
+    if dest.placement != "beside":
         stack.enter_context(FolderLock(dest.index))
     return stack
 
 
-def check_resize_root(dest: Destination, index_given: bool) -> None:
+def check_resize_root(dest: Destination) -> None:
     """A resized build's OUTPUT (and --index-dir) holds resized builds only, one folder per size, besides what a
     run keeps there (a full-size build's folder would take the builds for strangers)."""
-    for folder in [dest.output] + ([dest.index] if index_given else []):
+    for folder in [dest.output] + ([dest.index] if dest.index_given else []):
         for entry, is_dir in sorted(storage.listdir(folder).items()):
             if run_entry(entry, is_dir) or report_entry(entry, is_dir, storage.join(folder, entry)):
                 continue

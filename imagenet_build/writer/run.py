@@ -40,7 +40,7 @@ def convert(request: ConvertRequest) -> Summary:
     """
     started = time.monotonic()
     if request.resize is not None:
-        check_resize_root(request.dest, request.index_dir is not None)
+        check_resize_root(request.dest)
     with contextlib.ExitStack() as held:
         for build_dest in destinations(request):
             held.enter_context(locked(build_dest))

@@ -13,8 +13,9 @@ import os
 from typing import Dict, List, TypedDict
 
 from imagenet_build.format.build_folder import refuse_what_is_no_file
+from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import read_manifest
-from imagenet_build.format.naming import MANIFEST_NAME, index_dir_of, no_shards_message
+from imagenet_build.format.naming import MANIFEST_NAME, no_shards_message
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.lock import FolderLock
@@ -47,7 +48,7 @@ def add_tfds_files(folder: PathLike) -> TfdsResult:
         if not manifest["complete"]:
             raise BuildError(f"{storage.join(root, MANIFEST_NAME)}: the build is not complete; run its convert "
                              "again to finish it (a complete build gets both files)")
-        refuse_what_is_no_file(root, index_dir_of(root, manifest))  # a FIFO, a device: never described
+        refuse_what_is_no_file(root, Destination.recorded(root, manifest).index)  # a FIFO, a device: never described
         held = set(storage.listdir(root))
         missing = [entry["name"] for entry in manifest["shards"] if entry["name"] not in held]
         if missing:

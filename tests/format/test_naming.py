@@ -1,6 +1,4 @@
-"""format/naming.py: every file name of a build, and where its indexes are."""
-
-import os
+"""format/naming.py: every file name of a build."""
 
 from imagenet_build.format import naming
 
@@ -13,9 +11,3 @@ def test_shard_names_round_trip_and_reject_others():
     assert naming.shard_of_index(naming.index_name("/x/" + name)) == name
     assert naming.is_temp_name(naming.temp_name("/x/manifest.json").name)
 
-
-def test_the_index_folder_rule():
-    assert naming.index_dir_of("/out", None) == os.path.join("/out", "dali_idx")
-    assert naming.index_dir_of("/out", {"options": {"index_dir": "idx"}}) == os.path.join("/out", "idx")
-    assert naming.index_dir_of("/out", {"options": {"index_dir": "/elsewhere"}}) == "/elsewhere"
-    assert naming.index_dir_of("/out", {"options": {"index_dir": "idx"}}, override="/given") == "/given"
