@@ -1,22 +1,24 @@
 """imagenet-build from Python: convert, verify, index and report, with the command line's options.
 
-Each function takes its verb's options by their names (`--train-dir` is `train_dir`, `--from` is
-`from_paths`), checks them as the command line does (the same request: for convert `ConvertOptions` ->
-`convert_request`), and returns what the verb's `--json` prints, typed. The command line (cli/) is a
-caller of these. A user mistake or bad input raises the tool's own error, `BuildError` (`UsageError`
-for options that do not go together), whose message is the line the command prints after `error:`.
-Nothing heavy is imported until a function runs (docs/api.md).
+The package's top names these functions too (`imagenet_build.convert` is `imagenet_build.api.convert`).
+Each takes its verb's options as keyword parameters by their names (`--train-dir` is `train_dir`, `--from` is
+`from_paths`), convert's with request.ConvertOptions' defaults, checks them as the command line does (the same
+request: for convert `ConvertOptions` -> `convert_request`), and returns what the verb's `--json` prints, typed.
+The command line (cli/) is a caller of these. A user mistake or bad input raises the tool's own error,
+`BuildError` (`UsageError` for options that do not go together), whose message is the line the command prints
+after `error:`. Nothing heavy is imported until a function runs (docs/api.md): this module imports the errors
+and the defaults (request.py, which imports no engine's library).
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_flag, check_path, check_paths, one_line
 from imagenet_build.report import PER_CLASS
+from imagenet_build.request import DEFAULTS  # convert's defaults, stated once there
 
 if TYPE_CHECKING:
     from imagenet_build.format.dali_index import IndexResult
@@ -38,13 +40,15 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
+if not TYPE_CHECKING:  # mypy sees the imports above, and refuses a name this module does not have
 
-    module, attribute = _LAZY[name]
-    return getattr(importlib.import_module(module), attribute)
+    def __getattr__(name: str) -> Any:
+        if name not in _LAZY:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
 
 
 @contextlib.contextmanager
@@ -64,40 +68,56 @@ def _path(value: Any, argument: str) -> Any:
     return None if value is None else check_path(value, argument)
 
 
-def _convert_options(output_dir: Any, options: dict[str, Any]) -> dict[str, Any]:
+def _convert_options(given: dict[str, Any]) -> dict[str, Any]:
     """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types);
     a UsageError naming the first that is neither."""
     import typing
 
     from imagenet_build.request import PATH_OPTIONS, ConvertOptions
 
-    given: dict[str, Any] = {"output_dir": check_path(output_dir, "output_dir")}
     flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
-    for name, value in options.items():
+    options: dict[str, Any] = {}
+    for name, value in given.items():
         if name == "from_paths":
-            given[name] = check_paths(value, name)
+            options[name] = check_paths(value, name)
         elif name == "spark_conf":
-            given[name] = (value,) if isinstance(value, str) else tuple(value)
+            options[name] = (value,) if isinstance(value, str) else tuple(value)
+        elif name == "output_dir":
+            options[name] = check_path(value, name)
         elif name in PATH_OPTIONS:
-            given[name] = _path(value, name)
+            options[name] = _path(value, name)
         else:
-            given[name] = check_flag(value, name) if name in flags else value
-    return given
+            options[name] = check_flag(value, name) if name in flags else value
+    return options
 
 
-def convert(output_dir: PathLike, **options: Any) -> ConvertResult:
+def convert(output_dir: PathLike, *, from_paths: Union[PathLike, Sequence[PathLike]] = DEFAULTS.from_paths,
+            subset: Optional[PathLike] = DEFAULTS.subset, train_dir: Optional[PathLike] = DEFAULTS.train_dir,
+            validation_dir: Optional[PathLike] = DEFAULTS.validation_dir,
+            train_tar: Optional[PathLike] = DEFAULTS.train_tar,
+            validation_tar: Optional[PathLike] = DEFAULTS.validation_tar,
+            bounding_box_file: Optional[PathLike] = DEFAULTS.bounding_box_file,
+            bbox_tar: Optional[PathLike] = DEFAULTS.bbox_tar, train_shards: int = DEFAULTS.train_shards,
+            validation_shards: int = DEFAULTS.validation_shards, layout_threads: int = DEFAULTS.layout_threads,
+            workers: int = DEFAULTS.workers, labels_file: Optional[PathLike] = DEFAULTS.labels_file,
+            metadata_file: Optional[PathLike] = DEFAULTS.metadata_file,
+            validation_labels_file: Optional[PathLike] = DEFAULTS.validation_labels_file,
+            index_dir: Optional[PathLike] = DEFAULTS.index_dir, on_error: str = DEFAULTS.on_error,
+            overwrite: bool = DEFAULTS.overwrite, verify_inputs: bool = DEFAULTS.verify_inputs,
+            classes_from_folders: bool = DEFAULTS.classes_from_folders, runner: str = DEFAULTS.runner,
+            beam_options: str = DEFAULTS.beam_options, spark_master: str = DEFAULTS.spark_master,
+            spark_conf: Union[str, Sequence[str]] = DEFAULTS.spark_conf,
+            shared_filesystem: bool = DEFAULTS.shared_filesystem, resize: Optional[str] = DEFAULTS.resize,
+            quality: Optional[int] = DEFAULTS.quality, resize_filter: Optional[str] = DEFAULTS.resize_filter,
+            resize_larger_only: bool = DEFAULTS.resize_larger_only, exif_transpose: bool = DEFAULTS.exif_transpose,
+            real_labels: Optional[PathLike] = DEFAULTS.real_labels) -> ConvertResult:
     """`imagenet-build convert`: any copy of ImageNet into slim's shards, DALI indexes and manifest.json in
-    `output_dir`. The options are convert's, by name (request.ConvertOptions: their defaults), e.g.
-    `convert("out", from_paths=["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"], train_shards=1024)`.
-    Returns convert's --json document."""
-    from imagenet_build.request import ConvertOptions, convert_request
-
-    known = {field.name for field in dataclasses.fields(ConvertOptions)} - {"output_dir"}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(f"convert has no option {unknown[0]!r}; its options: {', '.join(sorted(known))}")
-    given = _convert_options(output_dir, options)
+    `output_dir`. The options are convert's, by name, with request.ConvertOptions' defaults (docs/api.md,
+    docs/convert.md), e.g. `convert("out", from_paths=["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"],
+    train_shards=1024)`. Returns convert's --json document."""
+    given = _convert_options(dict(locals()))  # every parameter, by the name ConvertOptions gives it
     with _tool_errors():
+        from imagenet_build.request import ConvertOptions, convert_request
         from imagenet_build.writer.run import convert as run
 
         return run(convert_request(ConvertOptions(**given)))

@@ -104,11 +104,10 @@ def keys_of(path, name):
 def registered():
     """{what: {name: the module that registers it}} of every registry."""
     import imagenet_build.readback  # noqa: F401  (registers every reader)
-    import imagenet_build.verify  # noqa: F401  (registers every check)
     from imagenet_build.engines import ENGINES
     from imagenet_build.readback.readers import READERS, trainers
     from imagenet_build.sources.copies import COPY_KINDS
-    from imagenet_build.verify.check import REGISTRY
+    from imagenet_build.verify.check import REGISTRY  # importing verify/ registers every check
 
     reader_modules = {m.READER.name: name for name, m in sys.modules.items()
                       if name.startswith("imagenet_build.readback.") and hasattr(m, "READER")}
@@ -131,7 +130,7 @@ def test_every_registered_one_has_its_rows_where_the_table_says(what):
     tables = re.findall(r"`(\w+)` in `(tests/[\w/]+\.py)`", rows)
     if what == "a check":
         assert rows == "the table of `docs/verify.md` (a warning's: its Warnings)"
-        import imagenet_build.verify.check as check
+        from imagenet_build.verify import check
 
         text = (ROOT / "docs" / "verify.md").read_text()
         warnings = text.split("## Warnings")[1]

@@ -76,3 +76,24 @@ def test_trainer_check_through_pytorch_imports_neither_tensorflow_dali_nor_matpl
     assert found[0]["exit_code"] == 0, found[0]
     # on the CPU the DataLoader workers decode with libjpeg-turbo (SampleTransform): torchvision is not needed
     assert found[0]["imported"] == ["torch"], found[0]
+
+
+IMPORT_THE_PACKAGE = """
+import json, sys
+import imagenet_build
+first = sorted(m for m in sys.modules if m.startswith("imagenet_build"))
+functions = [getattr(imagenet_build, name) for name in imagenet_build.FUNCTIONS]
+heavy = [m for m in sys.modules for h in json.loads(sys.argv[1]) if m == h or m.startswith(h + ".")]
+print(json.dumps({"first": first, "heavy": heavy, "names": [f.__name__ for f in functions]}))
+"""
+
+
+def test_importing_the_package_imports_its_version_and_naming_its_functions_nothing_heavy():
+    """`import imagenet_build` (which `imagenet_build.dali` and every worker process import too) brings in its
+    version alone; the functions of its top (write_arrays' module among them) bring in no heavy package."""
+    result = subprocess.run([sys.executable, "-c", IMPORT_THE_PACKAGE, json.dumps(HEAVY + ("numpy", "PIL"))],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    found = json.loads(result.stdout)
+    assert found["first"] == ["imagenet_build", "imagenet_build._version"]
+    assert found["heavy"] == [] and found["names"] == ["convert", "verify", "index", "report", "write_arrays"]

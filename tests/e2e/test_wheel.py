@@ -1,6 +1,6 @@
 """`python -m build` makes a wheel and an sdist carrying the package data, and the wheel, installed in a fresh
-environment outside the clone, runs sample, convert and verify and names its version in what it writes; a missing
-extra's hint names the wheel.
+environment outside the clone, runs sample, convert and verify and names its version in what it writes; mypy reads
+its functions' signatures there (it is typed); a missing extra's hint names the wheel.
 
 No network: the fresh environment finds the installed dependencies through a folder linking those of the test
 environment (every one but imagenet-build itself), and pip installs the wheel with --no-index, resolving its
@@ -79,6 +79,12 @@ def test_the_wheel_runs_sample_convert_and_verify_outside_the_clone(tmp_path):
     (site / "dependencies.pth").write_text(f"{dependencies_folder(tmp_path / 'dependencies')}\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     run(python, "-m", "pip", "install", "--no-index", "--disable-pip-version-check", wheel, cwd=tmp_path, env=env)
+    with zipfile.ZipFile(wheel) as z:
+        assert "imagenet_build/py.typed" in z.namelist()  # PEP 561: a type checker reads the installed signatures
+    (tmp_path / "typed.py").write_text("import imagenet_build\nimagenet_build.verify('b', quik=True)\n")
+    typed = subprocess.run([python, "-m", "mypy", "--cache-dir", tmp_path / "mypy", "typed.py"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True)
+    assert 'Unexpected keyword argument "quik" for "verify"' in typed.stdout, typed.stdout + typed.stderr
 
     work.mkdir()
     tool = str(fresh / "bin" / "imagenet-build")
