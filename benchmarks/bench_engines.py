@@ -70,12 +70,12 @@ def job_sizes(inputs, shards):
         from imagenet_build.format.destination import destination
         from imagenet_build.plan import SplitPlan
         from imagenet_build.sources import scan_class_folders
-        from imagenet_build.writer.shard_writer import ShardTask, run_shard_task
+        from imagenet_build.writer.shard_writer import ShardWriteTask, run_shard_task
 
         catalog = load_catalog(inputs / "labels.txt")
         plan = SplitPlan(scan_class_folders("train", inputs / "train", catalog, "fail"), catalog, {}, shards, 4)
         dest = destination(out, None)
-        job = write_job(out, (Task(plan.names[k], run_shard_task, tuple(ShardTask(plan.spec(k), (dest,), "fail")))
+        job = write_job(out, (Task(plan.names[k], run_shard_task, tuple(ShardWriteTask(plan.spec(k), (dest,), "fail")))
                               for k in range(shards)))
         tasks_bytes = os.path.getsize(job.tasks_path)
         images = len(plan.input)

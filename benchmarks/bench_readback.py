@@ -53,7 +53,7 @@ def timed(batches, count, warmup, batch_size, device):
 
 def dali_batches(build, args, training):
     from imagenet_build.dali import pipeline
-    from imagenet_build.readback.dali_torch import batches, iterator
+    from imagenet_build.trainercheck.dali_torch import batches, iterator
 
     pipe = pipeline(build, "train", batch_size=args.batch_size, device_id=0 if args.device == "cuda" else None,
                     training=training, num_threads=args.threads, layout="HWC", seed=0)
@@ -90,7 +90,7 @@ def decode_rates(build, args):
 
 def training_rate(feed, classes, args):
     """Images/s of the training loop fed by `feed` (an iterator of (images NCHW, labels)), after the warm-up."""
-    from imagenet_build.readback.torch_training import build_model, train
+    from imagenet_build.trainercheck.torch_training import build_model, train
 
     model = build_model(args.model, classes, args.device)
     marks = []

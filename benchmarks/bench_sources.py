@@ -23,7 +23,7 @@ from common import alternate, make_inputs  # noqa: E402
 
 def make_ilsvrc(root, images):
     """The folders, labels files and three archives of an ILSVRC-shaped copy of `images` train images."""
-    from imagenet_build.tools.sample import write_tarballs
+    from imagenet_build.tools.sample_dataset import write_tarballs
 
     total = make_inputs(root, images, 100)
     pictures = sorted((root / "train").rglob("*.JPEG"))

@@ -46,7 +46,7 @@ def verb(*args):
 
 def prepare(work):
     """The sample and its build the verbs run on."""
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     sample, build = work / "sample", work / "build"
     if not (build / "manifest.json").exists():

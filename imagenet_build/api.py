@@ -22,20 +22,20 @@ from imagenet_build.request import DEFAULTS  # convert's defaults, stated once t
 
 if TYPE_CHECKING:
     from imagenet_build.format.dali_index import IndexResult
-    from imagenet_build.report.run import ReportResult
-    from imagenet_build.verify.report import VerifyResult
+    from imagenet_build.report.report_run import ReportResult
+    from imagenet_build.verify.verify_result import VerifyResult
     from imagenet_build.writer.arrays import write_arrays
-    from imagenet_build.writer.summary import Summary as ConvertResult
+    from imagenet_build.writer.summary import ConvertSummary as ConvertResult
 
 __all__ = ["BuildError", "ConvertResult", "IndexResult", "ReportResult", "UsageError", "VerifyResult", "convert",
            "index", "report", "verify", "write_arrays"]
 
 # What the functions return (and write_arrays), imported when first named: importing this module stays cheap
 _LAZY = {
-    "ConvertResult": ("imagenet_build.writer.summary", "Summary"),
+    "ConvertResult": ("imagenet_build.writer.summary", "ConvertSummary"),
     "IndexResult": ("imagenet_build.format.dali_index", "IndexResult"),
-    "ReportResult": ("imagenet_build.report.run", "ReportResult"),
-    "VerifyResult": ("imagenet_build.verify.report", "VerifyResult"),
+    "ReportResult": ("imagenet_build.report.report_run", "ReportResult"),
+    "VerifyResult": ("imagenet_build.verify.verify_result", "VerifyResult"),
     "write_arrays": ("imagenet_build.writer.arrays", "write_arrays"),
 }
 
@@ -118,7 +118,7 @@ def convert(output_dir: PathLike, *, from_paths: Union[PathLike, Sequence[PathLi
     given = _convert_options(dict(locals()))  # every parameter, by the name ConvertOptions gives it
     with _tool_errors():
         from imagenet_build.request import ConvertOptions, convert_request
-        from imagenet_build.writer.run import convert as run
+        from imagenet_build.writer.convert_run import convert as run
 
         return run(convert_request(ConvertOptions(**given)))
 
@@ -129,7 +129,7 @@ def verify(folder: PathLike, index_dir: Optional[PathLike] = None, quick: bool =
     build is in the result (`ok` False), not raised; what stops the check (no such folder, --quick with --deep,
     a run writing the folder) raises."""
     with _tool_errors():
-        from imagenet_build.verify.run import verify as run
+        from imagenet_build.verify.verify_run import verify as run
 
         return run(check_path(folder, "folder"), index_dir=_path(index_dir, "index_dir"),
                    quick=check_flag(quick, "quick"), deep=check_flag(deep, "deep"),
@@ -153,7 +153,7 @@ def report(folder: PathLike, output: Optional[PathLike] = None, per_class: int =
     run verify now (report --verify). Needs the `report` extra. The problems the page lists are in the
     result (`ok` False)."""
     with _tool_errors():
-        from imagenet_build.report.run import report as run
+        from imagenet_build.report.report_run import report as run
 
         return run(check_path(folder, "folder"), _path(output, "output"), per_class=per_class, classes=classes,
                    run_verify=check_flag(verify, "verify"), workers=workers)

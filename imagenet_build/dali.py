@@ -1,7 +1,7 @@
 """The public DALI pipeline over a build, importable as imagenet_build.dali; its code is
-imagenet_build.readback.dali_pipeline."""
+imagenet_build.readers.dali_pipeline."""
 
-from imagenet_build.readback.dali_pipeline import (
+from imagenet_build.readers.dali_pipeline import (
     DLE_MEAN,
     DLE_STD,
     IMAGE_SIZE,

@@ -93,7 +93,7 @@ def file_name(name: str) -> str:
 
 
 class ReaderClass(Protocol):
-    """The Reader class (sources/base.py) a split's images are read with, as its listing names it: made for one
+    """The Reader class (sources/copy_rules.py) a split's images are read with, as its listing names it: made for one
     shard in a worker, and naming an input's state without reading it (what a rerun compares)."""
 
     def __call__(self, spec: ShardSpec) -> Any: ...
@@ -226,6 +226,6 @@ class ShardSpec:
 
     def input_state(self, identities: Iterable[str]) -> str:
         """Hash of the inputs' state (the identity of each, and an archive's own size and mtime):
-        a changed input changes it, and its shard is redone. See sources.Reader.identity."""
+        a changed input changes it, and its shard is redone. See sources.MemberReader.identity."""
         lines = "\n".join([self.source_stamp, *identities])
         return hashlib.sha256(lines.encode()).hexdigest()

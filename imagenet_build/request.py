@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_args
 
 from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
-from imagenet_build.engines.base import DEFAULT_SPARK_MASTER
+from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.processes import pool_size
 

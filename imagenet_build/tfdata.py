@@ -1,4 +1,4 @@
-"""The public tf.data reader, importable as imagenet_build.tfdata; its code is imagenet_build.readback.tfdata."""
+"""The public tf.data reader, importable as imagenet_build.tfdata; its code is imagenet_build.readers.tfdata_dataset."""
 
-from imagenet_build.readback.tfdata import *  # noqa: F401,F403
-from imagenet_build.readback.tfdata import __all__  # noqa: F401
+from imagenet_build.readers.tfdata_dataset import *  # noqa: F401,F403
+from imagenet_build.readers.tfdata_dataset import __all__  # noqa: F401

@@ -108,8 +108,8 @@ step trainer-check-dali 120 "$PY" -m imagenet_build trainer-check "$WORK/build" 
     --device "$DEVICE" "${TRAIN[@]}" --json
 step trainer-check-torch 150 "$PY" -m imagenet_build trainer-check "$WORK/build" --framework torch \
     --device "$DEVICE" "${TRAIN[@]}" --json
-step pytest-cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m "not slow" -rs tests/readback/test_torch_cuda.py \
-    tests/readback/test_dali_cuda.py
+step pytest-cuda 90 "$PY" -m pytest -q -p no:cacheprovider -m "not slow" -rs tests/readers/test_torch_cuda.py \
+    tests/readers/test_dali_cuda.py
 step bench-readback 100 "$PY" benchmarks/bench_readback.py --device "$DEVICE" --build "$WORK/build" "${BENCH[@]}" \
     --json "$OUT/bench-readback.json"
 step bench-cores 150 "$PY" benchmarks/bench_cores.py --images "$CORES_IMAGES" --shards "$SHARDS" --repeats 1 \

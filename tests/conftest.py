@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from imagenet_build.cli import cli
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -230,7 +230,7 @@ def request_for(sample_dir, out, engine):
     """convert's request for the sample as sample_args gives it, one worker, run by `engine` (an Engine class)."""
     import dataclasses
 
-    from imagenet_build.engines.base import EngineSettings
+    from imagenet_build.engines.engine import EngineSettings
     from imagenet_build.request import ConvertOptions, convert_request
 
     options = ConvertOptions(

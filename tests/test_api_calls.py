@@ -20,7 +20,7 @@ def spied(monkeypatch, module, name):
 
 
 def test_verify_hands_on_every_option_and_its_defaults(monkeypatch):
-    calls = spied(monkeypatch, "imagenet_build.verify.run", "verify")
+    calls = spied(monkeypatch, "imagenet_build.verify.verify_run", "verify")
     assert api.verify(Path("b"), index_dir=Path("i"), quick=True, deep=False, expect_imagenet=True, workers=3) == \
         "result"
     assert api.verify("b") == "result"
@@ -36,7 +36,7 @@ def test_index_hands_on_every_option_and_its_defaults(monkeypatch):
 
 
 def test_report_hands_on_every_option_and_its_defaults(monkeypatch):
-    calls = spied(monkeypatch, "imagenet_build.report.run", "report")
+    calls = spied(monkeypatch, "imagenet_build.report.report_run", "report")
     api.report(Path("b"), Path("p.html"), per_class=3, classes="all", verify=True, workers=2)
     api.report("b")
     assert calls == [(("b", "p.html"), dict(per_class=3, classes="all", run_verify=True, workers=2)),
@@ -45,7 +45,7 @@ def test_report_hands_on_every_option_and_its_defaults(monkeypatch):
 
 def test_convert_takes_one_path_or_several_where_an_option_repeats(monkeypatch):
     seen = []
-    monkeypatch.setattr("imagenet_build.writer.run.convert", lambda request: seen.append(request) or "result")
+    monkeypatch.setattr("imagenet_build.writer.convert_run.convert", lambda request: seen.append(request) or "result")
     monkeypatch.setattr("imagenet_build.request.convert_request", lambda options: options)
     api.convert(Path("out"), from_paths=Path("a.tar"), spark_conf="spark.x=1", train_dir=Path("t"))
     assert (seen[0].output_dir, seen[0].from_paths, seen[0].spark_conf, seen[0].train_dir) == (
@@ -54,13 +54,13 @@ def test_convert_takes_one_path_or_several_where_an_option_repeats(monkeypatch):
 
 def test_the_result_types_and_write_arrays_are_the_stages_own():
     from imagenet_build.format.dali_index import IndexResult
-    from imagenet_build.report.run import ReportResult
-    from imagenet_build.verify.report import VerifyResult
+    from imagenet_build.report.report_run import ReportResult
+    from imagenet_build.verify.verify_result import VerifyResult
     from imagenet_build.writer.arrays import write_arrays
-    from imagenet_build.writer.summary import Summary
+    from imagenet_build.writer.summary import ConvertSummary
 
     assert (api.ConvertResult, api.IndexResult, api.ReportResult, api.VerifyResult, api.write_arrays) == (
-        Summary, IndexResult, ReportResult, VerifyResult, write_arrays)
+        ConvertSummary, IndexResult, ReportResult, VerifyResult, write_arrays)
     with pytest.raises(AttributeError) as missing:
         api.nothing_here  # noqa: B018
     assert str(missing.value) == "module 'imagenet_build.api' has no attribute 'nothing_here'"

@@ -42,7 +42,7 @@ import importlib, sys
 import imagenet_build
 import imagenet_build.verify.check
 from imagenet_build.report import run
-importlib.import_module("imagenet_build.verify.report")
+importlib.import_module("imagenet_build.verify.verify_result")
 from imagenet_build import api, verify
 assert verify is api.verify and imagenet_build.verify is api.verify, imagenet_build.verify
 assert imagenet_build.report is api.report, imagenet_build.report

@@ -58,7 +58,7 @@ def _entry(path: PathLike, number: int, value: Any) -> tuple[int, ...]:
     return tuple(value)
 
 
-class RealLabels(NamedTuple):
+class RealLabelTable(NamedTuple):
     """real.json, checked, and the build's label of each class index's synset."""
 
     entries: list[tuple[int, ...]]  # entry number - 1 -> the image's class indices (0-based, sorted synsets)
@@ -71,11 +71,11 @@ class RealLabels(NamedTuple):
         return labels, len(indices) - len(labels)
 
 
-def read_real_labels(path: PathLike, catalog: Catalog) -> RealLabels:
+def read_real_labels(path: PathLike, catalog: Catalog) -> RealLabelTable:
     """real.json read and checked, with the build's label of each synset it labels with."""
     entries = read_real_json(path)
     label_of = [catalog.label_of.get(synset) for synset in imagenet_synsets()]
     if not any(label_of):
         raise InputError(path, f"none of the 1000 ILSVRC2012 synsets it labels with is a class of this build "
                                f"({catalog.labels_file}): ReaL labels need ImageNet's classes")
-    return RealLabels(entries, label_of)
+    return RealLabelTable(entries, label_of)

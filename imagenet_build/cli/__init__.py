@@ -7,7 +7,7 @@ and a user mistake gives one `error:` line and a non-zero exit, not a traceback.
 
 from __future__ import annotations
 
-from imagenet_build.cli import checks, convert, report, tools  # noqa: F401  (each registers its verbs on the group)
+from imagenet_build.cli import check_commands, convert, report_command, tools  # noqa: F401  (each registers its verbs on the group)
 from imagenet_build.cli.group import cli
 
 

@@ -10,7 +10,7 @@ from imagenet_build.cli.group import cli, input_file, input_folder, input_path, 
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNER_HELP, RUNNERS
 
 if TYPE_CHECKING:
-    from imagenet_build.writer.summary import Summary
+    from imagenet_build.writer.summary import ConvertSummary
 
 
 @cli.command()
@@ -149,9 +149,9 @@ def convert(as_json: bool, **options: Any) -> None:
         click.echo(f"manifest: {summary['manifest']}")
 
 
-def _print_build(summary: Summary, indent: str = "") -> None:
+def _print_build(summary: ConvertSummary, indent: str = "") -> None:
     """One build's lines of convert's report."""
-    from imagenet_build.sources.base import SHOWN
+    from imagenet_build.sources.copy_rules import SHOWN
 
     def echo(line: str) -> None:
         click.echo(indent + line)

@@ -140,7 +140,7 @@ def sample(out: str, as_json: bool, **options: Any) -> None:
     OUT/validation_labels.txt, OUT/labels.txt and OUT/bboxes.csv; includes CMYK,
     PNG-named-JPEG, grayscale, progressive and EXIF-rotated images.
     """
-    from imagenet_build.tools.sample import convert_command, make_sample
+    from imagenet_build.tools.sample_dataset import convert_command, make_sample
 
     counts = make_sample(out, **options)
     if as_json:

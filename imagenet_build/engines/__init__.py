@@ -4,7 +4,7 @@ Each module registers its Engine (base.register); the registry's names are `--ru
 """
 
 from imagenet_build.engines import beam, local, spark  # noqa: F401  (each registers itself)
-from imagenet_build.engines.base import ENGINES, Engine, EngineSettings
+from imagenet_build.engines.engine import ENGINES, Engine, EngineSettings
 
 ENGINE_NAMES = tuple(sorted(ENGINES, key=lambda name: (name != "local", name)))
 

@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.base import Engine, OnResult, Tasks, register
+from imagenet_build.engines.engine import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task
 from imagenet_build.infra import write_door
 from imagenet_build.infra.errors import BuildError, Interrupted, UsageError

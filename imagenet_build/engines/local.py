@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from imagenet_build.engines.base import Engine, OnResult, Tasks, register
+from imagenet_build.engines.engine import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, run_task
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.base import Engine, OnResult, Tasks, register
+from imagenet_build.engines.engine import Engine, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task, task_error
 from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError

@@ -79,7 +79,7 @@ class _Ok(TypedDict):
     ok: bool
 
 
-class Finding(TypedDict, total=False):
+class PageProblem(TypedDict, total=False):
     """One of verify's problems or warnings, as the page reads it."""
 
     check: str
@@ -89,7 +89,7 @@ class Finding(TypedDict, total=False):
     message: str
 
 
-class VerifySummary(TypedDict, total=False):
+class PageVerifySummary(TypedDict, total=False):
     checks: List[str]
     mode: str
     shards: int
@@ -103,9 +103,9 @@ class VerifySummary(TypedDict, total=False):
 class VerifyDocument(_Ok, total=False):
     """What the page reads of verify.json (verify --json's document, or its error document)."""
 
-    problems: List[Finding]
-    warnings: List[Finding]
-    summary: VerifySummary
+    problems: List[PageProblem]
+    warnings: List[PageProblem]
+    summary: PageVerifySummary
     error: str
 
 

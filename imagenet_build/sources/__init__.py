@@ -1,5 +1,5 @@
 """The copies of ImageNet a build reads: each one module that registers itself (copies.py), with its listing,
-its Reader and its sample writer; and the formats and rules they share (base, folders, tars, zips, spool).
+its MemberReader and its sample writer; and the formats and rules they share (base, folders, tars, zips, spool).
 
 Every module of this package is imported with it, so a copy's module registers its CopyKind by
 being there: adding a copy edits nothing else. CopyKind.rank orders them for `--from`.
@@ -8,15 +8,15 @@ being there: adding a copy edits nothing else. CopyKind.rank orders them for `--
 import importlib
 import pkgutil
 
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copies import Copy, find_copy
+from imagenet_build.sources.copy_rules import (
     IMAGE_SUFFIX,
     SHOWN,
     VALIDATION_NAME,
-    Reader,
+    MemberReader,
     input_identities,
     reader_for,
 )
-from imagenet_build.sources.copies import Copy, find_copy
 from imagenet_build.sources.folders import (
     FolderReader,
     scan_class_folders,
@@ -30,7 +30,7 @@ for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
-    "IMAGE_SUFFIX", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "IlsvrcCopy", "Reader",
+    "IMAGE_SUFFIX", "SHOWN", "VALIDATION_NAME", "ArchiveReader", "Copy", "FolderReader", "IlsvrcCopy", "MemberReader",
     "find_copy", "input_identities", "reader_for", "scan_class_folders", "scan_train_tar",
     "scan_validation", "scan_validation_tar", "stat_identity",
 ]

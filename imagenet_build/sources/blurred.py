@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, Callable
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import PathLike
 from imagenet_build.model import SplitInput
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import (
     SHOWN,
     add_class,
     flat_validation,
@@ -44,7 +45,6 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import Spool, SpooledCopy, SpoolReader, stamp
 

@@ -9,7 +9,7 @@ from typing import Tuple
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import input_errors
 from imagenet_build.model import Where
-from imagenet_build.sources.base import scan_folder
+from imagenet_build.sources.copy_rules import scan_folder
 from imagenet_build.sources.zips import LOCAL_SIZE, Places, central_members, check_member, end_record, pack_member_info
 
 Item = Tuple[str, Where]  # (a file's path below the top folder's parent, or below the top folder; where it lies)

@@ -31,8 +31,8 @@ from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, read_labels_file
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import BuildError, InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput
-from imagenet_build.sources.base import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces
 from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import ANY_IMAGE_SUFFIXES, SHOWN, lies_in, once_each, refuse_empty_pieces
 from imagenet_build.sources.eval_listing import Item, folder_items, zip_items
 from imagenet_build.sources.folders import FolderReader
 from imagenet_build.sources.samples import tar_add, tar_gz, validation_images

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Callable
 from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import PathLike, input_error
 from imagenet_build.model import SplitInput
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copy_rules import (
     VALIDATION_NAME,
-    Reader,
+    MemberReader,
     add_class,
     flat_validation,
     match_classes,
@@ -82,7 +82,7 @@ def stat_identity(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
-class FolderReader(Reader):
+class FolderReader(MemberReader):
     """A shard's images from their files.
 
     Reads ahead: the next READ_AHEAD images are opened and announced to the kernel

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike
 from imagenet_build.model import SplitInput, file_name
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copies import CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import (
     add_class,
     flat_validation,
     labelled_synset,
@@ -37,7 +38,6 @@ from imagenet_build.sources.base import (
     refuse_empty_pieces,
     require_images,
 )
-from imagenet_build.sources.copies import CopyKind, Piece, listing, register
 from imagenet_build.sources.samples import enough_for, tar_gz, validation_images
 from imagenet_build.sources.spool import SHIFT, Spool, SpooledCopy, SpoolReader, stamp
 

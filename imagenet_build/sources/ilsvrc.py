@@ -27,7 +27,8 @@ from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.sources import folders
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import (
     VALIDATION_NAME,
     add_class,
     flat_validation,
@@ -35,7 +36,6 @@ from imagenet_build.sources.base import (
     match_classes,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.tars import ArchiveReader, RangeFile, list_members, outer_members
 
 if TYPE_CHECKING:

@@ -23,7 +23,8 @@ from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike, UsageError, input_errors
 from imagenet_build.model import SplitInput
-from imagenet_build.sources.base import (
+from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import (
     add_class,
     flat_validation,
     labelled_synset,
@@ -31,7 +32,6 @@ from imagenet_build.sources.base import (
     match_classes,
     require_images,
 )
-from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
 from imagenet_build.sources.folders import scan_class_folders, scan_validation
 from imagenet_build.sources.kaggle_listing import (
     ANNOTATIONS,

@@ -14,7 +14,7 @@ from typing import TypedDict
 
 from imagenet_build.infra import read_door, write_door
 from imagenet_build.infra.errors import BuildError, InputError
-from imagenet_build.sources.base import VALIDATION_NAME
+from imagenet_build.sources.copy_rules import VALIDATION_NAME
 
 
 def tar_add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:

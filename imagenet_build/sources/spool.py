@@ -60,8 +60,8 @@ from imagenet_build.infra.errors import BuildError, InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.infra.processes import process_alive
 from imagenet_build.sources import listings
-from imagenet_build.sources.base import Reader, will_need
 from imagenet_build.sources.copies import Copy
+from imagenet_build.sources.copy_rules import MemberReader, will_need
 from imagenet_build.sources.inflate import spool_and_list
 from imagenet_build.sources.listings import Listing
 from imagenet_build.sources.tars import BLOCK, read_member
@@ -327,7 +327,7 @@ class SpooledCopy(Copy):
         self.spool.close()
 
 
-class SpoolReader(Reader):
+class SpoolReader(MemberReader):
     """A shard's images from the spool: one pread each, in the decompressed archive its offset names,
     checked as every tar member is (read_member); errors name the archive and the member."""
 

@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, NamedTuple, Tuple, Union
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, PathLike, input_errors
 from imagenet_build.model import utf8_name
-from imagenet_build.sources.base import Reader, will_need
+from imagenet_build.sources.copy_rules import MemberReader, will_need
 
 if TYPE_CHECKING:
     from imagenet_build.model import ImageEntry, ShardSpec
@@ -347,7 +347,7 @@ def read_range(source: Union[int, IO[bytes]], offset: int, size: int) -> bytes:
     return data
 
 
-class ArchiveReader(Reader):
+class ArchiveReader(MemberReader):
     """A shard's images by byte range from their archive: one pread each (a ranged read in an object store).
 
     Announces the next READ_AHEAD ranges to the kernel, as the folder reader does.

@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 from imagenet_build.infra import read_door, storage, write_door
 from imagenet_build.infra.errors import InputError, PathLike, UsageError
 from imagenet_build.model import SplitInput, Where, file_name
-from imagenet_build.sources.base import once_each, refuse_empty_pieces
 from imagenet_build.sources.copies import Copy, CopyKind, Piece, listing, register
+from imagenet_build.sources.copy_rules import once_each, refuse_empty_pieces
 from imagenet_build.sources.samples import enough_for, tar_add, validation_images
 from imagenet_build.sources.webdataset_shard import ShardColumns, ShardReader, cls_synsets, list_shard
 

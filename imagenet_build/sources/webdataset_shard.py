@@ -20,7 +20,7 @@ from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import InputError, input_errors
 from imagenet_build.infra.jsonfile import parse_json
 from imagenet_build.model import file_name
-from imagenet_build.sources.base import VALIDATION_NAME, Reader, labelled_synset, no_label, will_need
+from imagenet_build.sources.copy_rules import VALIDATION_NAME, MemberReader, labelled_synset, no_label, will_need
 from imagenet_build.sources.tars import BLOCK, Member, list_members, plain_members, read_member, read_range
 
 if TYPE_CHECKING:
@@ -210,7 +210,7 @@ def _synset_of_name(name: str, validation_labels_file: str | None) -> str | None
     return None
 
 
-class ShardReader(Reader):
+class ShardReader(MemberReader):
     """A shard's images by byte range from the WebDataset shard files: one pread each.
 
     An output shard draws from many input shard files (the plan shuffles), so the

@@ -10,7 +10,7 @@ from imagenet_build.format.manifest import Manifest
 from imagenet_build.infra import storage
 from imagenet_build.verify.check import Check, Mode
 from imagenet_build.verify.problems import Finding, Place
-from imagenet_build.verify.shard import ShardFigures
+from imagenet_build.verify.shard import ShardVerifyFigures
 
 Seen = Dict[Tuple[int, str], Tuple[int, Place]]  # (label, synset): (records, the first of them)
 
@@ -25,7 +25,7 @@ class Folder:
     manifest: Manifest | None
     mode: Mode
     by_split: Dict[str, List[Tuple[int, str]]]  # {split: [(shard number, path)]}
-    results: Dict[str, ShardFigures]  # by shard name
+    results: Dict[str, ShardVerifyFigures]  # by shard name
     seen: Seen  # every (label, synset) pair the records hold (none with --quick)
     split_counts: Dict[str, Counter[int]]  # {split: records per label}
     notes: List[str]

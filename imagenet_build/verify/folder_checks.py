@@ -14,7 +14,7 @@ from imagenet_build.format.tfds_metadata import differences, read_tfds_file
 from imagenet_build.verify.check import Mode
 from imagenet_build.verify.folder import Folder, FolderCheck
 from imagenet_build.verify.problems import Finding
-from imagenet_build.verify.shard import ShardFigures
+from imagenet_build.verify.shard import ShardVerifyFigures
 
 
 class ShardSet(FolderCheck):
@@ -54,7 +54,7 @@ class ManifestCheck(FolderCheck):
             folder.notes.append("--quick: sha256 and label counts against the manifest not checked")
 
 
-def _check_manifest(manifest: Manifest, results: dict[str, ShardFigures], quick: bool) -> Iterator[Finding]:
+def _check_manifest(manifest: Manifest, results: dict[str, ShardVerifyFigures], quick: bool) -> Iterator[Finding]:
     """Each shard against its entry; nothing listed missing, nothing there unlisted."""
     if not manifest.get("complete"):
         yield Finding(MANIFEST_NAME, None, None, f"the build is not complete: {_how_it_ended(manifest)}")

@@ -62,7 +62,7 @@ class ShardCheck(Check):
         raise NotImplementedError
 
 
-class ShardFigures(NamedTuple):
+class ShardVerifyFigures(NamedTuple):
     """What the folder checks know of one shard."""
 
     name: str
@@ -72,17 +72,17 @@ class ShardFigures(NamedTuple):
     index_sha256: str | None  # None with --quick, or where there is no index
 
 
-class ShardResult(NamedTuple):
+class ShardVerifyResult(NamedTuple):
     """One task's result."""
 
-    figures: ShardFigures
+    figures: ShardVerifyFigures
     label_pairs: LabelPairs
     problems: Problems
     warnings: Problems
     tallies: Dict[str, Any]  # {check name: its shard_tally} of the record checks that give one
 
 
-class ShardTask(NamedTuple):
+class ShardVerifyTask(NamedTuple):
     """One worker task of verify: every record and shard check of this run on this shard and its index."""
 
     shard_path: str
@@ -113,7 +113,7 @@ def _buffered(path: str, opened: IO[bytes]) -> IO[bytes]:
     return io.BufferedReader(opened, 1 << 20)  # type: ignore[type-var]
 
 
-def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type, ...]) -> ShardResult:
+def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type, ...]) -> ShardVerifyResult:
     """Every record and shard check of this run on one shard (a worker task)."""
     shard = Shard(shard_path, index_path)
     problems, warnings = Problems(), Problems()
@@ -146,7 +146,7 @@ def check_shard(shard_path: str, index_path: str, mode: Mode, checks: Tuple[type
     sha256 = digest.hexdigest() if digest is not None and shard.framing_sound else None
     index_sha256 = hashlib.sha256(shard.index_bytes).hexdigest() if shard.index_bytes is not None and not mode.quick \
         else None
-    figures = ShardFigures(shard.name, len(shard.entries), shard.size, sha256, index_sha256)
+    figures = ShardVerifyFigures(shard.name, len(shard.entries), shard.size, sha256, index_sha256)
     tallies = {name: record_check.shard_tally() for record_check, name, _ in record_checks}
-    return ShardResult(figures, label_pairs, problems, warnings,
+    return ShardVerifyResult(figures, label_pairs, problems, warnings,
                        {name: tally for name, tally in tallies.items() if tally is not None})

@@ -25,7 +25,7 @@ from imagenet_build.writer.dispatch import earlier_shards
 from imagenet_build.writer.inputs import Inputs, describe
 from imagenet_build.writer.output_folder import check_output_dir
 from imagenet_build.writer.resume import read_previous, shards_to_keep
-from imagenet_build.writer.shard_writer import ShardResult
+from imagenet_build.writer.shard_writer import ShardWriteResult
 
 
 class Build:
@@ -33,7 +33,7 @@ class Build:
 
     def __init__(self, dest: Destination, options: dict[str, Any], resize: ResizeOptions | None) -> None:
         self.dest, self.options, self.resize = dest, options, resize  # resize: one target, or None
-        self.done: dict[str, ShardResult] = {}  # the shards it holds: kept from before, or written now
+        self.done: dict[str, ShardWriteResult] = {}  # the shards it holds: kept from before, or written now
         self.written: list[str] = []  # the shards this run wrote
         self.base: Manifest = {}  # its manifest's format, options, inputs and classes
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, NamedTuple
 
 from imagenet_build.engines import Engine
-from imagenet_build.engines.base import Tasks
+from imagenet_build.engines.engine import Tasks
 from imagenet_build.engines.job import (
     Collected,
     JobRef,
@@ -29,7 +29,7 @@ from imagenet_build.format.manifest import shard_entry_problem
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError, one_line
 from imagenet_build.infra.workers import Workers
-from imagenet_build.writer.shard_writer import ShardResult, ShardTask, run_shard_task
+from imagenet_build.writer.shard_writer import ShardWriteResult, ShardWriteTask, run_shard_task
 
 SHOWN = 3  # shards named in a message, then "..."
 
@@ -48,7 +48,7 @@ class _Drawn:
     """The tasks of a run as they are drawn (one at a time: the plan's images are never all in memory as ShardSpecs):
     what each becomes for the engine, and what the driver keeps of it."""
 
-    def __init__(self, tasks: Iterable[ShardTask]) -> None:
+    def __init__(self, tasks: Iterable[ShardWriteTask]) -> None:
         self._tasks = tasks
         self.keys: list[str] = []  # by task number
         self.planned: dict[str, Planned] = {}
@@ -60,7 +60,7 @@ class _Drawn:
             yield Task(task.spec.name, run_shard_task, tuple(task.portable()))
 
 
-def run_job(engine: Engine, output: str, tasks: Iterable[ShardTask], pool: Workers, on_shard: OnShard) -> None:
+def run_job(engine: Engine, output: str, tasks: Iterable[ShardWriteTask], pool: Workers, on_shard: OnShard) -> None:
     """Every task run by the engine; on_shard(task, results) once for each as it is known to have ended. Raises
     BuildError naming the shards not written when the job failed, or when any task did not report.
 
@@ -130,11 +130,11 @@ def _not_written(collected: Collected, keys: Sequence[str]) -> str:
     return "; ".join(said) + "; run the same command again to write them"
 
 
-def earlier_shards(output: str, dests: Sequence[Destination]) -> dict[Destination, list[ShardResult]]:
-    """{dest: [ShardResult]} that receipts of an earlier job (failed or killed) in `output` report, for
+def earlier_shards(output: str, dests: Sequence[Destination]) -> dict[Destination, list[ShardWriteResult]]:
+    """{dest: [ShardWriteResult]} that receipts of an earlier job (failed or killed) in `output` report, for
     resume to check against the files as it checks the manifest's entries."""
     by_place = {storage.absolute(dest.output): dest for dest in dests}
-    found: dict[Destination, list[ShardResult]] = {dest: [] for dest in dests}
+    found: dict[Destination, list[ShardWriteResult]] = {dest: [] for dest in dests}
     for _, raw in earlier_results(output):
         for item in raw if isinstance(raw, list) else []:
             if not (isinstance(item, list) and len(item) == 3 and isinstance(item[0], str)
@@ -142,5 +142,5 @@ def earlier_shards(output: str, dests: Sequence[Destination]) -> dict[Destinatio
                 continue  # a receipt this version did not write: nothing to trust
             dest = by_place.get(storage.absolute(item[0]))
             if dest is not None:
-                found[dest].append(ShardResult(item[1], item[2]))
+                found[dest].append(ShardWriteResult(item[1], item[2]))
     return found

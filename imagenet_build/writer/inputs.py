@@ -11,14 +11,14 @@ from typing import Any
 
 from imagenet_build.catalog import classes as catalog_mod
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
-from imagenet_build.catalog.real_labels import RealLabels, read_real_labels
+from imagenet_build.catalog.real_labels import RealLabelTable, read_real_labels
 from imagenet_build.infra import read_door, storage
 from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import Workers
 from imagenet_build.model import SplitInput, file_name
 from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import VALIDATION_NAME
-from imagenet_build.sources.base import validation_number
+from imagenet_build.sources.copy_rules import validation_number
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def list_inputs(request: ConvertRequest, pool: Workers) -> Inputs:
     return Inputs(catalog, splits, boxes, subset, by_name, recorded)
 
 
-def _label_validation(path: str, real: RealLabels, splits: list[SplitInput]) -> dict[str, tuple[int, ...]]:
+def _label_validation(path: str, real: RealLabelTable, splits: list[SplitInput]) -> dict[str, tuple[int, ...]]:
     """{file name: ReaL labels} of every validation image, matched by its ILSVRC2012 name (validation_number:
     whichever copy it came from); an image of another name, or one real.json has no entry for, is refused."""
     (validation,) = [s for s in splits if s.split == "validation"]

@@ -24,14 +24,14 @@ from imagenet_build.plan import SplitPlan
 from imagenet_build.request import OnError
 from imagenet_build.sources import input_identities
 from imagenet_build.writer.commit import ShardFacts, kept_problem, read_facts
-from imagenet_build.writer.shard_writer import ShardResult, codec_of, rebuilt_sha256, variant_of
+from imagenet_build.writer.shard_writer import ShardWriteResult, codec_of, rebuilt_sha256, variant_of
 
 
 class ResumeCheck(NamedTuple):
     """One worker task: may the previous run's shard be kept?"""
 
     spec: ShardSpec
-    candidates: tuple[ShardResult, ...]  # what earlier runs said of the shard: the manifest's entry, a task's receipt
+    candidates: tuple[ShardWriteResult, ...]  # what earlier runs said of the shard: the manifest's entry, a task's receipt
     dest: Destination
     on_error: OnError
     verify_inputs: bool
@@ -113,29 +113,29 @@ def shards_to_keep(
     pool: Workers,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
-    reported: Sequence[ShardResult] = (),
-) -> dict[str, ShardResult]:
+    reported: Sequence[ShardWriteResult] = (),
+) -> dict[str, ShardWriteResult]:
     """{name: its entry and its inputs' state now} of the earlier runs' shards that this plan would write identically.
 
     What earlier runs said of a shard: its entry in the previous manifest, and the receipts (`reported`) of a job
     that failed or was killed before its manifest listed them. A shard is kept when one of those matches: its
     sha256 and its index's still match the files, its fingerprint matches this plan, and its inputs are as they
-    were (a file's size and mtime, an archive member's place: sources.Reader.identity); with verify_inputs, its
+    were (a file's size and mtime, an archive member's place: sources.MemberReader.identity); with verify_inputs, its
     inputs are also read and the shard rebuilt in memory to the same sha256 (then a touched but unchanged input
     does not count as changed).
     """
     states = (previous or {}).get("inputs", {}).get(SHARD_INPUTS, {})
-    said: dict[str, list[ShardResult]] = {}
+    said: dict[str, list[ShardWriteResult]] = {}
     for entry in (previous or {}).get("shards", []):
-        said.setdefault(entry["name"], []).append(ShardResult(entry, states.get(entry["name"])))
+        said.setdefault(entry["name"], []).append(ShardWriteResult(entry, states.get(entry["name"])))
     for result in reported:
         if result not in said.get(result.entry["name"], []):
             said.setdefault(result.entry["name"], []).append(result)
     tasks = [ResumeCheck(p.spec(k), tuple(said[name]), dest, on_error, verify_inputs, resize)
              for p in plans for k, name in enumerate(p.names) if name in said]
-    kept: dict[str, ShardResult] = {}
+    kept: dict[str, ShardWriteResult] = {}
 
-    def keep(task: ResumeCheck, result: ShardResult | None) -> None:
+    def keep(task: ResumeCheck, result: ShardWriteResult | None) -> None:
         if result is not None:
             kept[task.spec.name] = result
 
@@ -145,12 +145,12 @@ def shards_to_keep(
 
 def still_matches(
     spec: ShardSpec,
-    candidates: Sequence[ShardResult],
+    candidates: Sequence[ShardWriteResult],
     dest: Destination,
     on_error: OnError,
     verify_inputs: bool,
     resize: ResizeOptions | None = None,
-) -> ShardResult | None:
+) -> ShardWriteResult | None:
     """The first of `candidates` (what earlier runs said of the shard) that the shard and index in the folder still
     match (writer/commit.py's kept_problem: every figure, the sha256s, the plan's images), with the shard's input
     state now and its files' facts; None when none does. The files are read once, whatever the count."""
@@ -170,5 +170,5 @@ def still_matches(
             continue
         if verify_inputs and rebuilt_sha256(spec, on_error, resize) != entry["sha256"]:
             continue
-        return ShardResult(entry, state, facts[0])
+        return ShardWriteResult(entry, state, facts[0])
     return None

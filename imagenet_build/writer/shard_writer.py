@@ -33,15 +33,15 @@ from imagenet_build.infra.errors import BuildError, InputError, PathLike
 from imagenet_build.infra.workers import exit_if_orphaned
 from imagenet_build.model import ShardSpec
 from imagenet_build.request import OnError
-from imagenet_build.sources import Reader, reader_for
+from imagenet_build.sources import MemberReader, reader_for
 from imagenet_build.writer.commit import ShardFacts
 
 WRITEBACK_EVERY = 4 << 20  # bytes written between two nudges to start writeback
 
 
-class ShardResult(NamedTuple):
+class ShardWriteResult(NamedTuple):
     """One shard written, or kept from a previous run: its entry in the manifest's shards, and its inputs'
-    state (sources.Reader.identity), which the manifest records apart, in inputs.shards, for the next resume;
+    state (sources.MemberReader.identity), which the manifest records apart, in inputs.shards, for the next resume;
     `facts`: what its files say, which the commit check holds its entry to (None: not known yet, and no
     manifest lists it: writer/commit.py)."""
 
@@ -50,7 +50,7 @@ class ShardResult(NamedTuple):
     facts: ShardFacts | None = None
 
 
-class ShardFigures(NamedTuple):
+class ShardWriteFigures(NamedTuple):
     """What writing one shard produced."""
 
     records: int
@@ -60,7 +60,7 @@ class ShardFigures(NamedTuple):
     index_sha256: str
 
 
-def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[dict] = (),
+def shard_entry(split: str, name: str, figures: ShardWriteFigures, skipped: Iterable[dict] = (),
                 reencoded: Iterable[dict] = ()) -> ShardEntry:
     """A shard's entry in manifest.json, for every kind of build (convert, write_arrays)."""
     return {
@@ -76,7 +76,7 @@ def shard_entry(split: str, name: str, figures: ShardFigures, skipped: Iterable[
     }
 
 
-class ShardTask(NamedTuple):
+class ShardWriteTask(NamedTuple):
     """One worker task: write this shard to each destination (one per target of a resized run)."""
 
     spec: ShardSpec
@@ -84,7 +84,7 @@ class ShardTask(NamedTuple):
     on_error: OnError
     resize: ResizeOptions | None = None  # None: the full-size build, to its one destination
 
-    def portable(self) -> ShardTask:
+    def portable(self) -> ShardWriteTask:
         """The task with its local paths absolute, as a worker in another folder (a Spark executor's) needs them."""
         absolute = storage.absolute
         spec = dataclasses.replace(self.spec, source_root=absolute(self.spec.source_root))
@@ -161,8 +161,8 @@ class ShardSink:
             _start_writeback(self._fd, self._flushed, self._offset - self._flushed)
             self._flushed = self._offset
 
-    def finish(self) -> ShardFigures:
-        """fsync, write the index, rename both into place; returns the ShardFigures."""
+    def finish(self) -> ShardWriteFigures:
+        """fsync, write the index, rename both into place; returns the ShardWriteFigures."""
         assert self._fd is not None, "finish() twice"
         try:
             os.fsync(self._fd)
@@ -177,7 +177,7 @@ class ShardSink:
                 write_door.fsync_dir(self.index_path.parent)
         except OSError as e:
             raise self._said(e) from None
-        return ShardFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
+        return ShardWriteFigures(len(self._offsets), self._offset, self._digest.hexdigest(), len(index_bytes),
                             hashlib.sha256(index_bytes).hexdigest())
 
     def close(self) -> None:
@@ -196,11 +196,11 @@ class ShardSink:
 
 
 def write_records(name: str, output_dir: PathLike, index_dir: PathLike,
-                  payloads: Iterable[Sequence[bytes]]) -> ShardFigures:
+                  payloads: Iterable[Sequence[bytes]]) -> ShardWriteFigures:
     """Write one shard and its DALI index from serialized Examples, atomically.
 
     `payloads` yields each record's payload as parts (written without joining).
-    Returns its ShardFigures. The shard and the index appear under their names only
+    Returns its ShardWriteFigures. The shard and the index appear under their names only
     when both are complete.
     """
     with ShardSink(name, output_dir, index_dir) as sink:
@@ -228,7 +228,7 @@ def _storer(resize: ResizeOptions | None) -> Callable[[bytes, str], list[images.
     return functools.partial(stored_resized, options=resize)
 
 
-def _payloads(spec: ShardSpec, reader: Reader, on_error: OnError, outputs: list[_Output],
+def _payloads(spec: ShardSpec, reader: MemberReader, on_error: OnError, outputs: list[_Output],
               store: Callable[[bytes, str], list[images.StoredImage | InputError]]
               ) -> Iterator[list[tuple[bytes, ...] | None]]:
     """For each image, each output's payload parts (None where it is left out), in order.
@@ -272,7 +272,7 @@ def codec_of(reencoded: Iterable[dict], resized: int = 0, resize: ResizeOptions 
 
 
 def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError,
-                resize: ResizeOptions | None = None) -> list[ShardResult]:
+                resize: ResizeOptions | None = None) -> list[ShardWriteResult]:
     """Write one planned shard from one read of its input images to every destination (and upload it, for a
     URL): the full-size build's, or one per target of `resize`, in target order. Its results, in that order."""
     variants = [""] if resize is None else [variant_of(resize.only([t])) for t in resize.targets]
@@ -305,7 +305,7 @@ def write_shard(spec: ShardSpec, dests: Sequence[Destination], on_error: OnError
             entry["resized"] = output.resized[0]
         codec = codec_of(output.reencoded, output.resized[0], resize)
         entry["fingerprint"] = spec.fingerprint(on_error, codec, variant)
-        results.append(ShardResult(entry, input_state))
+        results.append(ShardWriteResult(entry, input_state))
     return results
 
 

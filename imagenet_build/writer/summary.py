@@ -21,7 +21,7 @@ from imagenet_build.writer.builds import Build
 from imagenet_build.writer.inputs import Inputs
 
 
-class SplitSummary(TypedDict):
+class ConvertSplitSummary(TypedDict):
     # the split's arrangement (folders, flat, tar, ...), under the key --json documents have always had
     layout: str
     images: int  # listed
@@ -29,7 +29,7 @@ class SplitSummary(TypedDict):
     shards: int
 
 
-class Summary(TypedDict, total=False):
+class ConvertSummary(TypedDict, total=False):
     """convert's --json document: one build's, or a --resize run's (`resize`, and each build's under `builds`)."""
 
     ok: bool
@@ -41,13 +41,13 @@ class Summary(TypedDict, total=False):
     bytes: int
     seconds: float
     images_per_second: Optional[float]
-    splits: Dict[str, SplitSummary]
+    splits: Dict[str, ConvertSplitSummary]
     skipped: List[Dict[str, Any]]  # {file, reason, split[, label]}
     reencoded: List[Dict[str, Any]]  # {file, reencoded, note, split}
     resized: int  # a resized build: its images decoded, resized and encoded (the rest stored as at full size)
     notes: List[str]
     resize: Dict[str, Any]  # a --resize run: its targets and options
-    builds: Dict[str, "Summary"]  # a --resize run: each build's summary under its folder's name
+    builds: Dict[str, "ConvertSummary"]  # a --resize run: each build's summary under its folder's name
     shards_read: int  # a --resize run: shards whose images were read, once for every build
     boxes: Dict[str, int]  # how the boxes matched the images
     found: str  # --from: what it found
@@ -68,11 +68,11 @@ class Timing:
         return round(self.images / self.seconds, 1) if self.seconds > 0 else None
 
 
-def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summary:
+def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> ConvertSummary:
     """One build's summary: its files, figures, the images left out or re-encoded, the scans' notes."""
     shards = [build.done[name].entry for p in plans for name in p.names]
     figures = figures_of(shards)
-    summary = Summary(
+    summary = ConvertSummary(
         ok=True,
         output_dir=str(build.dest.output),
         manifest=storage.join(build.dest.output, MANIFEST_NAME),
@@ -91,7 +91,7 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summa
         summary["resized"] = resized_count(shards)
     for p in plans:
         s = p.input
-        summary["splits"][p.split] = SplitSummary(
+        summary["splits"][p.split] = ConvertSplitSummary(
             layout=s.arrangement,
             images=len(s),
             records=figures_of(build.done[name].entry for name in p.names)["records"],
@@ -113,7 +113,7 @@ def build_summary(build: Build, plans: list[SplitPlan], timing: Timing) -> Summa
 
 
 def run_summary(request: ConvertRequest, builds: list[Build], plans: list[SplitPlan], inputs: Inputs,
-                shards_read: int, timing: Timing) -> Summary:
+                shards_read: int, timing: Timing) -> ConvertSummary:
     """The run's summary: the build's own (a --resize run: each build's under its folder's name), the copy's
     notes first, what --from found, how the boxes matched."""
     summaries = [build_summary(build, plans, timing) for build in builds]
@@ -121,7 +121,7 @@ def run_summary(request: ConvertRequest, builds: list[Build], plans: list[SplitP
         summary = summaries[0]
     else:
         resize = request.resize
-        summary = Summary(
+        summary = ConvertSummary(
             ok=True,
             output_dir=str(request.dest.output),
             resize={"targets": [t.label for t in resize.targets], "quality": resize.quality,

@@ -92,7 +92,7 @@ def test_a_file_a_door_opened_may_be_handed_to_a_library_and_no_other():
 
 
 def test_a_call_planted_in_a_module_of_the_package_fails_the_rule(tmp_path):
-    """The rule run on a copy of the package with one write and one read added to writer/run.py names both."""
+    """The rule run on a copy of the package with one write and one read added to writer/convert_run.py names both."""
     import shutil
 
     copy = tmp_path / "imagenet_build"
@@ -100,5 +100,5 @@ def test_a_call_planted_in_a_module_of_the_package_fails_the_rule(tmp_path):
     with open(copy / "writer" / "run.py", "a") as f:
         f.write('\n\ndef _around(path):\n    os.replace(path, path + ".old")\n    return open(path).read()\n')
     lines = (copy / "writer" / "run.py").read_text().count("\n")
-    assert outside_the_door("write", copy) == [f"writer/run.py:{lines - 1}: os.replace(path, path + '.old')"]
-    assert outside_the_door("read", copy) == [f"writer/run.py:{lines}: open(path)"]
+    assert outside_the_door("write", copy) == [f"writer/convert_run.py:{lines - 1}: os.replace(path, path + '.old')"]
+    assert outside_the_door("read", copy) == [f"writer/convert_run.py:{lines}: open(path)"]

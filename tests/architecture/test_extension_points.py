@@ -37,9 +37,9 @@ ADDED = {
     "a check": ("verify", "from imagenet_build.verify.folder import FolderCheck\n\n\n"
                 "class Added(FolderCheck):\n    name, covers, rank = 'added', 'an added check', 999\n\n"
                 "    def run_folder(self, folder):\n        return []\n"),
-    "a reader": ("readback", "from imagenet_build.readback.readers import Reader, register\n"
-                 "READER = register(Reader('added', 'an added reader', (), (), lambda *args, **options: None))\n"),
-    "an engine": ("engines", "from imagenet_build.engines.base import Engine, register\n\n\n@register\n"
+    "a reader": ("readers", "from imagenet_build.readers.registry import BuildReader, register\n"
+                 "READER = register(BuildReader('added', 'an added reader', (), (), lambda *args, **options: None))\n"),
+    "an engine": ("engines", "from imagenet_build.engines.engine import Engine, register\n\n\n@register\n"
                   "class Added(Engine):\n    name, help = 'added', 'an added engine'\n\n"
                   "    def run(self, job, tasks, on_result, pool):\n        pass\n"),
 }
@@ -50,7 +50,7 @@ import click
 from imagenet_build.cli import cli
 from imagenet_build.sources.copies import COPY_KINDS
 from imagenet_build.verify.check import registered
-from imagenet_build.readback import readers
+from imagenet_build.readers import registry as readers
 from imagenet_build.request import RUNNERS
 
 def choices(verb, option):
@@ -103,14 +103,14 @@ def keys_of(path, name):
 
 def registered():
     """{what: {name: the module that registers it}} of every registry."""
-    import imagenet_build.readback  # noqa: F401  (registers every reader)
+    import imagenet_build.trainercheck  # noqa: F401  (registers every reader)
     from imagenet_build.engines import ENGINES
-    from imagenet_build.readback.readers import READERS, trainers
+    from imagenet_build.readers.registry import READERS, trainers
     from imagenet_build.sources.copies import COPY_KINDS
     from imagenet_build.verify.check import REGISTRY  # importing verify/ registers every check
 
     reader_modules = {m.READER.name: name for name, m in sys.modules.items()
-                      if name.startswith("imagenet_build.readback.") and hasattr(m, "READER")}
+                      if name.startswith(("imagenet_build.readers.", "imagenet_build.trainercheck.")) and hasattr(m, "READER")}
     # an evaluation set's CopyKind is made by eval_sets.register_set from the EvalSet its module holds
     sets = {value.short: name for name, m in list(sys.modules.items()) if name.startswith("imagenet_build.sources.")
             for value in vars(m).values() if type(value).__name__ == "EvalSet"}

@@ -83,21 +83,21 @@ def package_copy(tmp_path, module, added):
 
 @pytest.mark.parametrize("added, contract, chain", [
     ('\n\ndef _torch():\n    from imagenet_build.infra.optional import require\n\n    require("torch", "x")\n',
-     "The build path and verify never import TensorFlow, DALI or PyTorch", "imagenet_build.verify.run -> torch"),
+     "The build path and verify never import TensorFlow, DALI or PyTorch", "imagenet_build.verify.verify_run -> torch"),
     ('\n\ndef _charts():\n    from imagenet_build.infra import optional\n\n'
      '    optional.require_all(["numpy", "matplotlib.pyplot"], "x")\n',
-     "Only report imports matplotlib (the report extra)", "imagenet_build.verify.run -> matplotlib"),
+     "Only report imports matplotlib (the report extra)", "imagenet_build.verify.verify_run -> matplotlib"),
 ])
 def test_a_require_counts_as_an_import(tmp_path, added, contract, chain):
-    """import-linter alone reads import statements: a require("torch") added to verify/run.py kept every contract.
+    """import-linter alone reads import statements: a require("torch") added to verify/verify_run.py kept every contract.
     Counted as an import, it breaks the contract that forbids it, naming the call's line."""
-    code, output = lint_imports(package_copy(tmp_path, "verify/run.py", added))
+    code, output = lint_imports(package_copy(tmp_path, "verify/verify_run.py", added))
     assert code == 1, output
     broken = output.split("Broken contracts")[1]
     assert contract in broken and chain in broken, output
 
 
-@pytest.mark.parametrize("module", ["report/figures.py", "readback/readers.py", "verify/run.py", "tfdata.py"])
+@pytest.mark.parametrize("module", ["report/figures.py", "readers/registry.py", "verify/verify_run.py", "tfdata.py"])
 def test_the_readers_verify_and_report_never_import_the_writer(tmp_path, module):
     """The readers stand beside the writer on the on-disk contract (format/): a writer's module imported by any
     of them, even inside a function, breaks the contract that forbids it."""
@@ -112,9 +112,9 @@ def test_the_readers_verify_and_report_never_import_the_writer(tmp_path, module)
 
 def test_a_require_whose_module_cannot_be_read_is_refused(tmp_path):
     added = '\n\ndef _hidden(name):\n    from imagenet_build.infra.optional import require\n\n    require(name, "x")\n'
-    code, output = lint_imports(package_copy(tmp_path, "verify/run.py", added))
+    code, output = lint_imports(package_copy(tmp_path, "verify/verify_run.py", added))
     assert code == 1
-    assert 'verify/run.py:' in output and 'require(name, "x"): name the module as a literal or a module-level ' \
+    assert 'verify/verify_run.py:' in output and 'require(name, "x"): name the module as a literal or a module-level ' \
         'constant, so that the import contracts see it' in output
 
 

@@ -51,7 +51,7 @@ def test_a_swallowed_stop_raised_again_after_the_stop_got_under_way_is_dropped()
 # does), so the work runs on to its end: the verb is `sample OUT --json`, whose work is made to do so here
 CAUGHT_STOP = (
     "import os, signal, sys\n"
-    "import imagenet_build.tools.sample as sample\n"
+    "import imagenet_build.tools.sample_dataset as sample\n"
     "made = sample.make_sample\n"
     "def make_sample(*args, **kwargs):\n"
     "    try:\n"

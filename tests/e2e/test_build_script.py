@@ -28,7 +28,7 @@ def archive_dir(archives, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def archives(tmp_path_factory):
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     out = tmp_path_factory.mktemp("sample-archives")
     make_sample(out, classes=4, per_class=12, validation_per_class=4, tarballs=True)

@@ -18,7 +18,7 @@ from conftest import (
     tree_digest,
     wait_until_gone,
 )
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 def convert_ok(sample, out, *more, **kw):

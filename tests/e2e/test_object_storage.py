@@ -63,7 +63,7 @@ def test_verify_and_index_on_s3(sample_dir, bucket):
 def test_convert_from_archives_in_a_bucket(bucket, tmp_path):
     import fsspec
 
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     sample = tmp_path / "sample"
     make_sample(sample, classes=3, per_class=6, validation_per_class=2, tarballs=True)

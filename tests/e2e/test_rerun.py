@@ -67,7 +67,7 @@ def test_verify_inputs_keeps_a_touched_but_unchanged_input(sample_copy, tmp_path
 
 
 def test_rerun_redoes_shards_of_a_changed_archive(tmp_path):
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     sample = tmp_path / "sample"
     make_sample(sample, classes=3, per_class=6, validation_per_class=2, tarballs=True)

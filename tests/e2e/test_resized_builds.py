@@ -14,7 +14,7 @@ import pytest
 from conftest import children_of, run_cli, run_process, tree_digest, wait_until_gone
 from helpers import read_with_tensorflow
 from imagenet_build.encode.jpeg_header import exif_orientation
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 from run_helpers import records
 
 

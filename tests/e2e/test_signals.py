@@ -22,7 +22,7 @@ from conftest import (
     wait_until_gone,
 )
 from imagenet_build.infra.lock import LOCK_NAME
-from imagenet_build.readback.readers import READERS, missing, trainers
+from imagenet_build.readers.registry import READERS, missing, trainers
 from run_helpers import cpu_load
 
 
@@ -69,7 +69,7 @@ def assert_ended_as_interrupted(code, out, err):
 @pytest.fixture(scope="module")
 def longer_build(tmp_path_factory):
     """A build that verify --deep takes about a second to read with two workers."""
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     sample = tmp_path_factory.mktemp("longer")
     make_sample(sample, classes=8, per_class=150, validation_per_class=2, min_size=200, max_size=400)

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_process
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 pytestmark = pytest.mark.slow
 ARCHIVES = ("ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar", "ILSVRC2012_bbox_train_v2.tar.gz")

@@ -11,9 +11,9 @@ from imagenet_build.engines.job import RESULTS, job_folder
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.format.destination import destination
 from imagenet_build.infra.errors import BuildError, Stopped
+from imagenet_build.writer.convert_run import convert
 from imagenet_build.writer.dispatch import _names, earlier_shards
-from imagenet_build.writer.run import convert
-from imagenet_build.writer.shard_writer import ShardResult
+from imagenet_build.writer.shard_writer import ShardWriteResult
 
 SHARDS = ["train-00000-of-00004", "train-00001-of-00004", "train-00002-of-00004", "train-00003-of-00004",
           "validation-00000-of-00002", "validation-00001-of-00002"]
@@ -192,17 +192,17 @@ def test_a_result_missing_and_one_not_planned_are_both_named(sample_dir, tmp_pat
 
 def test_what_the_driver_keeps_of_each_task(sample_dir, tmp_path):
     from imagenet_build.writer.dispatch import Planned, _Drawn
-    from imagenet_build.writer.shard_writer import ShardTask
+    from imagenet_build.writer.shard_writer import ShardWriteTask
 
     request = request_for(sample_dir, tmp_path, LocalEngine)
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.plan import SplitPlan
     from imagenet_build.sources import scan_class_folders
-    from imagenet_build.writer.run import _shard_task  # noqa: F401  (the tasks convert draws)
+    from imagenet_build.writer.convert_run import _shard_task  # noqa: F401  (the tasks convert draws)
 
     catalog = load_catalog(sample_dir / "labels.txt")
     plan = SplitPlan(scan_class_folders("train", sample_dir / "train", catalog, "fail"), catalog, {}, 4, 2)
-    drawn = _Drawn(ShardTask(plan.spec(k), (request.dest,), "fail") for k in range(4))
+    drawn = _Drawn(ShardWriteTask(plan.spec(k), (request.dest,), "fail") for k in range(4))
     tasks = list(drawn)
     assert drawn.keys == plan.names == [task.key for task in tasks]
     assert drawn.planned[plan.names[2]] == Planned((request.dest,), len(plan.spec(2).entries))
@@ -233,7 +233,7 @@ def test_an_earlier_jobs_receipts_go_to_the_build_they_name(tmp_path, monkeypatc
                                                                 [str(tmp_path / "out" / "shorter-96"), ENTRY, "s2"]])
     plant(tmp_path / "out", "2" * 16, "train-00001-of-00001", [[str(tmp_path / "elsewhere"), ENTRY, "state"]])
     found = earlier_shards("out", [top, small])
-    assert found == {top: [ShardResult(ENTRY, "state")], small: [ShardResult(ENTRY, "s2")]}
+    assert found == {top: [ShardWriteResult(ENTRY, "state")], small: [ShardWriteResult(ENTRY, "s2")]}
 
 
 @pytest.mark.parametrize("result", [
@@ -246,13 +246,13 @@ def test_a_receipt_this_version_did_not_write_vouches_for_nothing(tmp_path, resu
     out = destination(str(tmp_path / "out"), None)
     plant(tmp_path / "out", "1" * 16, "k", result(out.output))
     plant(tmp_path / "out", "1" * 16, "sound", [[out.output, ENTRY, "state"]])
-    assert earlier_shards(out.output, [out]) == {out: [ShardResult(ENTRY, "state")]}
+    assert earlier_shards(out.output, [out]) == {out: [ShardWriteResult(ENTRY, "state")]}
 
 
 def test_a_sound_result_after_a_broken_one_in_one_receipt_counts(tmp_path):
     out = destination(str(tmp_path / "out"), None)
     plant(tmp_path / "out", "1" * 16, "k", [["not", "a result"], [out.output, ENTRY, "state"]])
-    assert earlier_shards(out.output, [out]) == {out: [ShardResult(ENTRY, "state")]}
+    assert earlier_shards(out.output, [out]) == {out: [ShardWriteResult(ENTRY, "state")]}
 
 
 def test_an_earlier_jobs_receipts_on_an_object_store(bucket):
@@ -262,7 +262,7 @@ def test_an_earlier_jobs_receipts_on_an_object_store(bucket):
     fs, _ = fsspec.core.url_to_fs(out.output)
     receipt = {"job": "1" * 16, "task": 0, "key": "k", "result": [[out.output, ENTRY, "state"]]}
     fs.pipe_file(f"{job_folder(out.output)}/{RESULTS}/{'1' * 16}/k.json", json.dumps(receipt).encode())
-    assert earlier_shards(out.output, [out]) == {out: [ShardResult(ENTRY, "state")]}
+    assert earlier_shards(out.output, [out]) == {out: [ShardWriteResult(ENTRY, "state")]}
 
 
 def test_overwrite_forgets_an_earlier_jobs_receipts(sample_dir, converted, tmp_path):

@@ -11,7 +11,6 @@ import time
 import pytest
 
 from imagenet_build.engines import ENGINES, make_engine
-from imagenet_build.engines.base import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.beam import (
     DEFAULT_RUNNER,
     BeamEngine,
@@ -20,6 +19,7 @@ from imagenet_build.engines.beam import (
     _worker_deaths_fail_the_job,
     runner_path,
 )
+from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import SparkEngine

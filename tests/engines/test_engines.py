@@ -17,7 +17,7 @@ from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import find_java
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.request import ConvertOptions, convert_request
-from imagenet_build.writer.run import convert
+from imagenet_build.writer.convert_run import convert
 
 # how each registered engine runs here: more than one worker process (or executor JVM) each
 ENGINE_ARGS = {

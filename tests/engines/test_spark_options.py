@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-from imagenet_build.engines.base import DEFAULT_SPARK_MASTER, EngineSettings
+from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.spark import (
     SparkEngine,

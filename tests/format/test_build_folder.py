@@ -93,7 +93,7 @@ def test_every_verb_takes_the_same_sub_folders_for_builds(top):
     """The size folders of a resized build's top folder are its builds, as convert makes them; another folder
     holding a manifest is no build of this folder's. verify, trainer-check, tfds and report say so alike (verify
     named every sub-folder holding a manifest while report showed only the size folders)."""
-    from imagenet_build.report.run import builds_in
+    from imagenet_build.report.report_run import builds_in
 
     assert builds_below(str(top)) == ["shorter-32"]
     for verb in ("verify", "tfds"):

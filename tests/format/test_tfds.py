@@ -12,7 +12,7 @@ from PIL import Image
 
 from conftest import SAMPLE, run_cli, sample_args
 from helpers import convert_with_real_labels, read_with_tensorflow
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 from imagenet_build.writer.arrays import write_arrays
 
 tf = pytest.importorskip("tensorflow")

@@ -85,7 +85,7 @@ def read_manifest_as_every_verb_does(folder):
     """The manifest as read_manifest gives it, then what the verbs take from it beyond its schema."""
     from imagenet_build.format.manifest import read_manifest
     from imagenet_build.report import figures
-    from imagenet_build.report.run import expected_labels
+    from imagenet_build.report.report_run import expected_labels
     from imagenet_build.verify.folder_checks import _check_manifest_figures
 
     try:
@@ -117,7 +117,7 @@ def page_of(folder):
     from imagenet_build.format.build_folder import BuildFolder
     from imagenet_build.report import figures, page
     from imagenet_build.report.records import Shards
-    from imagenet_build.report.run import _verify_tiles, _where
+    from imagenet_build.report.report_run import _verify_tiles, _where
 
     verify = figures.verify_found(str(folder))
     trainer, picture = figures.trainer_found(str(folder))

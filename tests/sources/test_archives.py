@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_cli, tree_digest
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 @pytest.fixture(scope="module")

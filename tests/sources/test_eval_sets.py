@@ -26,7 +26,7 @@ from imagenet_build.sources.eval_sets import (
 )
 from imagenet_build.sources.imagenet_a import IMAGENET_A
 from imagenet_build.sources.imagenet_v2 import IMAGENET_V2
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 SHARDS = ["--validation-shards", 2, "--layout-threads", 2, "--workers", 1]
 ARCHIVES = {"imagenet-v2": "imagenetv2-matched-frequency.tar.gz", "imagenet-a": "imagenet-a.tar",

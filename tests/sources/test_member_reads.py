@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from helpers import tar_of
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 def test_the_fast_tar_listing_agrees_with_tarfiles_and_leaves_it_what_it_cannot_read(tmp_path):

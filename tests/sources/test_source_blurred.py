@@ -16,7 +16,7 @@ from helpers import rewrite_tar_gz as rewrite
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.infra.errors import InputError
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 @pytest.fixture(scope="module")

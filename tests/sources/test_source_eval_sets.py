@@ -16,7 +16,7 @@ from imagenet_build.catalog.classes import DEFAULT_METADATA_FILE, read_metadata_
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
 from imagenet_build.sources.copies import sample_kinds
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 ARCHIVES = {"imagenet-v2": "imagenetv2-matched-frequency.tar.gz", "imagenet-a": "imagenet-a.tar",
             "imagenet-r": "imagenet-r.tar", "imagenet-sketch": "ImageNet-Sketch.zip"}  # what `sample` writes

@@ -11,7 +11,7 @@ from conftest import SAMPLE, run_cli, shard_files, with_boxes
 from helpers import expect_one_error_line as expect_error
 from helpers import rewrite_tar_gz as rewrite
 from imagenet_build.format.naming import LOCK_NAME
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 @pytest.fixture(scope="module")

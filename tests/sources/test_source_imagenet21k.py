@@ -5,7 +5,7 @@ import json
 
 from conftest import run_cli
 from imagenet_build.catalog.classes import DEFAULT_LABELS_FILE, DEFAULT_METADATA_FILE, read_labels_file
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 def test_a_tar_of_class_tars_of_imagenet21k_synsets_converts(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import layout_args, run_cli, shard_files
 from helpers import expect_error
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 
 @pytest.fixture(scope="module")

@@ -133,7 +133,7 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
 
     from imagenet_build.sources import find_copy
     from imagenet_build.sources.spool import SpooledCopy
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     source = tmp_path / kind / "copy"
     if kind == "folders":  # the extracted folders alone (beside the archives, the archives are read)
@@ -166,7 +166,7 @@ def test_every_reader_announces_each_image_to_the_kernel_before_reading_it(ilsvr
 
 
 def test_a_piece_given_twice_is_one_grammatical_line(tmp_path):
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     for name in ("a", "b"):
         make_sample(tmp_path / name, kind="hf", classes=2, per_class=3, validation_per_class=2)

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_cli, shard_files
 from helpers import tar_of
 from imagenet_build.sources.copies import sample_kinds
-from imagenet_build.tools.sample import make_sample
+from imagenet_build.tools.sample_dataset import make_sample
 
 SYNSETS = ("n01440764", "n01443537")  # the sample's two classes (the first two of the labels file)
 

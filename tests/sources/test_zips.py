@@ -25,7 +25,7 @@ TRAIN = "ILSVRC/Data/CLS-LOC/train/"
 @pytest.fixture(scope="module")
 def kaggle(tmp_path_factory):
     """The Kaggle sample: its zip (Zip64, written by write_zip), labels files beside it."""
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     out = tmp_path_factory.mktemp("kaggle") / "copy"
     make_sample(out, kind="kaggle", classes=2, per_class=3, validation_per_class=2)

@@ -1,4 +1,4 @@
-"""The sample verb (tools/sample.py): every copy kind in its --help, and the convert command it prints gives
+"""The sample verb (tools/sample_dataset.py): every copy kind in its --help, and the convert command it prints gives
 the ILSVRC build from every kind's sample."""
 
 import io

@@ -10,7 +10,7 @@ from imagenet_build.verify.folder import Folder
 from imagenet_build.verify.folder_checks import ManifestCheck, ShardSet
 from imagenet_build.verify.label_checks import EmptyClasses, Imagenet, Labels, expected_totals
 from imagenet_build.verify.record import Record
-from imagenet_build.verify.shard import ShardFigures
+from imagenet_build.verify.shard import ShardVerifyFigures
 
 TRAIN, VAL = "train-00000-of-00001", "validation-00000-of-00001"
 FULL = Mode(quick=False, deep=False, expect_imagenet=False, manifest=True)
@@ -18,7 +18,7 @@ FULL = Mode(quick=False, deep=False, expect_imagenet=False, manifest=True)
 
 def figures(name, records=2, size=100, sha="", index_sha="i"):
     """A shard's figures; its sha256 (by default) and its entry's (below) are its name."""
-    return ShardFigures(name, records, size, sha if sha != "" else name, index_sha)
+    return ShardVerifyFigures(name, records, size, sha if sha != "" else name, index_sha)
 
 
 def entry(name, split="train", records=2, size=100, index_sha="i"):

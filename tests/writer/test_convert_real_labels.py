@@ -104,7 +104,7 @@ EVALUATION_SETS = [short for short, kind in sample_kinds().items() if kind.evalu
 def test_every_copy_matches_real_labels_by_the_validation_file_name(ilsvrc, real_json, tmp_path, kind):
     """One rule for every registered copy with ILSVRC2012's validation images: labels found by the image's
     original name, whatever the copy calls it (a synset suffix, `.jpg`, a WebDataset key, a Kaggle path)."""
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     source = tmp_path / "copy"
     make_sample(source, kind=kind, tarballs=kind == "ilsvrc", classes=4, per_class=12, validation_per_class=4)
@@ -121,7 +121,7 @@ def test_an_evaluation_set_is_refused_real_labels(real_json, tmp_path, kind):
     """ReaL relabels ILSVRC2012's validation images: an evaluation set's images are others (even where their
     files bear ILSVRC2012_val_ names, as the samples' do), so asking for ReaL labels on one is one line, not a
     build carrying labels of other pictures."""
-    from imagenet_build.tools.sample import make_sample
+    from imagenet_build.tools.sample_dataset import make_sample
 
     source = tmp_path / "copy"
     make_sample(source, kind=kind, classes=4, per_class=2, validation_per_class=2)

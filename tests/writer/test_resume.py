@@ -17,7 +17,7 @@ from imagenet_build.plan import SplitPlan
 from imagenet_build.sources import scan_class_folders
 from imagenet_build.writer.commit import reported
 from imagenet_build.writer.resume import read_previous, shards_to_keep
-from imagenet_build.writer.shard_writer import ShardResult, write_shard
+from imagenet_build.writer.shard_writer import ShardWriteResult, write_shard
 
 OPTIONS = {"splits": ["train"], "train_shards": 4, "validation_shards": None, "layout_threads": 2,
            "index_dir": "dali_idx", "classes_from_folders": False}
@@ -49,7 +49,7 @@ def test_what_is_as_it_was_is_kept_with_its_result(previous):
     plan, dest, results = previous
     found = kept(plan, dest)
     assert list(found) == plan.names
-    assert all(isinstance(r, ShardResult) for r in found.values())
+    assert all(isinstance(r, ShardWriteResult) for r in found.values())
     assert [r[:2] for r in found.values()] == [r[:2] for r in results]  # the entry as listed, the inputs' state now
     assert [r.facts for r in found.values()] == [reported(r.entry) for r in results]  # its files: the writer's word
 

@@ -7,7 +7,7 @@ from collections import Counter
 from conftest import run_cli
 from imagenet_build.format import build_figures
 from imagenet_build.request import ConvertOptions, convert_request
-from imagenet_build.writer.run import convert
+from imagenet_build.writer.convert_run import convert
 
 
 def test_a_request_runs_to_a_manifest_whose_figures_are_its_shards(sample_dir, tmp_path):

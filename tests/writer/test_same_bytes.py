@@ -3,7 +3,7 @@ build holds) of the generated sample, with the awkward inputs convert meets (CMY
 EXIF, junk in a header, a truncated and an empty file left out, boxes, ReaL labels, a resized build of two
 sizes). Any change to the write path that changes one byte fails here.
 
-The sample is made with Pillow (tools/sample.py), so its inputs are part of the record: another Pillow
+The sample is made with Pillow (tools/sample_dataset.py), so its inputs are part of the record: another Pillow
 (constraints.txt pins it) makes other inputs, and the test says so before comparing the builds. Run this
 file as a script to print the digests of the build the code makes now (to record them again only when a
 change of bytes is intended, and said why).
@@ -20,7 +20,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]  # run as a script too
 from conftest import run_cli, sample_args, tree_digest  # noqa: E402
 from imagenet_build._version import __version__  # noqa: E402
 from imagenet_build.sources.samples import SAMPLE_NOTE  # noqa: E402
-from imagenet_build.tools.sample import make_sample  # noqa: E402
+from imagenet_build.tools.sample_dataset import make_sample  # noqa: E402
 from jpeg_cases import insert_before  # noqa: E402
 
 MTIME_NS = 1_700_000_000 * 10**9  # every input's mtime, so that the manifest's record of the inputs is the same

@@ -16,8 +16,8 @@ from imagenet_build.infra.errors import InputError
 from imagenet_build.plan import SplitPlan
 from imagenet_build.sources import input_identities, scan_class_folders
 from imagenet_build.writer.shard_writer import (
-    ShardResult,
     ShardSink,
+    ShardWriteResult,
     codec_of,
     rebuilt_sha256,
     write_records,
@@ -70,7 +70,7 @@ def dest_in(folder):
 def test_a_shards_result_is_its_manifest_entry_and_its_inputs_state(plan, tmp_path):
     spec = plan.spec(1)
     (result,) = write_shard(spec, (dest_in(tmp_path / "out"),), "fail")
-    assert isinstance(result, ShardResult)
+    assert isinstance(result, ShardWriteResult)
     assert set(result.entry) <= set(ShardEntry.__annotations__)  # nothing else slipped into the entry
     assert schema_problem({"format": 2, "complete": True, "options": {}, "num_classes": 4, "synsets": ["a"] * 4,
                            "splits": {}, "shards": [result.entry]}) == ""
