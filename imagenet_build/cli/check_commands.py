@@ -217,7 +217,8 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     Exit 0 when every check passes, 1 otherwise.
     """
     from imagenet_build.infra.workers import progress_note
-    from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, format_report
+    from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
+    from imagenet_build.trainercheck.checks import format_report
 
     readers = _readers()
     reader = readers.for_framework(framework)

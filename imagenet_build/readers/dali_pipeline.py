@@ -13,22 +13,19 @@ nvidia.dali comes with the `dali` extra and is imported inside the functions.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from typing import Any, Callable
+from typing import Any
 
-from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
+from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.record_schema import FIRST_LABEL, REAL_LABELS
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.readers.carries_real_labels import require_real_labels
-from imagenet_build.readers.registry import BuildReader, require_reader
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, Seen, TrainerResult
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 
 IMAGE_SIZE = 224
 READER_NAME = "Reader"  # the reader's name in every pipeline: DALI's iterators take it as reader_name
 LAYOUTS = ("CHW", "HWC")  # PyTorch's, TensorFlow's
-_SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
 
 
 def _features(real_labels: bool = False) -> dict[str, Any]:
@@ -152,13 +149,6 @@ def resolve_device(device: str) -> str:
     return "gpu" if gpus else "cpu"
 
 
-def seen(rank: int, source: bytes, name: bytes, label: int) -> Seen:
-    """A record as the epoch check takes it, from reading_pipeline's outputs (zero-padded bytes)."""
-    match = _SOURCE_INFO.match(source.rstrip(b"\0").decode(errors="replace"))
-    place: tuple[str | None, int | None] = (match["file"], int(match["offset"])) if match else (None, None)
-    return (rank, *place, name.rstrip(b"\0").decode(errors="replace"), label)
-
-
 def rank_size(epoch_size: int, shard_id: int, num_shards: int) -> int:
     """How many records DALI's reader gives rank shard_id (contiguous ranges of the concatenated indexes)."""
     return epoch_size * (shard_id + 1) // num_shards - epoch_size * shard_id // num_shards
@@ -169,21 +159,6 @@ def dali_failure(error: BaseException) -> str:
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     telling = [line for line in lines if "rror" in line and "Stacktrace" not in line] or lines or [repr(error)]
     return telling[0][:300]
-
-
-def checked_run(folder: PathLike, split: str, reader: BuildReader, framework: str,
-                check: Callable[[OpenedSplit], TrainerResult]) -> TrainerResult:
-    """A DALI trainer's check: the split opened first (the data's own problems need no DALI to be named),
-    then what the reader needs, then the check. DALI reports bad data it reaches (an index entry off by a
-    byte, a truncated record) as a RuntimeError mid-run: one BuildError line naming the folder and DALI's
-    words."""
-    opened = BuildFolder.open(folder).split(split)
-    require_reader(reader, framework)
-    try:
-        return check(opened)
-    except RuntimeError as e:
-        raise BuildError(f"{folder}: DALI failed reading the {split} shards: {dali_failure(e)}; "
-                         f"run imagenet-build verify {folder}") from None
 
 
 __all__ = ["DLE_MEAN", "DLE_STD", "IMAGE_SIZE", "READER_NAME", "pipeline", "training_pipeline"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import glob
 import os
-import time
 from collections.abc import Sequence
 from typing import Any, Union
 
@@ -37,8 +36,8 @@ from imagenet_build.infra import storage
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.readers.carries_real_labels import require_real_labels
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 from imagenet_build.readers.registry import BuildReader, register
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, TfDataFigures, per_second
 
 ShardFiles = Union[str, "os.PathLike[str]", list, tuple]  # a folder, a glob pattern, or a list of paths
 
@@ -181,25 +180,8 @@ def _random_crop(tf: Any, size: list[int], decode_crop: bool) -> Any:
     return random_crop
 
 
-def compare_with_tf_data(
-    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
-) -> TfDataFigures:
-    """trainer-check --compare-tf: DALI's augmentation through tf.data, its images/s and channel statistics."""
-    import numpy as np
-
-    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
-    batches: list[Any] = []
-    t0 = time.perf_counter()
-    for images, _ in dataset.take(num_batches):
-        batches.append(images.numpy())
-    rate = num_batches * batch_size / (time.perf_counter() - t0)
-    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
-    return {"images_per_second": per_second(rate),
-            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
-            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
-
-
-READER = register(BuildReader(name="tfdata", title="tf.data (imagenet_build.tfdata)", needs=("tensorflow",), by_index=False))
+READER = register(BuildReader(name="tfdata", title="tf.data (imagenet_build.tfdata)", needs=("tensorflow",),
+                              by_index=False))
 
 __all__ = [
     "DLE_MEAN", "DLE_STD", "list_files", "make_dataset",

@@ -34,8 +34,8 @@ from imagenet_build.encode import resample
 from imagenet_build.encode.png import is_png
 from imagenet_build.infra.errors import BuildError, InputError
 from imagenet_build.infra.optional import require
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 from imagenet_build.readers.torch_transform import AREA, ASPECT, Uniforms, decode_images, draw_crop
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 

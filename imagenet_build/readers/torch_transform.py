@@ -15,7 +15,7 @@ from imagenet_build.encode.images import judge_png
 from imagenet_build.encode.png import is_png
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD  # every reader's defaults, one home
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD  # every reader's defaults, one home
 
 torch = require("torch", "imagenet_build.torch (the PyTorch reader)")
 

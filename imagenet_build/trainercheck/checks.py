@@ -25,9 +25,6 @@ from imagenet_build.infra.workers import progress_note
 if TYPE_CHECKING:
     from imagenet_build.trainercheck.show_grid import BatchCapture
 
-# The ImageNet normalisation of NVIDIA's Deep Learning Examples (0-255 units): every reader's default
-DLE_MEAN = (123.68, 116.28, 103.53)
-DLE_STD = (58.395, 57.120, 57.385)
 ONE_CLASS_LOSS = 1e-3  # a 1-class build's loss: 0 up to bf16's rounding of a logit minus itself
 # (rank, source file, byte offset, image/filename, the label as stored: 1-based)
 Seen = Tuple[int, Any, Any, str, int]

@@ -21,15 +21,23 @@ from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readers.dali_pipeline import (
     IMAGE_SIZE,
     READER_NAME,
-    checked_run,
     rank_size,
     reading_pipeline,
     resolve_device,
-    seen,
     training_pipeline,
 )
 from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
+from imagenet_build.trainercheck.checks import (
+    DLE_MEAN,
+    DLE_STD,
+    Seen,
+    Settings,
+    TfDataFigures,
+    TrainerResult,
+    per_second,
+    run_checks,
+)
+from imagenet_build.trainercheck.dali_check import checked_run, seen
 from imagenet_build.trainercheck.show_grid import BatchCapture
 
 
@@ -177,7 +185,6 @@ def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, b
     result["framework"], result["reader"] = READER.name, READER.title
     result["workers"] = chosen["workers"]
     if compare_tf:
-        from imagenet_build.readers.tfdata_dataset import compare_with_tf_data
 
         result["tf_data"] = compare_with_tf_data(opened.paths, settings.batch_size, mean, std, reader.sampled)
     return result
@@ -257,3 +264,23 @@ READER = register(BuildReader(
     options=(Option("steps", 30, 200), Option("batch_size", 16, 64), Option("model", "small", "resnet50"),
              Option("workers", 2, 8, "DALI's CPU threads", least=1), Option("compare_tf", None, None)),
     trainer_check=trainer_check, family="dali", rank=0))
+
+
+def compare_with_tf_data(
+    paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
+) -> TfDataFigures:
+    """trainer-check --compare-tf: DALI's augmentation through tf.data, its images/s and channel statistics."""
+    import numpy as np
+
+    from imagenet_build.readers.tfdata_dataset import make_dataset
+
+    dataset = make_dataset(paths, training=True, batch_size=batch_size, mean=mean, std=std)
+    batches: list[Any] = []
+    t0 = time.perf_counter()
+    for images, _ in dataset.take(num_batches):
+        batches.append(images.numpy())
+    rate = num_batches * batch_size / (time.perf_counter() - t0)
+    pixels = np.concatenate([b.reshape(-1, 3) for b in batches])
+    return {"images_per_second": per_second(rate),
+            "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
+            "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}

@@ -23,14 +23,13 @@ from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readers.dali_pipeline import (
     READER_NAME,
-    checked_run,
     reading_pipeline,
     resolve_device,
-    seen,
     training_pipeline,
 )
 from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
 from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
+from imagenet_build.trainercheck.dali_check import checked_run, seen
 from imagenet_build.trainercheck.show_grid import BatchCapture
 from imagenet_build.trainercheck.torch_training import build_model, sync, to_host, train, train_timed
 

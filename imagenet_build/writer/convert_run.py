@@ -1,4 +1,5 @@
-"""convert's execute stage: a request -> inputs listed, the plan, one ShardWriteTask per shard through an engine -> manifest.
+"""convert's execute stage: a request -> inputs listed, the plan, one ShardWriteTask per shard through an engine
+-> manifest.
 
 With every build's folders held (output_folder.py's lock) from the start: list the inputs
 (writer/inputs.py), plan the shards (plan.py), check each build's folder and keep what a previous run

@@ -31,7 +31,7 @@ class ResumeCheck(NamedTuple):
     """One worker task: may the previous run's shard be kept?"""
 
     spec: ShardSpec
-    candidates: tuple[ShardWriteResult, ...]  # what earlier runs said of the shard: the manifest's entry, a task's receipt
+    candidates: tuple[ShardWriteResult, ...]  # earlier runs' word on the shard: the manifest's entry, a receipt
     dest: Destination
     on_error: OnError
     verify_inputs: bool

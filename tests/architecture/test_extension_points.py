@@ -110,7 +110,8 @@ def registered():
     from imagenet_build.verify.check import REGISTRY  # importing verify/ registers every check
 
     reader_modules = {m.READER.name: name for name, m in sys.modules.items()
-                      if name.startswith(("imagenet_build.readers.", "imagenet_build.trainercheck.")) and hasattr(m, "READER")}
+                      if name.startswith(("imagenet_build.readers.", "imagenet_build.trainercheck."))
+                      and hasattr(m, "READER")}
     # an evaluation set's CopyKind is made by eval_sets.register_set from the EvalSet its module holds
     sets = {value.short: name for name, m in list(sys.modules.items()) if name.startswith("imagenet_build.sources.")
             for value in vars(m).values() if type(value).__name__ == "EvalSet"}

@@ -89,7 +89,8 @@ def package_copy(tmp_path, module, added):
      "Only report imports matplotlib (the report extra)", "imagenet_build.verify.verify_run -> matplotlib"),
 ])
 def test_a_require_counts_as_an_import(tmp_path, added, contract, chain):
-    """import-linter alone reads import statements: a require("torch") added to verify/verify_run.py kept every contract.
+    """import-linter alone reads import statements: a require("torch") added to verify/verify_run.py kept every
+    contract.
     Counted as an import, it breaks the contract that forbids it, naming the call's line."""
     code, output = lint_imports(package_copy(tmp_path, "verify/verify_run.py", added))
     assert code == 1, output

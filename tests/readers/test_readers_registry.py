@@ -69,7 +69,7 @@ def registry(monkeypatch):
     """A registry of made-up readers: one installed (its module is json), one not, a family of both."""
     monkeypatch.setattr(readers, "READERS", {})
     readers.register(BuildReader("fast", "the fast one", ("json", "no_such_module_here"),
-                            (Option("steps", 3, 9), Option("workers", 1, 4, "threads", least=1)), run, "both", 0))
+                                 (Option("steps", 3, 9), Option("workers", 1, 4, "threads", least=1)), run, "both", 0))
     readers.register(BuildReader("slow", "the slow one", ("json",), (Option("steps", 5, 50),), run, "both", 1))
     readers.register(BuildReader("plain", "not trained on", ("json",)))
     return readers
@@ -137,10 +137,11 @@ def wider(monkeypatch):
     monkeypatch.setattr(readers, "READERS", {})
     readers.register(BuildReader("zeta", "the zeta one", ("json",), (Option("steps", 5, 50),), run, "pair", 0))
     readers.register(BuildReader("alpha", "the alpha one", ("json", "no_such_module_here"),
-                            (Option("steps", 3, 9), Option("workers", 1, 4, "threads")), run, "pair", 1))
+                                 (Option("steps", 3, 9), Option("workers", 1, 4, "threads")), run, "pair", 1))
     readers.register(BuildReader("broken", "the broken one", ("no_such_module_here",), (), run))
-    readers.register(BuildReader("other", "the other one", ("json",), (Option("steps", 5, 50), Option("model", None, None)),
-                            run))
+    readers.register(BuildReader("other", "the other one", ("json",),
+                                 (Option("steps", 5, 50), Option("model", None, None)),
+                                 run))
     return readers
 
 

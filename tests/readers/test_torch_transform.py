@@ -175,7 +175,7 @@ def test_evaluation_resizes_the_shorter_side_and_takes_the_centre(height, width,
     per channel with the defaults shared by every reader; channels_last changes the layout, not the values."""
     from torchvision.transforms.v2 import functional
 
-    from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD
+    from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 
     encoded, image = jpeg(height, width)
     expected = functional.resize(image, [h, w], antialias=True)[:, top:top + size, left:left + size]

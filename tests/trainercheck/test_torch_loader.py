@@ -1,4 +1,5 @@
-"""trainercheck/torch_loader.py: trainer-check's DataLoader workers, stopped while the parent fetches a batch from one."""
+"""trainercheck/torch_loader.py: trainer-check's DataLoader workers, stopped while the
+parent fetches a batch from one."""
 
 import subprocess
 import sys

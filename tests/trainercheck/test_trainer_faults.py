@@ -22,7 +22,7 @@ def framework(request):
     code, JSON report, failed check names) of a short CPU run."""
     reader = READERS[request.param]
     if "torch" in reader.needs:
-        sys.modules.setdefault("triton", None)  # see tests/readers/test_torch.py: torch without triton beside TensorFlow
+        sys.modules.setdefault("triton", None)  # tests/readers/test_torch.py: torch without triton beside TensorFlow
     for module in reader.needs:
         pytest.importorskip(module)
     args = ("--framework", reader.name, "--device", "cpu", "--steps", 4)

@@ -107,7 +107,7 @@ def test_every_trainer_is_held_to_its_picture():
 def test_the_picture_shows_what_the_model_was_fed(converted, tmp_path, monkeypatch, framework):
     module, args = FRAMEWORKS[framework]
     if "torch" in framework:
-        sys.modules.setdefault("triton", None)  # see tests/readers/test_torch.py: torch without triton beside TensorFlow
+        sys.modules.setdefault("triton", None)  # tests/readers/test_torch.py: torch without triton beside TensorFlow
     pytest.importorskip(module)
     models = SPIES[framework](monkeypatch, converted)
     path = tmp_path / "batches.png"
