@@ -1,4 +1,4 @@
-"""The public PyTorch reader, importable as imagenet_build.torch; its code is in imagenet_build.readback:
+"""The public PyTorch reader, importable as imagenet_build.torch; its code is in imagenet_build.readers:
 torch_dataset.py (the datasets), torch_records.py (a split's records, reading one), torch_transform.py
 (decoding and augmenting batches), torch_sample_transform.py (decoding and augmenting one image in a DataLoader
 worker, no more of it decoded than the output needs)."""

@@ -20,7 +20,7 @@ ranks x workers; ranges differ by at most one record.
 
 The records of a split and reading one are torch_records.py's; `collate` and a batch read in one call,
 torch_batch.py's; decoding and augmenting a batch (`BatchTransform`), torch_transform.py's.
-torch and torchvision come with the `torch` extra; only readback/ imports them.
+torch and torchvision come with the `torch` extra; only readers/ and trainercheck/ import them.
 """
 
 from __future__ import annotations

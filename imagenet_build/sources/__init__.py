@@ -1,5 +1,5 @@
 """The copies of ImageNet a build reads: each one module that registers itself (copies.py), with its listing,
-its MemberReader and its sample writer; and the formats and rules they share (base, folders, tars, zips, spool).
+its MemberReader and its sample writer; and the formats and rules they share (copy_rules, folders, tars, zips, spool).
 
 Every module of this package is imported with it, so a copy's module registers its CopyKind by
 being there: adding a copy edits nothing else. CopyKind.rank orders them for `--from`.

@@ -26,10 +26,9 @@ from imagenet_build.readers.dali_pipeline import (
     resolve_device,
     training_pipeline,
 )
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
 from imagenet_build.trainercheck.checks import (
-    DLE_MEAN,
-    DLE_STD,
     Seen,
     Settings,
     TfDataFigures,

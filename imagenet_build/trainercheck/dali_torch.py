@@ -27,8 +27,9 @@ from imagenet_build.readers.dali_pipeline import (
     resolve_device,
     training_pipeline,
 )
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
+from imagenet_build.trainercheck.checks import Seen, Settings, TrainerResult, run_checks
 from imagenet_build.trainercheck.dali_check import checked_run, seen
 from imagenet_build.trainercheck.show_grid import BatchCapture
 from imagenet_build.trainercheck.torch_training import build_model, sync, to_host, train, train_timed

@@ -22,8 +22,9 @@ from imagenet_build.format.record_schema import FIRST_LABEL
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import progress_bar
+from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
 from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
-from imagenet_build.trainercheck.checks import DLE_MEAN, DLE_STD, Seen, Settings, TrainerResult, run_checks
+from imagenet_build.trainercheck.checks import Seen, Settings, TrainerResult, run_checks
 from imagenet_build.trainercheck.show_grid import BatchCapture
 from imagenet_build.trainercheck.torch_loader import batches, cycle, worker_count
 from imagenet_build.trainercheck.torch_training import build_model, sync, to_host, train, train_timed

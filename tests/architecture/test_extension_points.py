@@ -37,7 +37,7 @@ ADDED = {
     "a check": ("verify", "from imagenet_build.verify.folder import FolderCheck\n\n\n"
                 "class Added(FolderCheck):\n    name, covers, rank = 'added', 'an added check', 999\n\n"
                 "    def run_folder(self, folder):\n        return []\n"),
-    "a reader": ("readers", "from imagenet_build.readers.registry import BuildReader, register\n"
+    "a reader": ("trainercheck", "from imagenet_build.readers.registry import BuildReader, register\n"
                  "READER = register(BuildReader('added', 'an added reader', (), (), lambda *args, **options: None))\n"),
     "an engine": ("engines", "from imagenet_build.engines.engine import Engine, register\n\n\n@register\n"
                   "class Added(Engine):\n    name, help = 'added', 'an added engine'\n\n"
@@ -50,6 +50,7 @@ import click
 from imagenet_build.cli import cli
 from imagenet_build.sources.copies import COPY_KINDS
 from imagenet_build.verify.check import registered
+import imagenet_build.trainercheck
 from imagenet_build.readers import registry as readers
 from imagenet_build.request import RUNNERS
 

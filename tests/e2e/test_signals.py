@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import imagenet_build
+import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
 from conftest import (
     Run,
     children_of,

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
 from conftest import run_process, sample_args
 from helpers import OTHER, SHARD
 from imagenet_build.format.build_folder import BuildFolder

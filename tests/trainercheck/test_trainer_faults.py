@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
 from helpers import SHARD, edit_record, expect_error, records_of, trainer_report
 from imagenet_build.readers.registry import READERS, trainers
 
