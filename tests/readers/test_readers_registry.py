@@ -56,7 +56,8 @@ def test_the_command_line_imports_no_reader_until_trainer_check_runs():
     code = ("import sys; from imagenet_build.cli import main\n"
             "sys.argv = ['imagenet-build', '--help']\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert not [m for m in sys.modules if m.startswith(('imagenet_build.readers', 'imagenet_build.trainercheck'))], 'imported'")
+            "assert not [m for m in sys.modules\n"
+            "            if m.startswith(('imagenet_build.readers', 'imagenet_build.trainercheck'))], 'imported'")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0 and "trainer-check" in result.stdout, result.stderr
 
