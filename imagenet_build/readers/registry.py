@@ -2,7 +2,8 @@
 
 Each reader is one module that registers a `BuildReader` when imported: the library's in readers/
 (readers/__init__.py imports them), those trainer-check trains through in trainercheck/ (its __init__.py):
-its name, what it needs installed, and, where trainer-check runs through it, its `--framework` value, its trainer-check options with their defaults on the CPU and on a GPU, and the
+its name, what it needs installed, and, where trainer-check runs through it, its `--framework` value, its
+trainer-check options with their defaults on the CPU and on a GPU, and the
 function that runs the check. trainer-check's `--framework` choices, the defaults its help states and
 the reader tests' parameters are read from here. A family ("dali") is a `--framework` value that takes
 the first of its readers, by rank, whose modules are all installed: DALI trains through TensorFlow where
