@@ -106,9 +106,9 @@ class CopyKind:
     rank: int  # where --from tries it among the copies and names it (lower first)
     short: str  # its name for `sample --layout`
     # write_sample(ilsvrc_sample, out): the sample (an ILSVRC-shaped tree with its three archives,
-    # see tools/sample_dataset.py) rewritten in this kind's shape under `out`, shaped as the real copy is: every copy
-    # has
-    # one, so that the tests over the registry (tests/sources/) hold it to the ILSVRC build and the damage table
+    # see tools/sample_dataset.py) rewritten in this kind's shape under `out`, shaped as the real copy is:
+    # every copy has one, so that the tests over the registry (tests/sources/) hold it to the ILSVRC build and the
+    # damage table
     write_sample: Callable[[Path, Path], None]
     totals: Optional[Dict[str, int]] = None  # images per split of the full copy where they differ from ILSVRC2012's
     classes: Optional[int] = None  # classes of the full copy where not ILSVRC2012's 1000 (ImageNet-A's 200)

@@ -184,7 +184,6 @@ def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, b
     result["framework"], result["reader"] = READER.name, READER.title
     result["workers"] = chosen["workers"]
     if compare_tf:
-
         result["tf_data"] = compare_with_tf_data(opened.paths, settings.batch_size, mean, std, reader.sampled)
     return result
 
@@ -257,14 +256,6 @@ class _DaliReader:
         return fixed, failure, len(labels)
 
 
-
-READER = register(BuildReader(
-    name="dali-tf", title="DALI into Keras (TensorFlow)", needs=("nvidia.dali", "tensorflow", PLUGIN),
-    options=(Option("steps", 30, 200), Option("batch_size", 16, 64), Option("model", "small", "resnet50"),
-             Option("workers", 2, 8, "DALI's CPU threads", least=1), Option("compare_tf", None, None)),
-    trainer_check=trainer_check, family="dali", rank=0))
-
-
 def compare_with_tf_data(
     paths: list[str], batch_size: int, mean: Sequence[float], std: Sequence[float], num_batches: int
 ) -> TfDataFigures:
@@ -283,3 +274,10 @@ def compare_with_tf_data(
     return {"images_per_second": per_second(rate),
             "channel_mean": [round(float(v), 3) for v in pixels.mean(axis=0)],
             "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
+
+
+READER = register(BuildReader(
+    name="dali-tf", title="DALI into Keras (TensorFlow)", needs=("nvidia.dali", "tensorflow", PLUGIN),
+    options=(Option("steps", 30, 200), Option("batch_size", 16, 64), Option("model", "small", "resnet50"),
+             Option("workers", 2, 8, "DALI's CPU threads", least=1), Option("compare_tf", None, None)),
+    trainer_check=trainer_check, family="dali", rank=0))
