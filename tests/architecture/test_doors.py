@@ -97,8 +97,8 @@ def test_a_call_planted_in_a_module_of_the_package_fails_the_rule(tmp_path):
 
     copy = tmp_path / "imagenet_build"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    with open(copy / "writer" / "run.py", "a") as f:
+    with open(copy / "writer" / "convert_run.py", "a") as f:
         f.write('\n\ndef _around(path):\n    os.replace(path, path + ".old")\n    return open(path).read()\n')
-    lines = (copy / "writer" / "run.py").read_text().count("\n")
+    lines = (copy / "writer" / "convert_run.py").read_text().count("\n")
     assert outside_the_door("write", copy) == [f"writer/convert_run.py:{lines - 1}: os.replace(path, path + '.old')"]
     assert outside_the_door("read", copy) == [f"writer/convert_run.py:{lines}: open(path)"]
