@@ -13,6 +13,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from imagenet_build.encode.example import encode_example_parts
 from imagenet_build.format import tfrecord
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.record_schema import example_message_class
@@ -20,6 +21,12 @@ from imagenet_build.format.tfrecord import OVERHEAD, frame, read_records
 
 SHARD = "train-00001-of-00004"
 OTHER = "train-00002-of-00004"
+
+
+def encode_example(**fields):
+    """A slim Example serialized as one bytes object, as convert writes it (encode_example_parts' head, image,
+    tail joined)."""
+    return b"".join(encode_example_parts(**fields))
 
 
 def record(payload):

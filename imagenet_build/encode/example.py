@@ -156,8 +156,3 @@ def encode_example_parts(
     `real_labels` (None: no such feature) adds image/class/real_labels.
     """
     return example_parts(encoded, filename, height, width, label, synset, text, boxes, image_format, real_labels)
-
-
-def encode_example(**fields: Any) -> bytes:
-    """The serialized Example as one bytes object (see encode_example_parts)."""
-    return b"".join(encode_example_parts(**fields))

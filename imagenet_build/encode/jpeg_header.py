@@ -177,18 +177,6 @@ def _segment_end(data: bytes, marker: int, at: int) -> tuple[int, str]:
     return at + 2 + length, ""
 
 
-def parse_jpeg_header(data: bytes) -> tuple[JpegHeader, int]:
-    """(JpegHeader, offset of the image data); ValueError with a short reason where libjpeg stops."""
-    found = walk(data)
-    return found.header, found.scan
-
-
-def jpeg_facts(data: bytes) -> tuple[JpegHeader, int]:
-    """(JpegHeader, bytes of image data up to the end-of-image marker, or -1 without one); ValueError."""
-    header, scan = parse_jpeg_header(data)
-    return header, scan_bytes(data, scan)
-
-
 def scan_bytes(data: bytes, scan: int) -> int:
     """Bytes of image data from `scan` up to the end-of-image marker, -1 without one."""
     # Scan data holds no FF D9 (0xFF is stuffed there), so the last one found from the

@@ -39,7 +39,8 @@ class EngineSettings:
 
 
 class Engine(ABC):
-    """Runs shard tasks. Subclasses set `name`, `describe`, and say whether their workers see this machine's disk."""
+    """Runs shard tasks. Subclasses set `name` and `help` and implement `run`; they may override `check` (what
+    they need), `describe` (default: the name) and `workers_see_local_paths` (default: every worker does)."""
 
     name: ClassVar[str]
     help: ClassVar[str]  # --runner's help for it

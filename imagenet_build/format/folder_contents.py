@@ -18,7 +18,6 @@ from typing import Literal, NamedTuple
 
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.naming import (
-    BEAM_RESULTS,
     JOB_FOLDER,
     LABELS_NAME,
     LISTINGS_NAME,
@@ -56,11 +55,11 @@ def run_entry(name: str, is_dir: bool) -> bool:
     """What a run keeps or uses in a build folder besides the build: its lock, its job (the plan and each task's
     receipt; an interrupted run's is read and replaced by the next), .tar.gz inputs decompressed for a run
     (removed when it ends), and their listings, kept for a rerun."""
-    return name == LOCK_NAME or (is_dir and (name in (JOB_FOLDER, BEAM_RESULTS, LISTINGS_NAME)
+    return name == LOCK_NAME or (is_dir and (name in (JOB_FOLDER, LISTINGS_NAME)
                                              or name.startswith(SPOOL_PREFIX)))
 
 
-# What a build folder may hold, in words: verify's word for a stray file, and the output guard's (outputs.py)
+# What a build folder may hold, in words: verify's word for a stray file, and the output guard's (output_guard.py)
 MAY_HOLD = ("its shards, their DALI indexes (dali_idx/), manifest.json, labels.txt, and what the checking verbs "
             f"leave for report ({', '.join(sorted(REPORT_FILES))}, or a picture trainer-check --show wrote under "
             "another name)")

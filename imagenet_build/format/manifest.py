@@ -124,8 +124,6 @@ _REQUIRED = {
     ShardEntry: {"split", "name", "records", "bytes", "sha256", "index_sha256", "skipped", "reencoded"},
 }
 
-READABLE = {"imagenet-build/1": 1, 1: 1, 2: 2}  # what this version reads ("imagenet-build/1": the first)
-
 
 def dumps(manifest: Manifest) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
@@ -191,9 +189,8 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
                          f"up to {FORMAT}): upgrade imagenet-build")
-    if not isinstance(version, (int, str)) or isinstance(version, bool) or version not in READABLE:
-        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
-                         f"{', '.join(map(str, sorted(set(READABLE.values()))))})")
+    if type(version) is not int or version != FORMAT:  # a bool is no version, nor 2.0
+        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: {FORMAT})")
     problem = schema_problem(manifest)
     if problem:
         raise ValueError(f"{path}: {problem}")

@@ -25,7 +25,6 @@ TFDS_FILES = (FEATURES_JSON, DATASET_INFO_JSON)
 INDEX_SUFFIX = ".idx"
 DEFAULT_INDEX_DIR = "dali_idx"  # the index folder inside a build's folder, where none is named (destination.py)
 JOB_FOLDER = ".convert-job"  # a run's job: its plan and each task's receipt (engines/job.py), removed once complete
-BEAM_RESULTS = ".beam-results"  # what --runner beam of versions before the job folder left; the next run removes it
 SPOOL_PREFIX = ".imagenet-build-spool-"  # a .tar.gz input decompressed for one run (sources/spool.py)
 LISTINGS_NAME = ".imagenet-build-listings"  # each .tar.gz input's listing, kept for a rerun (sources/spool.py)
 # What the checking verbs leave in a build folder for `report` to pick up (docs/report.md): verify --json's

@@ -27,7 +27,7 @@ class UsageError(BuildError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or Ctrl-C, as the CLI raises it (cli._interrupt): caught wherever a KeyboardInterrupt is.
+    """SIGTERM or Ctrl-C, as the CLI raises it (cli/stop.py's _interrupt): caught wherever a KeyboardInterrupt is.
 
     `requested`: a stop signal came (a raise can be lost, in a __del__ say: loops that can look,
     look); `stopping`: the stop is under way, later signals change nothing. Its own class because

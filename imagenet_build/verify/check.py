@@ -10,9 +10,7 @@ A check that looks at two scopes (labels: each record's, then the folder's count
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, Literal, NamedTuple, Type
-
-Scope = Literal["record", "shard", "folder"]
+from typing import Any, ClassVar, Dict, NamedTuple, Type
 
 
 class Mode(NamedTuple):

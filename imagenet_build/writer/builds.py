@@ -15,8 +15,7 @@ from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import REAL_LABELS_OPTION, Manifest, SplitFigures, write_labels
-from imagenet_build.format.naming import BEAM_RESULTS
-from imagenet_build.infra import storage, write_door
+from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
@@ -118,9 +117,6 @@ def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], in
     if request.verify_inputs:  # every kept shard's inputs are read again
         request.copy.make_readable(pool, [p.split for p in plans])
     described = describe(request, inputs)
-    legacy = storage.join(request.dest.output, BEAM_RESULTS)
-    if storage.listdir(legacy):
-        write_door.remove_tree(legacy, within=request.dest.output)  # an earlier version's --runner beam left it
     if request.overwrite:
         remove_job_folder(request.dest.output)  # an earlier job's receipts vouch for nothing --overwrite keeps
     reported = earlier_shards(request.dest.output, [build.dest for build in builds])

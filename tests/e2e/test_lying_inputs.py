@@ -13,7 +13,7 @@ from conftest import (
     sample_args,
     tree_digest,
 )
-from imagenet_build.encode.jpeg_header import parse_jpeg_header
+from imagenet_build.encode.jpeg_header import walk
 from run_helpers import a_train_image, convert_json
 
 
@@ -25,7 +25,7 @@ def lying_jpeg(path, claimed=(65500, 65500)):
     data = bytearray(buffer.getvalue())
     sof = data.index(b"\xff\xc0")
     data[sof + 5: sof + 9] = claimed[1].to_bytes(2, "big") + claimed[0].to_bytes(2, "big")
-    parse_jpeg_header(bytes(data))  # still a well-formed header
+    walk(bytes(data))  # still a well-formed header
     path.write_bytes(bytes(data))
 
 

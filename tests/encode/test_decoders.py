@@ -12,9 +12,8 @@ import sys
 import pytest
 
 from conftest import run_cli
-from helpers import records_of, write_shard
+from helpers import encode_example, records_of, write_shard
 from imagenet_build.encode import images, jpeg_header
-from imagenet_build.encode.example import encode_example
 from imagenet_build.encode.images import REFUSE, STORE
 from imagenet_build.format.record_schema import decode_example
 from jpeg_cases import CASES, decode_all, segments

@@ -52,7 +52,7 @@ def test_cmyk_jpeg_is_reencoded_as_rgb_quality_100():
     assert stored.reencoded == "CMYK JPEG"
     with Image.open(io.BytesIO(stored.data)) as image:
         assert image.format == "JPEG" and image.mode == "RGB" and image.size == (40, 30)
-    header, _ = jpeg_header.parse_jpeg_header(stored.data)
+    header = jpeg_header.walk(stored.data).header
     assert header.components == 3
     assert images.name_disagreement("n01739381_1309.JPEG", stored) == ""
     assert "not in slim's list" in images.name_disagreement("other.JPEG", stored)
@@ -109,7 +109,7 @@ def test_a_header_cut_anywhere_or_ending_in_fill_bytes_is_an_input_error():
     """Every prefix of a JPEG's header, alone or followed by 0xFF fill bytes (which may precede any
     marker), is refused as a broken or truncated JPEG: never an IndexError from walking past the end."""
     data = jpeg(size=(40, 30))
-    _, scan = jpeg_header.parse_jpeg_header(data)
+    scan = jpeg_header.walk(data).scan
     for cut in range(2, scan):
         for tail in (b"", b"\xff", b"\xff" * 4, b"\xff\xc0"):
             with pytest.raises(InputError, match="broken JPEG|truncated"):
@@ -135,7 +135,7 @@ def test_each_odd_jpeg_is_stored_reencoded_or_refused_as_the_decoders_read_it(ca
         assert info.value.path == "odd/file.jpg" and images.decide(data).action != STORE  # Pillow has the last word
         return
     stored = images.stored_image(data, "odd/file.jpg")
-    header, _ = jpeg_header.parse_jpeg_header(data)
+    header = jpeg_header.walk(data).header
     assert (stored.width, stored.height) == (header.width, header.height)
     if expected == STORE:
         assert stored.data is data and stored.reencoded == ""
@@ -170,7 +170,7 @@ def test_hand_built_jpegs_are_what_they_claim():
     for sof in (0xC9, 0xC3):
         with Image.open(io.BytesIO(flat(3, sof))) as image:
             assert image.size == (16, 16) and image.getextrema() == ((128, 128),) * 3
-    header, _ = jpeg_header.parse_jpeg_header(flat(2))
+    header = jpeg_header.walk(flat(2)).header
     assert (header.sof, header.components) == (0xC0, 2)
 
 

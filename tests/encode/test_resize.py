@@ -11,7 +11,7 @@ from PIL import Image
 
 from conftest import RESIZE_TARGETS, run_cli, run_process, sample_args, tree_digest
 from imagenet_build.encode import resample, resize
-from imagenet_build.encode.jpeg_header import exif_orientation, jpeg_facts
+from imagenet_build.encode.jpeg_header import exif_orientation, walk
 from imagenet_build.encode.resize import Target
 from imagenet_build.format.record_schema import decode_example
 from imagenet_build.format.tfrecord import read_records
@@ -172,7 +172,7 @@ def test_stored_sizes_obey_the_spec(sample_dir, resized, converted):
         resized_count = 0
         for _, example in records(resized / f"shorter-{size}"):
             encoded, height, width = example["image/encoded"][0], example["image/height"][0], example["image/width"][0]
-            header, _ = jpeg_facts(encoded)
+            header = walk(encoded).header
             assert (header.height, header.width) == (height, width)
             with Image.open(io.BytesIO(encoded)) as image:
                 assert image.size == (width, height)

@@ -19,7 +19,6 @@ RUN_ENTRIES = {
     "lock": (".imagenet-build.lock", False),
     "temporary file": (".train-00001-of-00004.4242.tmp", False),
     "spool": (".imagenet-build-spool-999999999-train-abcd1234", True),  # of a run gone (no such pid)
-    "beam results": (".beam-results", True),  # what --runner beam left before the job folder
     "job": (".convert-job", True),
     "listings": (".imagenet-build-listings", True),
 }
@@ -69,7 +68,6 @@ def test_every_entry_has_its_kind(tmp_path):
         (".imagenet-build.lock", False): ("run", ""),
         (".train-00001-of-00004.4242.tmp", False): ("temp", ""),
         (".imagenet-build-spool-999999999-train-abcd1234", False): ("run", ""),
-        (".beam-results", False): ("run", ""),
         (".convert-job", False): ("run", ""),
         (".imagenet-build-listings", False): ("run", ""),
         ("notes.txt", False): ("stranger", ""),
@@ -172,7 +170,7 @@ def test_write_arrays_keeps_what_a_run_leaves_and_removes_a_temporary_file(tmp_p
     write_arrays(images, np.arange(8) % 2, out, "train", 2)
     assert not (out / RUN_ENTRIES["temporary file"][0]).exists()
     kept = [kind for kind, (name, _) in RUN_ENTRIES.items() if (out / name).exists()]
-    assert kept == ["spool", "beam results", "job", "listings"]  # the lock is its own, removed as it ends
+    assert kept == ["spool", "job", "listings"]  # the lock is its own, removed as it ends
     code, report = verify_report(out)
     assert code == 0, report["problems"]
 

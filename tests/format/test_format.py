@@ -4,9 +4,8 @@ import io
 
 import pytest
 
-from helpers import FRAMING_DAMAGE, GOOD, record, with_length
+from helpers import FRAMING_DAMAGE, GOOD, encode_example, record, with_length
 from imagenet_build.encode import example
-from imagenet_build.encode.example import encode_example
 from imagenet_build.format import record_schema, tfrecord
 from imagenet_build.format.record_schema import decode_example
 

@@ -33,16 +33,13 @@ def test_the_schema_names_the_wrong_field(tmp_path, change, message):
 
 
 def test_a_manifest_of_another_tool_or_format_is_refused(tmp_path):
-    (tmp_path / "manifest.json").write_text(json.dumps({"format": "something-else/9"}))
-    with pytest.raises(ValueError, match="not an imagenet-build manifest"):
-        manifest.read_manifest(tmp_path)
+    for version in ("something-else/9", str(manifest.FORMAT), float(manifest.FORMAT), True, None, 0):
+        (tmp_path / "manifest.json").write_text(json.dumps(dict(good_manifest(), format=version)))
+        with pytest.raises(ValueError, match="not an imagenet-build manifest"):
+            manifest.read_manifest(tmp_path)
     (tmp_path / "manifest.json").write_text(json.dumps(dict(good_manifest(), format=manifest.FORMAT + 1)))
     with pytest.raises(ValueError, match="written by a newer imagenet-build"):
         manifest.read_manifest(tmp_path)
     assert manifest.read_manifest(tmp_path / "nowhere") is None
 
 
-def test_the_first_format_is_still_read(tmp_path):
-    """A build made before the version field became a number resumes and verifies as before."""
-    (tmp_path / "manifest.json").write_text(json.dumps(dict(good_manifest(), format="imagenet-build/1")))
-    assert manifest.read_manifest(tmp_path)["complete"] is True

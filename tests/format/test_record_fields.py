@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from imagenet_build.encode.example import encode_example
+from helpers import encode_example
 from imagenet_build.format import record_fields
 from imagenet_build.format.record_schema import example_message_class
 from imagenet_build.verify import record as verify_record

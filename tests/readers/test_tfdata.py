@@ -9,8 +9,7 @@ import sys
 import pytest
 from PIL import Image
 
-from helpers import write_shard
-from imagenet_build.encode.example import encode_example
+from helpers import encode_example, write_shard
 from imagenet_build.infra.errors import BuildError
 
 tf = pytest.importorskip("tensorflow")

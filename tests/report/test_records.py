@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from imagenet_build.encode.example import encode_example
+from helpers import encode_example
 from imagenet_build.format.build_folder import BuildFolder
 from imagenet_build.format.dali_index import index_text
 from imagenet_build.format.record_schema import example_message_class, varint

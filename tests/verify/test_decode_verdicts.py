@@ -14,7 +14,7 @@ import simplejpeg
 from PIL import Image
 
 from imagenet_build.encode.images import decide
-from imagenet_build.encode.jpeg_header import is_jpeg, parse_jpeg_header
+from imagenet_build.encode.jpeg_header import is_jpeg, walk
 from imagenet_build.verify.record_checks import SCALED_FRAMES, decode_problem
 from jpeg_cases import CASES, clean, segments
 from png_cases import DAMAGED, SOUND
@@ -60,7 +60,7 @@ BASES = {
 
 
 def _scan_start(data):
-    return parse_jpeg_header(data)[1]
+    return walk(data).scan
 
 
 def _sampling(data, factors):

@@ -153,7 +153,7 @@ def test_manifest_check_runs_where_there_is_a_manifest():
 # ---------------------------------------------------------------------------------------------------- labels
 
 def label_record(label):
-    from imagenet_build.encode.example import encode_example
+    from helpers import encode_example
 
     payload = encode_example(encoded=b"\xff\xd8", filename="a.jpg", height=1, width=1, label=label, synset="n1",
                              text="one")

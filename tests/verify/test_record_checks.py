@@ -6,7 +6,7 @@ import io
 import pytest
 from PIL import Image
 
-from imagenet_build.encode.example import encode_example
+from helpers import encode_example
 from imagenet_build.format.record_schema import example_message_class
 from imagenet_build.verify.record import Record
 from imagenet_build.verify.record_checks import Crc, Decode, Example, ExifOrientation, Readers

@@ -190,10 +190,10 @@ def test_output_holding_something_else_is_refused(sample_dir, tmp_path):
     (out / "notes.txt").write_text("mine")
     result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
     assert result.exit_code == 1 and "notes.txt" in result.stderr and "not a resized build" in result.stderr
-    # what a build folder may hold besides builds (format/folder_contents.py: folder_entries): an interrupted
-    # Beam run's figures
+    # what a build folder may hold besides builds (format/folder_contents.py: folder_entries): the kept listings
+    # of .tar.gz inputs
     (out / "notes.txt").unlink()
-    (out / ".beam-results").mkdir()
+    (out / ".imagenet-build-listings").mkdir()
     result = run_cli(*sample_args(sample_dir, out, "--resize", "shorter:96", "--workers", 1))
     assert result.exit_code == 0, result.output
 
