@@ -15,7 +15,6 @@ from imagenet_build.engines.job import remove_job_folder
 from imagenet_build.format.build_figures import assemble, manifest_base, split_figures
 from imagenet_build.format.destination import Destination
 from imagenet_build.format.manifest import REAL_LABELS_OPTION, Manifest, SplitFigures, write_labels
-from imagenet_build.infra import storage
 from imagenet_build.infra.workers import Workers
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
