@@ -90,7 +90,9 @@ def check_within(path: PathLike, within: PathLike | None, is_folder: bool = Fals
     if _is_within_itself(path, within, is_folder):
         return
     root = os.path.realpath(within)
-    folder = os.path.realpath(path if is_folder else os.path.dirname(os.path.abspath(path)))
+    # realpath walks the parts in order (a link resolved before the `..` after it steps back from where it leads);
+    # abspath would drop `link/..` as words first and take a file written elsewhere for one inside
+    folder = os.path.realpath(path if is_folder else (os.path.dirname(os.fspath(path)) or os.curdir))
     if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
         raise WriteRefused(path, f"lies outside {within}, where this verb writes (it leads to {folder}: a link?); "
                                  "remove the link")

@@ -98,6 +98,11 @@ def test_a_folder_named_as_itself_is_within_and_a_step_back_is_resolved(tmp_path
     # the folder asked for named as out/hop/..: real/, where the link leads and steps back from, not out/
     assert refused(write_door.check_within, tmp_path / "out" / "f", tmp_path / "out" / "hop" / "..")[1].startswith(
         "lies outside")
+    # a file named out/hop/../f is written where the link leads, stepped back: real/f, outside out/ (a string's
+    # normalising would have taken it for out/f)
+    assert refused(write_door.check_within, f"{tmp_path}/out/hop/../f", tmp_path / "out")[1].startswith(
+        "lies outside")
+    write_door.check_within(f"{tmp_path}/out/sub/../f", tmp_path / "out")  # no link: out/f indeed
 
 
 def test_an_objects_key_stays_below_the_prefix_asked_for():
