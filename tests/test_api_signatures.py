@@ -41,7 +41,7 @@ def test_a_subpackage_of_the_same_name_never_takes_the_functions_name():
 import importlib, sys
 import imagenet_build
 import imagenet_build.verify.check
-from imagenet_build.report import run
+from imagenet_build.report import report_run
 importlib.import_module("imagenet_build.verify.verify_result")
 from imagenet_build import api, verify
 assert verify is api.verify and imagenet_build.verify is api.verify, imagenet_build.verify

@@ -125,6 +125,9 @@ _REQUIRED = {
 }
 
 
+READABLE = (1, 2)  # the formats this version reads: 1, a published build's, has this schema
+
+
 def dumps(manifest: Manifest) -> bytes:
     return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode()
 
@@ -189,8 +192,9 @@ def read_manifest(output_dir: PathLike) -> Manifest | None:
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT:
         raise ValueError(f"{path}: format {version}, written by a newer imagenet-build (this one reads formats "
                          f"up to {FORMAT}): upgrade imagenet-build")
-    if type(version) is not int or version != FORMAT:  # a bool is no version, nor 2.0
-        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: {FORMAT})")
+    if type(version) is not int or version not in READABLE:  # a bool is no version, nor 2.0
+        raise ValueError(f"{path}: not an imagenet-build manifest (no \"format\" this version reads: "
+                         f"{', '.join(map(str, READABLE))})")
     problem = schema_problem(manifest)
     if problem:
         raise ValueError(f"{path}: {problem}")

@@ -79,7 +79,7 @@ def check_folder(path: PathLike) -> None:
 
 def check_within(path: PathLike, within: PathLike | None, is_folder: bool = False) -> None:
     """The within rule: `path`'s folder (with `is_folder`, `path` itself) is `within` or below it, reached without a
-    link leading out of it (an object's key below the prefix, with no `..` in it)."""
+    link leading out of it (a `..` after a link steps back from where it leads; an object's key: no `..`)."""
     if within is None:
         return
     if storage.is_url(path):
@@ -90,8 +90,6 @@ def check_within(path: PathLike, within: PathLike | None, is_folder: bool = Fals
     if _is_within_itself(path, within, is_folder):
         return
     root = os.path.realpath(within)
-    # realpath walks the parts in order (a link resolved before the `..` after it steps back from where it leads);
-    # abspath would drop `link/..` as words first and take a file written elsewhere for one inside
     folder = os.path.realpath(path if is_folder else (os.path.dirname(os.fspath(path)) or os.curdir))
     if folder != root and not folder.startswith(root.rstrip(os.sep) + os.sep):
         raise WriteRefused(path, f"lies outside {within}, where this verb writes (it leads to {folder}: a link?); "
