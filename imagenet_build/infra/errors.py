@@ -43,8 +43,11 @@ class Interrupted(KeyboardInterrupt):
     def raise_if_requested(cls) -> None:
         """A stop signal came and its raise was lost (caught on the way by a library, or in a __del__), and the
         stop is not under way: raised here. Every progress bar's step and every verb's result look, so a stop
-        is never run past to the end nor reported as a success."""
-        if cls.requested and not cls.stopping:
+        is never run past to the end nor reported as a success. Only in the main thread, where the signal raises:
+        a thread's bar (Spark's and Beam's result watchers) leaves the stop to it."""
+        import threading
+
+        if cls.requested and not cls.stopping and threading.current_thread() is threading.main_thread():
             raise cls
 
 

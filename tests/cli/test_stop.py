@@ -84,6 +84,7 @@ def test_every_progress_bars_step_looks_for_a_lost_stop():
     whose raise was lost is raised there, shown or not, so the loop does not run on to its end; once the stop is
     under way (the ending being written), the bars step on."""
     import io
+    import threading
 
     import pytest
     from tqdm import tqdm
@@ -96,6 +97,19 @@ def test_every_progress_bars_step_looks_for_a_lost_stop():
         for bar in bars:
             bar.update(1)
         Interrupted.requested = True
+        raised: list[BaseException] = []
+
+        def step_in_a_thread():  # a result watcher's: the stop is the main thread's to raise (here: a traceback)
+            try:
+                for bar in bars:
+                    bar.update(1)
+            except BaseException as e:
+                raised.append(e)
+
+        stepped = threading.Thread(target=step_in_a_thread)
+        stepped.start()
+        stepped.join()
+        assert raised == []
         for bar in bars:
             with pytest.raises(Interrupted):
                 bar.update(1)
