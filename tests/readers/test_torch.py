@@ -154,6 +154,7 @@ def test_reading_holds_at_most_one_descriptor_per_shard(converted, dataset_class
     """Reading a split, twice, leaves open at most one descriptor per shard (the map-style reader keeps one
     per shard for its preads, the streaming one only the shard it reads), never one per record read; a
     dataset dropped closes its own."""
+    gc.collect()  # what an earlier test in this process left to the collector is closed before counting, not after
     before = open_descriptors()
     dataset = dataset_class(converted, "train", decode=False)
     built = open_descriptors()  # the shared epoch's memory may hold one
