@@ -122,11 +122,15 @@ def test_a_beam_worker_killed_fails_the_job_naming_the_shards_not_written(sample
     errors = err.splitlines()
     assert len(errors) == 1 and errors[0].startswith("error: a worker process of Beam's local runner died (Worker "
                                                      "subprocess exited with return code "), err  # no traceback
-    assert "shards have no result (" in errors[0] and errors[0].endswith("run the same command again to write them")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["complete"] is False and manifest["ended"] == "failed"
     kept = [entry["name"] for entry in manifest["shards"]]
-    assert shards_of(out) == sorted(kept) and len(kept) < 20
+    assert shards_of(out) == sorted(kept)
+    if len(kept) < 20:  # the workers died with shards to do: the line names them
+        assert "shards have no result (" in errors[0] and \
+            errors[0].endswith("run the same command again to write them"), errors[0]
+    else:  # on a loaded machine every task may have reported before the kill reached Beam: still a failed job
+        assert errors[0].endswith("every shard reported; run the same command again to finish the build"), errors[0]
     rerun = run_process(*args, "--workers", 2, "--json")
     assert rerun.returncode == 0, rerun.stderr
     assert json.loads(rerun.stdout)["shards_written"] == 20 - len(kept)
