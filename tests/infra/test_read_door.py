@@ -2,6 +2,7 @@
 a socket, a folder, a link to one), a whole read bounded, each refusal in its exact line; an object store's objects
 read the same way."""
 
+import contextlib
 import errno
 import hashlib
 import io
@@ -233,9 +234,10 @@ def test_an_object_is_read_no_further_than_its_limit(bucket, fetched):
     assert fetched == [10, 1 << 20]
 
 
-def test_an_object_replaced_by_a_larger_one_once_sized_is_not_read_past_its_limit(bucket, fetched, monkeypatch):
-    """The object grows between the moment its size is known and its bytes are read: never a read of the new
-    object's whole, nor more than the limit handed back."""
+@contextlib.contextmanager
+def replaced_once_sized(bucket, monkeypatch, body):
+    """The object `bucket`/manifest.json, `{}`, replaced by `body` just after its size is first asked: yields its URL
+    and the sizes answered before it was replaced (a file system made meanwhile binds its calls to the spy)."""
     import boto3
     import s3fs
 
@@ -243,47 +245,35 @@ def test_an_object_replaced_by_a_larger_one_once_sized_is_not_read_past_its_limi
 
     url, name = f"{bucket}/manifest.json", bucket.split("://")[1]
     write_door.write_bytes(url, b"{}")
-    info, grown = s3fs.S3FileSystem._info, []
+    info, sized = s3fs.S3FileSystem._info, []
 
-    async def sized_then_grown(self, path, *args, **kwargs):
+    async def sized_then_replaced(self, path, *args, **kwargs):
         out = await info(self, path, *args, **kwargs)
-        if not grown:
-            boto3.client("s3").put_object(Bucket=name, Key="manifest.json", Body=b" " * (1 << 20))
-            grown.append(out["size"])
+        if not sized:
+            boto3.client("s3").put_object(Bucket=name, Key="manifest.json", Body=body)
+            sized.append(out["size"])
         return out
 
-    monkeypatch.setattr(s3fs.S3FileSystem, "_info", sized_then_grown)
-    s3fs.S3FileSystem.clear_instance_cache()  # a file system made now binds its calls to the spy
+    monkeypatch.setattr(s3fs.S3FileSystem, "_info", sized_then_replaced)
+    s3fs.S3FileSystem.clear_instance_cache()
     try:
+        yield url, sized
+    finally:
+        s3fs.S3FileSystem.clear_instance_cache()  # none left bound to the spy for the next test
+
+
+def test_an_object_replaced_by_a_larger_one_once_sized_is_not_read_past_its_limit(bucket, fetched, monkeypatch):
+    """The object grows between the moment its size is known and its bytes are read: never a read of the new
+    object's whole, nor more than the limit handed back."""
+    with replaced_once_sized(bucket, monkeypatch, b" " * (1 << 20)) as (url, sized):
         with pytest.raises(OSError):  # the object opened is gone: the read is refused, not made of the new one
             read_door.read_bytes(url, limit=100)
-    finally:
-        s3fs.S3FileSystem.clear_instance_cache()  # none left bound to it for the next test
-    assert grown == [2] and sum(fetched) <= 101
+    assert sized == [2] and sum(fetched) <= 101
 
 
 def test_an_object_read_whole_is_the_object_as_one_get_brings_it(bucket, monkeypatch):
     """Without a limit, an object is read in one GET of whatever it is then: replaced by a larger one after its size
     was asked, it is the new object, whole, never cut to the old size nor refused."""
-    import boto3
-    import s3fs
-
-    from imagenet_build.infra import write_door
-
-    url, name = f"{bucket}/manifest.json", bucket.split("://")[1]
-    write_door.write_bytes(url, b"{}")
-    info, grown = s3fs.S3FileSystem._info, []
-
-    async def sized_then_grown(self, path, *args, **kwargs):
-        out = await info(self, path, *args, **kwargs)
-        if not grown:
-            boto3.client("s3").put_object(Bucket=name, Key="manifest.json", Body=b"{" + b" " * 100 + b"}")
-            grown.append(out["size"])
-        return out
-
-    monkeypatch.setattr(s3fs.S3FileSystem, "_info", sized_then_grown)
-    s3fs.S3FileSystem.clear_instance_cache()  # a file system made now binds its calls to the spy
-    try:
+    with replaced_once_sized(bucket, monkeypatch, b"{" + b" " * 100 + b"}") as (url, sized):
         assert read_door.read_bytes(url) == b"{" + b" " * 100 + b"}"
-    finally:
-        s3fs.S3FileSystem.clear_instance_cache()
+    assert sized == [2]
