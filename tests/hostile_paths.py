@@ -56,11 +56,20 @@ class Hang(Exception):
 
 
 @contextlib.contextmanager
-def bounded(seconds=BOUND):
-    """A verb run in this process stopped after `seconds` (SIGALRM breaks a blocking open or read of a FIFO)."""
+def bounded(seconds=BOUND, memory=None):
+    """A verb run in this process stopped after `seconds` (SIGALRM breaks a blocking open or read of a FIFO), and
+    with `memory`, a read without end stopped at that many bytes more than this process holds (MemoryError)."""
+    import resource
+
     def stop(signum, frame):
         raise Hang(f"still running after {seconds} s")
 
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if memory is not None:
+        with open("/proc/self/statm") as f:
+            held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+        resource.setrlimit(resource.RLIMIT_AS, (held + memory if hard == resource.RLIM_INFINITY
+                                                 else min(hard, held + memory), hard))
     previous = signal.signal(signal.SIGALRM, stop)
     signal.alarm(seconds)
     try:
@@ -68,14 +77,15 @@ def bounded(seconds=BOUND):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def run_bounded(args):
-    """(exit code, stdout, stderr) of the verb run in this process, within BOUND."""
-    with bounded():
+def run_bounded(args, memory=None):
+    """(exit code, stdout, stderr) of the verb run in this process, within BOUND (and `memory`, as bounded's)."""
+    with bounded(memory=memory):
         result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
-    if isinstance(result.exception, Hang):
-        raise AssertionError(f"{' '.join(map(str, args))}: a hang, {result.exception}")
+    if isinstance(result.exception, (Hang, MemoryError)):
+        raise AssertionError(f"{' '.join(map(str, args))}: a hang, {result.exception!r}")
     return result.exit_code, result.stdout, result.stderr
 
 

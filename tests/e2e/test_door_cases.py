@@ -5,50 +5,21 @@ file hanging verify, report or a convert rerun. Each ends in one line, exit 1 or
 be, within a bound that only a hang reaches (the verbs run in this process: an alarm ends a blocking read, a cap on
 memory a read of /dev/zero)."""
 
-import contextlib
 import os
-import resource
 import shutil
-import signal
 import stat
 
 import pytest
-from click.testing import CliRunner
 
 from conftest import sample_args, tree_digest
-from imagenet_build.cli import cli
+from hostile_paths import run_bounded
 
 SHARD = "train-00000-of-00004"
 
 
-@contextlib.contextmanager
-def bounded(seconds=60, memory=4 << 30):
-    """A hang ends after `seconds` (SIGALRM breaks a blocking open or read), a read without end at `memory` bytes
-    more than this process holds (MemoryError)."""
-    def stop(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    with open("/proc/self/statm") as f:
-        held = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    cap = held + memory if hard == resource.RLIM_INFINITY else min(hard, held + memory)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
 def run(*args):
-    """(exit code, stdout, stderr) of the verb run in this process, bounded."""
-    with bounded():
-        result = CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=True)
-    assert not isinstance(result.exception, (TimeoutError, MemoryError)), f"{args}: {result.exception!r}"
-    return result.exit_code, result.stdout, result.stderr
+    """(exit code, stdout, stderr) of the verb run in this process, bounded in time and in memory."""
+    return run_bounded(args, memory=4 << 30)
 
 
 def one_line(code, stderr, *named):
