@@ -21,7 +21,7 @@ from imagenet_build.report import PER_CLASS
 from imagenet_build.request import DEFAULTS  # convert's defaults, stated once there
 
 if TYPE_CHECKING:
-    from imagenet_build.format.dali_index import IndexResult
+    from imagenet_build.indexing.index_run import IndexResult
     from imagenet_build.report.report_run import ReportResult
     from imagenet_build.verify.verify_result import VerifyResult
     from imagenet_build.writer.arrays import write_arrays
@@ -33,7 +33,7 @@ __all__ = ["BuildError", "ConvertResult", "IndexResult", "ReportResult", "UsageE
 # What the functions return (and write_arrays), imported when first named: importing this module stays cheap
 _LAZY = {
     "ConvertResult": ("imagenet_build.writer.summary", "ConvertSummary"),
-    "IndexResult": ("imagenet_build.format.dali_index", "IndexResult"),
+    "IndexResult": ("imagenet_build.indexing.index_run", "IndexResult"),
     "ReportResult": ("imagenet_build.report.report_run", "ReportResult"),
     "VerifyResult": ("imagenet_build.verify.verify_result", "VerifyResult"),
     "write_arrays": ("imagenet_build.writer.arrays", "write_arrays"),
@@ -141,7 +141,7 @@ def index(inputs: Union[PathLike, Sequence[PathLike]], index_dir: Optional[PathL
     """`imagenet-build index`: a DALI index for each TFRecord file in `inputs` (files or folders). A file whose
     framing is broken is in the result's `refused` (`ok` False), with no index written."""
     with _tool_errors():
-        from imagenet_build.format.dali_index import index_shards
+        from imagenet_build.indexing.index_run import index_shards
 
         return index_shards(check_paths(inputs, "inputs"), index_dir=_path(index_dir, "index_dir"), workers=workers)
 

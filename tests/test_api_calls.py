@@ -29,7 +29,7 @@ def test_verify_hands_on_every_option_and_its_defaults(monkeypatch):
 
 
 def test_index_hands_on_every_option_and_its_defaults(monkeypatch):
-    calls = spied(monkeypatch, "imagenet_build.format.dali_index", "index_shards")
+    calls = spied(monkeypatch, "imagenet_build.indexing.index_run", "index_shards")
     api.index(Path("a"), index_dir=Path("i"), workers=2)
     api.index(["a", Path("b")])
     assert calls == [((("a",),), dict(index_dir="i", workers=2)), ((("a", "b"),), dict(index_dir=None, workers=0))]
@@ -53,7 +53,7 @@ def test_convert_takes_one_path_or_several_where_an_option_repeats(monkeypatch):
 
 
 def test_the_result_types_and_write_arrays_are_the_stages_own():
-    from imagenet_build.format.dali_index import IndexResult
+    from imagenet_build.indexing.index_run import IndexResult
     from imagenet_build.report.report_run import ReportResult
     from imagenet_build.verify.verify_result import VerifyResult
     from imagenet_build.writer.arrays import write_arrays
