@@ -215,6 +215,16 @@ def test_a_reader_names_a_missing_index(shard, tmp_path):
     assert str(info.value) == f"{index}: DALI index missing (the index of {shard}); run imagenet-build index"
 
 
+@pytest.mark.parametrize("node", ["a FIFO", "a folder"])
+def test_a_reader_refuses_an_index_that_is_not_a_file_unread(shard, tmp_path, node):
+    index = tmp_path / "train.idx"
+    os.mkfifo(index) if node == "a FIFO" else index.mkdir()
+    with pytest.raises(BuildError) as info:
+        index_entries(str(shard), str(index))
+    assert str(info.value) == (f"{index}: not a regular file ({node}) (the index of {shard}); "
+                               "run imagenet-build verify")
+
+
 @pytest.fixture
 def bucket(tmp_path):
     """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""

@@ -2,7 +2,9 @@
 folder's dali_idx/ or --index-dir, broken framing refused with no index, two files for one index refused, the index
 folder locked; on local disk and in an object store."""
 
+import io
 import os
+import sys
 
 import pytest
 
@@ -10,7 +12,7 @@ from helpers import record
 from imagenet_build.indexing import index_run
 from imagenet_build.indexing.index_run import index_shards
 from imagenet_build.infra import storage, write_door
-from imagenet_build.infra.errors import BuildError, UsageError
+from imagenet_build.infra.errors import BuildError, InputError, UsageError
 from imagenet_build.infra.lock import FolderLock
 
 SHARD = record(b"first") + record(b"second payload") + record(b"third")  # records of 21, 30, 21 bytes
@@ -135,3 +137,40 @@ def test_an_object_that_cannot_be_read_is_refused_naming_it(bucket):
     """An object store's error may carry no strerror: its own text is the reason."""
     _, records, (offset, message) = index_run._index_one(f"{bucket}/gone.tfrecord", f"{bucket}/gone.idx")
     assert records is None and offset is None and message.endswith("/gone.tfrecord"), message
+
+
+def test_the_index_folder_of_each_file_is_checked_before_anything_is_written(tmp_path, shard):
+    """Each folder an index would go into is held to format/output_guard.py's rule: never another build's folder."""
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / "manifest.json").write_text("{}")
+    with pytest.raises(InputError) as refused:
+        index_shards([shard], index_dir=str(build))
+    assert (refused.value.path, str(refused.value).split(",")[0]) == (
+        str(build), f"{build}: --index-dir would write the index of {shard} into the build folder {build}")
+    assert sorted(os.listdir(build)) == ["manifest.json"]
+
+
+@pytest.mark.parametrize("workers", [-1, 1.5, True])
+def test_a_worker_count_that_is_not_one_is_refused_naming_the_option(shard, workers):
+    with pytest.raises(UsageError) as refused:
+        index_shards([shard], workers=workers)
+    assert str(refused.value) == f"--workers must be a whole number of at least 0, not {workers!r}"
+
+
+class Terminal(io.StringIO):
+    """stderr as a terminal: the bar is drawn into it."""
+
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_a_bar_counts_the_files_indexed(tmp_path, monkeypatch):
+    """In this process too (mutation testing sees only the calls a test makes in its own process)."""
+    for n in range(3):
+        (tmp_path / f"train-0000{n}-of-00003").write_bytes(SHARD)
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert index_shards([tmp_path], workers=1)["records"] == 9
+    frames = sys.stderr.getvalue().replace("\r", "\n").strip().splitlines()
+    assert frames[0].startswith("index:   0%") and " 0/3 [" in frames[0], frames
+    assert frames[-1].startswith("index: 100%") and " 3/3 [" in frames[-1] and "file/s]" in frames[-1], frames

@@ -1,17 +1,20 @@
 """The index verb: equal to what convert wrote, refusing broken framing with no index left, a folder without
 TFRecords, two files that would share one index."""
 
+import fcntl
 import json
+import os
+import pty
 import shutil
+import struct
+import subprocess
+import sys
+import termios
 
 import pytest
 
 from conftest import run_cli
-from helpers import (
-    FRAMING_DAMAGE,
-    OTHER,
-    SHARD,
-)
+from helpers import FRAMING_DAMAGE, OTHER, SHARD, record
 
 
 def test_index_equals_what_convert_wrote(converted, tmp_path):
@@ -76,3 +79,22 @@ def test_index_refuses_two_files_that_would_share_one_index(tmp_path, converted)
     assert twice.exit_code == 0 and len(json.loads(twice.stdout)["indexed"]) == 1
     assert (tmp_path / "same" / "s.tfrecord.idx").read_bytes() == (
         converted / "dali_idx" / f"{SHARD}.idx").read_bytes()
+
+
+def test_on_a_terminal_a_bar_counts_the_files_indexed(tmp_path):
+    """The bar shows on a terminal alone (in a log or a pipe there is none): one step per file, named for the verb."""
+    for n in range(3):
+        (tmp_path / f"train-0000{n}-of-00003").write_bytes(record(b"image"))
+    master, terminal = pty.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns (a new pty has 0)
+    try:
+        done = subprocess.run([sys.executable, "-m", "imagenet_build", "index", str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=terminal, text=True, timeout=120)
+        shown = os.read(master, 65536).decode()
+    finally:
+        os.close(terminal)
+        os.close(master)
+    assert done.returncode == 0, shown
+    frames = shown.replace("\r", "\n").strip().splitlines()
+    assert frames[0].startswith("index:   0%") and " 0/3 [" in frames[0], shown
+    assert frames[-1].startswith("index: 100%") and " 3/3 [" in frames[-1] and "file/s]" in frames[-1], shown
