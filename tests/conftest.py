@@ -394,3 +394,14 @@ def bucket(s3_server, request):
     name = re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:50].strip("-")
     boto3.client("s3").create_bucket(Bucket=name)
     return f"s3://{name}"
+
+
+@pytest.fixture
+def memory_prefix(tmp_path):
+    """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""
+    from imagenet_build.infra import storage
+
+    url = f"memory://{tmp_path.name}"
+    yield url
+    if storage.exists(url):
+        storage.file_system(url).rm(url, recursive=True)

@@ -13,7 +13,7 @@ from helpers import record
 from imagenet_build.format import dali_index
 from imagenet_build.format.dali_index import check_index, index_entries, parse_index
 from imagenet_build.format.tfrecord import FramingError
-from imagenet_build.infra import read_door, storage
+from imagenet_build.infra import read_door
 from imagenet_build.infra.errors import BuildError
 
 SHARD = record(b"first") + record(b"second payload") + record(b"third")  # records of 21, 30, 21 bytes
@@ -225,19 +225,10 @@ def test_a_reader_refuses_an_index_that_is_not_a_file_unread(shard, tmp_path, no
                                "run imagenet-build verify")
 
 
-@pytest.fixture
-def bucket(tmp_path):
-    """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""
-    url = f"memory://{tmp_path.name}"
-    yield url
-    if storage.exists(url):
-        storage.file_system(url).rm(url, recursive=True)
-
-
-def test_an_index_written_to_object_storage_makes_no_local_folder(shard, bucket, tmp_path, monkeypatch):
+def test_an_index_written_to_object_storage_makes_no_local_folder(shard, memory_prefix, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert dali_index.write_index(str(shard), f"{bucket}/dali_idx/s.idx") == 3
-    assert read_door.read_bytes(f"{bucket}/dali_idx/s.idx") == GOOD
+    assert dali_index.write_index(str(shard), f"{memory_prefix}/dali_idx/s.idx") == 3
+    assert read_door.read_bytes(f"{memory_prefix}/dali_idx/s.idx") == GOOD
     assert sorted(os.listdir(tmp_path)) == [shard.name]
 
 

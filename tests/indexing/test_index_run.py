@@ -11,7 +11,7 @@ import pytest
 from helpers import record
 from imagenet_build.indexing import index_run
 from imagenet_build.indexing.index_run import index_shards
-from imagenet_build.infra import storage, write_door
+from imagenet_build.infra import write_door
 from imagenet_build.infra.errors import BuildError, InputError, UsageError
 from imagenet_build.infra.lock import FolderLock
 
@@ -24,15 +24,6 @@ def shard(tmp_path):
     path = tmp_path / "train-00000-of-00001"
     path.write_bytes(SHARD)
     return path
-
-
-@pytest.fixture
-def bucket(tmp_path):
-    """A memory:// prefix of its own (fsspec's in-memory object store), removed afterwards."""
-    url = f"memory://{tmp_path.name}"
-    yield url
-    if storage.exists(url):
-        storage.file_system(url).rm(url, recursive=True)
 
 
 def test_find_tfrecords_takes_named_files_and_the_shards_in_folders(tmp_path):
@@ -124,18 +115,18 @@ def test_index_is_refused_while_another_command_writes_the_index_folder(tmp_path
     assert not (tmp_path / "dali_idx" / f"{shard.name}.idx").exists()
 
 
-def test_object_names_are_not_local_paths(bucket):
+def test_object_names_are_not_local_paths(memory_prefix):
     """`x/../s` and `s` are two objects in a store: two files for one index, refused (not taken as one file)."""
     for name in ("x/../s.tfrecord", "s.tfrecord"):
-        write_door.write_bytes(f"{bucket}/{name}", SHARD)
-    first, second = f"{bucket}/x/../s.tfrecord", f"{bucket}/s.tfrecord"
+        write_door.write_bytes(f"{memory_prefix}/{name}", SHARD)
+    first, second = f"{memory_prefix}/x/../s.tfrecord", f"{memory_prefix}/s.tfrecord"
     with pytest.raises(UsageError, match="would both be indexed as"):
-        index_shards([first, second], index_dir=f"{bucket}/idx")
+        index_shards([first, second], index_dir=f"{memory_prefix}/idx")
 
 
-def test_an_object_that_cannot_be_read_is_refused_naming_it(bucket):
+def test_an_object_that_cannot_be_read_is_refused_naming_it(memory_prefix):
     """An object store's error may carry no strerror: its own text is the reason."""
-    _, records, (offset, message) = index_run._index_one(f"{bucket}/gone.tfrecord", f"{bucket}/gone.idx")
+    _, records, (offset, message) = index_run._index_one(f"{memory_prefix}/gone.tfrecord", f"{memory_prefix}/gone.idx")
     assert records is None and offset is None and message.endswith("/gone.tfrecord"), message
 
 
