@@ -16,6 +16,7 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional, Union
 
+from imagenet_build.engines import ENGINE_DEFAULTS, ENGINE_OPTION_NAMED, option_value  # each declared by its engine
 from imagenet_build.infra.errors import BuildError, PathLike, UsageError, check_flag, check_path, check_paths, one_line
 from imagenet_build.report import PER_CLASS
 from imagenet_build.request import DEFAULTS  # convert's defaults, stated once there
@@ -69,26 +70,33 @@ def _path(value: Any, argument: str) -> Any:
 
 
 def _convert_options(given: dict[str, Any]) -> dict[str, Any]:
-    """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types);
-    a UsageError naming the first that is neither."""
+    """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types), the
+    engines' gathered into `engine_options`; a UsageError naming the first that is neither."""
     import typing
 
     from imagenet_build.request import PATH_OPTIONS, ConvertOptions
 
     flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
+    more = given.pop("engine_options")
+    for name in more:
+        if name not in ENGINE_DEFAULTS:  # as Python says it of a function without **
+            raise TypeError(f"convert() got an unexpected keyword argument {name!r}")
     options: dict[str, Any] = {}
-    for name, value in given.items():
-        if name == "from_paths":
-            options[name] = check_paths(value, name)
-        elif name == "spark_conf":
-            options[name] = (value,) if isinstance(value, str) else tuple(value)
+    engine_options: dict[str, Any] = {}
+    for name, value in {**given, **more}.items():
+        into = engine_options if name in ENGINE_DEFAULTS else options
+        if name in ENGINE_OPTION_NAMED:
+            option = ENGINE_OPTION_NAMED[name]
+            into[name] = check_flag(value, name) if option.flag else option_value(option, value)
+        elif name == "from_paths":
+            into[name] = check_paths(value, name)
         elif name == "output_dir":
-            options[name] = check_path(value, name)
+            into[name] = check_path(value, name)
         elif name in PATH_OPTIONS:
-            options[name] = _path(value, name)
+            into[name] = _path(value, name)
         else:
-            options[name] = check_flag(value, name) if name in flags else value
-    return options
+            into[name] = check_flag(value, name) if name in flags else value
+    return {**options, "engine_options": tuple(engine_options.items())}
 
 
 def convert(output_dir: PathLike, *, from_paths: Union[PathLike, Sequence[PathLike]] = DEFAULTS.from_paths,
@@ -105,16 +113,17 @@ def convert(output_dir: PathLike, *, from_paths: Union[PathLike, Sequence[PathLi
             index_dir: Optional[PathLike] = DEFAULTS.index_dir, on_error: str = DEFAULTS.on_error,
             overwrite: bool = DEFAULTS.overwrite, verify_inputs: bool = DEFAULTS.verify_inputs,
             classes_from_folders: bool = DEFAULTS.classes_from_folders, runner: str = DEFAULTS.runner,
-            beam_options: str = DEFAULTS.beam_options, spark_master: str = DEFAULTS.spark_master,
-            spark_conf: Union[str, Sequence[str]] = DEFAULTS.spark_conf,
-            shared_filesystem: bool = DEFAULTS.shared_filesystem, resize: Optional[str] = DEFAULTS.resize,
+            beam_options: str = ENGINE_DEFAULTS["beam_options"], spark_master: str = ENGINE_DEFAULTS["spark_master"],
+            spark_conf: Union[str, Sequence[str]] = ENGINE_DEFAULTS["spark_conf"],
+            shared_filesystem: bool = ENGINE_DEFAULTS["shared_filesystem"], resize: Optional[str] = DEFAULTS.resize,
             quality: Optional[int] = DEFAULTS.quality, resize_filter: Optional[str] = DEFAULTS.resize_filter,
             resize_larger_only: bool = DEFAULTS.resize_larger_only, exif_transpose: bool = DEFAULTS.exif_transpose,
-            real_labels: Optional[PathLike] = DEFAULTS.real_labels) -> ConvertResult:
+            real_labels: Optional[PathLike] = DEFAULTS.real_labels, **engine_options: Any) -> ConvertResult:
     """`imagenet-build convert`: any copy of ImageNet into slim's shards, DALI indexes and manifest.json in
-    `output_dir`. The options are convert's, by name, with request.ConvertOptions' defaults (docs/api.md,
-    docs/convert.md), e.g. `convert("out", from_paths=["ILSVRC2012_img_train.tar", "ILSVRC2012_img_val.tar"],
-    train_shards=1024)`. Returns convert's --json document."""
+    `output_dir`. The options are convert's, by name, with request.ConvertOptions' defaults and the engines' own
+    (each engine declares its options; `engine_options` takes those of an engine added beyond the ones named here)
+    (docs/api.md, docs/convert.md), e.g. `convert("out", from_paths=["ILSVRC2012_img_train.tar",
+    "ILSVRC2012_img_val.tar"], train_shards=1024)`. Returns convert's --json document."""
     given = _convert_options(dict(locals()))  # every parameter, by the name ConvertOptions gives it
     with _tool_errors():
         from imagenet_build.request import ConvertOptions, convert_request

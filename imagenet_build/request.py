@@ -13,10 +13,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional, Sequence, Tuple, cast, get_args
+from typing import TYPE_CHECKING, Any, Literal, Optional, Sequence, Tuple, cast, get_args
 
-from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, EngineSettings, make_engine
-from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER
+from imagenet_build.engines import ENGINE_NAMES, ENGINES, Engine, make_engine
 from imagenet_build.infra.errors import BuildError, UsageError, check_count
 from imagenet_build.infra.processes import pool_size
 
@@ -60,10 +59,9 @@ class ConvertOptions:
     verify_inputs: bool = False  # resume: re-read the inputs of every kept shard and compare
     classes_from_folders: bool = False
     runner: str = RUNNERS[0]
-    beam_options: str = ""  # --runner beam: Beam's pipeline options
-    spark_master: str = DEFAULT_SPARK_MASTER  # --runner spark
-    spark_conf: Tuple[str, ...] = ()  # --runner spark: KEY=VALUE, as spark-submit's --conf
-    shared_filesystem: bool = False  # every worker of beam or spark sees the local paths given
+    # the engines' options given, (name, value) (engines.ENGINE_OPTIONS: each engine declares its own, and their
+    # defaults; --beam-options, --spark-master, --spark-conf, --shared-filesystem, ...)
+    engine_options: Tuple[Tuple[str, Any], ...] = ()
     resize: Optional[str] = None  # shorter:N | longer:N | shorter:N1,N2,...: one resized build per size
     quality: Optional[int] = None  # of resized images; None: encode.resize.DEFAULT_QUALITY
     resize_filter: Optional[str] = None  # of resized images; None: RESIZE_FILTERS[0] (Catmull-Rom)
@@ -213,22 +211,9 @@ def _check_counts(options: ConvertOptions) -> None:
 
 def _engine(options: ConvertOptions, workers: int) -> Engine:
     """The engine --runner names, its options checked, and what it needs there (a package, Java), before anything
-    is read; a local path its workers may not reach is refused (engines.base.Engine.refuse_unreachable)."""
+    is read; a local path its workers may not reach is refused (engines/engine.py, Engine.refuse_unreachable)."""
     runner = _choice(options.runner, RUNNERS, "--runner")
-    for given, option, belongs in ((options.beam_options, "--beam-options", "beam"),
-                                   (options.spark_master != DEFAULT_SPARK_MASTER, "--spark-master", "spark"),
-                                   (options.spark_conf, "--spark-conf", "spark"),
-                                   (options.shared_filesystem, "--shared-filesystem", "beam or spark")):
-        if given and runner not in belongs.split(" or "):
-            raise UsageError(f"{option} goes with --runner {belongs}")
-    conf = []
-    for pair in options.spark_conf:
-        key, sep, value = pair.partition("=")
-        if not (sep and key.strip()):
-            raise UsageError(f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}")
-        conf.append((key.strip(), value))
-    engine = make_engine(runner, EngineSettings(workers, options.beam_options, options.spark_master, tuple(conf),
-                                                options.shared_filesystem))
+    engine = make_engine(runner, workers, dict(options.engine_options))
     engine.check()
     paths = {"--output-dir": [options.output_dir], "--index-dir": [options.index_dir or ""],
              "--from": list(map(str, options.from_paths))}

@@ -226,21 +226,6 @@ class Run:
         return found
 
 
-def request_for(sample_dir, out, engine):
-    """convert's request for the sample as sample_args gives it, one worker, run by `engine` (an Engine class)."""
-    import dataclasses
-
-    from imagenet_build.engines.engine import EngineSettings
-    from imagenet_build.request import ConvertOptions, convert_request
-
-    options = ConvertOptions(
-        output_dir=str(out), train_dir=str(sample_dir / "train"), validation_dir=str(sample_dir / "validation"),
-        labels_file=str(sample_dir / "labels.txt"), validation_labels_file=str(sample_dir / "validation_labels.txt"),
-        bounding_box_file=str(sample_dir / "bboxes.csv"), train_shards=4, validation_shards=2, layout_threads=2,
-        workers=1)
-    return dataclasses.replace(convert_request(options), engine=engine(EngineSettings(1)))
-
-
 SAMPLE = dict(classes=4, per_class=12, validation_per_class=4)  # the sample every copy kind is written from
 SMALL_SAMPLE = dict(classes=2, per_class=3, validation_per_class=2)  # the smallest: a test that damages each copy
 

@@ -4,6 +4,7 @@ Test modules import these from here, never from each other, so a skip in one
 module never travels into another.
 """
 
+import contextlib
 import gzip
 import io
 import json
@@ -365,3 +366,31 @@ def user_copy_of(sample, where):
 
     shutil.copytree(sample, where, ignore=shutil.ignore_patterns(SAMPLE_NOTE))
     return where
+
+
+def request_for(sample_dir, out, engine):
+    """convert's request for the sample as sample_args gives it, one worker, run by `engine` (an Engine class)."""
+    import dataclasses
+
+    from imagenet_build.request import ConvertOptions, convert_request
+
+    options = ConvertOptions(
+        output_dir=str(out), train_dir=str(sample_dir / "train"), validation_dir=str(sample_dir / "validation"),
+        labels_file=str(sample_dir / "labels.txt"), validation_labels_file=str(sample_dir / "validation_labels.txt"),
+        bounding_box_file=str(sample_dir / "bboxes.csv"), train_shards=4, validation_shards=2, layout_threads=2,
+        workers=1)
+    return dataclasses.replace(convert_request(options), engine=engine(1))
+
+
+@contextlib.contextmanager
+def placed(copy, folder, pool):
+    """A copy as convert reads it: its spool, where it has one, placed in `folder` and every split decompressed
+    (writer/spooling.py's part), removed afterwards."""
+    from imagenet_build.sources.spool import SpooledCopy
+
+    if not isinstance(copy, SpooledCopy):
+        yield
+        return
+    with copy.spool.placed_in(str(folder)) as spool:
+        spool.decompress(pool)
+        yield

@@ -48,8 +48,9 @@ def test_convert_takes_one_path_or_several_where_an_option_repeats(monkeypatch):
     monkeypatch.setattr("imagenet_build.writer.convert_run.convert", lambda request: seen.append(request) or "result")
     monkeypatch.setattr("imagenet_build.request.convert_request", lambda options: options)
     api.convert(Path("out"), from_paths=Path("a.tar"), spark_conf="spark.x=1", train_dir=Path("t"))
-    assert (seen[0].output_dir, seen[0].from_paths, seen[0].spark_conf, seen[0].train_dir) == (
-        "out", ("a.tar",), ("spark.x=1",), "t")
+    options = seen[0]
+    assert (options.output_dir, options.from_paths, options.train_dir) == ("out", ("a.tar",), "t")
+    assert dict(options.engine_options)["spark_conf"] == ("spark.x=1",)  # each engine's options apart, as given
 
 
 def test_the_result_types_and_write_arrays_are_the_stages_own():
@@ -76,9 +77,11 @@ NOT_FLAGS = [("no", "str 'no'"), (1, "int 1"), (None, "None"), ([], "list []")]
 def convert_flags():
     import typing
 
+    from imagenet_build.engines import ENGINE_OPTIONS
     from imagenet_build.request import ConvertOptions
 
-    return sorted(name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool)
+    return sorted([name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool]
+                  + [option.name for option in ENGINE_OPTIONS if option.flag])
 
 
 def test_convert_names_its_paths_and_flags_from_its_options():

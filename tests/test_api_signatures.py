@@ -67,14 +67,39 @@ def test_help_shows_each_function_with_its_parameters_and_defaults():
 
 
 def test_convert_takes_convert_options_fields_in_order_with_their_defaults():
+    """ConvertOptions' fields, the engines' options (each declared by its engine, with its default) where it holds
+    them, and last `**engine_options`, for an engine added beyond the shipped ones."""
+    from imagenet_build.engines import ENGINE_DEFAULTS, ENGINE_OPTIONS
     from imagenet_build.request import DEFAULTS, ConvertOptions
 
     parameters = list(inspect.signature(api.convert).parameters.values())
-    assert [p.name for p in parameters] == [field.name for field in dataclasses.fields(ConvertOptions)]
+    fields = [field.name for field in dataclasses.fields(ConvertOptions)]
+    at = fields.index("engine_options")
+    assert [p.name for p in parameters] == (fields[:at] + [option.name for option in ENGINE_OPTIONS]
+                                            + fields[at + 1:] + ["engine_options"])
     assert parameters[0].default is inspect.Parameter.empty
-    assert {p.kind for p in parameters[1:]} == {inspect.Parameter.KEYWORD_ONLY}
-    for parameter in parameters[1:]:
-        assert parameter.default is getattr(DEFAULTS, parameter.name), parameter.name  # the one home's, not a copy
+    assert {p.kind for p in parameters[1:-1]} == {inspect.Parameter.KEYWORD_ONLY}
+    assert parameters[-1].kind is inspect.Parameter.VAR_KEYWORD
+    for parameter in parameters[1:-1]:
+        default = ENGINE_DEFAULTS[parameter.name] if parameter.name in ENGINE_DEFAULTS else getattr(DEFAULTS,
+                                                                                                     parameter.name)
+        assert parameter.default is default, parameter.name  # the one home's, not a copy
+
+
+def test_an_added_engines_option_is_taken_by_name_and_an_unknown_name_is_pythons_type_error(monkeypatch):
+    from imagenet_build.engines import ENGINE_OPTION_NAMED
+    from imagenet_build.engines.engine import EngineOption
+
+    seen = []
+    monkeypatch.setattr("imagenet_build.writer.convert_run.convert", lambda request: seen.append(request))
+    monkeypatch.setattr("imagenet_build.request.convert_request", lambda options: options)
+    monkeypatch.setitem(ENGINE_OPTION_NAMED, "added_speed", EngineOption("added_speed", 1, "an added option"))
+    monkeypatch.setattr("imagenet_build.api.ENGINE_DEFAULTS", {"added_speed": 1, **api.ENGINE_DEFAULTS})
+    api.convert("out", train_dir="t", added_speed=3)
+    assert dict(seen[0].engine_options)["added_speed"] == 3
+    with pytest.raises(TypeError) as unknown:
+        api.convert("out", train_dir="t", added_sped=3)
+    assert str(unknown.value) == "convert() got an unexpected keyword argument 'added_sped'"
 
 
 def command_line(verb):
@@ -101,7 +126,8 @@ def test_each_verbs_options_are_its_functions_parameters_with_the_same_defaults(
     """Every option of the verb is a parameter of its function, and back; what the command gives for an option
     left out is the function's default (a repeated option's nothing, (), included)."""
     options = command_line(verb)
-    parameters = inspect.signature(getattr(api, verb)).parameters
+    parameters = {name: p for name, p in inspect.signature(getattr(api, verb)).parameters.items()
+                  if p.kind is not p.VAR_KEYWORD}  # convert's **engine_options: an added engine's
     assert set(options) == set(parameters)
     for name, parameter in parameters.items():
         if parameter.default is not inspect.Parameter.empty:
@@ -124,9 +150,12 @@ def test_docs_api_lists_every_parameter_in_order_with_its_default_and_option():
     assert list(tables) == list(FUNCTIONS)
     for name in FUNCTIONS:
         options = command_line(name) if name in VERBS else {}
+        parameters = inspect.signature(getattr(api, name)).parameters.values()
         expected = [(p.name, "required" if p.default is p.empty else f"`{p.default!r}`",
                      options[p.name][0] if options else "none")
-                    for p in inspect.signature(getattr(api, name)).parameters.values()]
+                    for p in parameters if p.kind is not p.VAR_KEYWORD]
+        expected += [(p.name, "none", "an added engine's options, by name") for p in parameters
+                     if p.kind is p.VAR_KEYWORD]
         assert tables[name] == expected, name
 
 
@@ -137,7 +166,7 @@ def test_docs_api_shows_the_signatures_its_table_of_functions_names():
         shown, = re.findall(rf"^\| `({name}\([^`]*\))` \|", text, re.M)
         parameters = inspect.signature(getattr(api, name)).parameters.values()
         written = [p.name if p.default is p.empty else f"{p.name}={p.default!r}".replace("'", '"')
-                   for p in parameters if p.kind is not p.KEYWORD_ONLY]
+                   for p in parameters if p.kind not in (p.KEYWORD_ONLY, p.VAR_KEYWORD)]
         if any(p.kind is p.KEYWORD_ONLY for p in parameters):
             written.append("*")
         given = [part.strip() for part in shown[len(name) + 1:-1].split(",")]

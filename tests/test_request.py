@@ -10,6 +10,7 @@ from conftest import run_cli
 from imagenet_build.cli.group import cli
 from imagenet_build.encode import resample
 from imagenet_build.encode.resize import DEFAULT_QUALITY
+from imagenet_build.engines import ENGINE_DEFAULTS
 from imagenet_build.infra.errors import BuildError, UsageError
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNERS, ConvertOptions, convert_request
 from imagenet_build.sources import scan_class_folders
@@ -20,7 +21,8 @@ def options(sample, out, **given):
     """The options of a small build of the sample, as the command line gives them."""
     small = {"train_dir": str(sample / "train"), "validation_dir": str(sample / "validation"),
              "labels_file": str(sample / "labels.txt"), "train_shards": 4, "validation_shards": 2, "layout_threads": 2}
-    return ConvertOptions(output_dir=str(out), **dict(small, **given))
+    engine = {name: given.pop(name) for name in list(given) if name in ENGINE_DEFAULTS}  # each engine's own
+    return ConvertOptions(output_dir=str(out), **dict(small, **given), engine_options=tuple(engine.items()))
 
 
 def test_the_command_lines_defaults_and_choices_are_the_requests():
@@ -29,7 +31,10 @@ def test_the_command_lines_defaults_and_choices_are_the_requests():
     command = cli.commands["convert"]
     with command.make_context("convert", ["--output-dir", "out"]) as ctx:
         given = {name: value for name, value in ctx.params.items() if name != "as_json"}
-    assert given == dataclasses.asdict(ConvertOptions(output_dir="out"))
+    engine = {name: given.pop(name) for name in ENGINE_DEFAULTS}
+    defaults = dataclasses.asdict(ConvertOptions(output_dir="out"))
+    assert defaults.pop("engine_options") == () and given == defaults
+    assert engine == ENGINE_DEFAULTS  # each engine's option's default, as the engine declares it
     params = {p.name: p for p in command.params}
     assert tuple(params["on_error"].type.choices) == ON_ERROR == ("fail", "skip")
     assert tuple(params["runner"].type.choices) == RUNNERS == ("local", "beam", "spark")

@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import click
 
 from imagenet_build.cli.group import cli, input_file, input_folder, input_path, output_folder, print_json
+from imagenet_build.engines import ENGINE_OPTIONS
 from imagenet_build.request import DEFAULTS, ON_ERROR, QUALITY, RESIZE_FILTERS, RUNNER_HELP, RUNNERS
 
 if TYPE_CHECKING:
     from imagenet_build.writer.summary import ConvertSummary
+
+
+def engine_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Every engine's options (engines.ENGINE_OPTIONS: each engine declares its own), in their order."""
+    for option in reversed(ENGINE_OPTIONS):
+        if option.flag:
+            command = click.option(option.flag_name, is_flag=True, help=option.help)(command)
+        else:
+            command = click.option(option.flag_name, default=option.default, multiple=option.multiple,
+                                   metavar=option.metavar, show_default=option.show_default,
+                                   help=option.help)(command)
+    return command
 
 
 @cli.command()
@@ -86,17 +99,7 @@ if TYPE_CHECKING:
 )
 @click.option("--runner", type=click.Choice(RUNNERS), default=DEFAULTS.runner, show_default=True,
               help="What runs the shard tasks. " + RUNNER_HELP + ". The output is the same for each.")
-@click.option("--beam-options", default=DEFAULTS.beam_options,
-              help="--runner beam: Beam's pipeline options, e.g. '--runner DataflowRunner --project P --region R "
-              "--temp_location gs://B/tmp' (docs/scaling.md). [default: --runner FnApiRunner, on this machine]")
-@click.option("--spark-master", default=DEFAULTS.spark_master, show_default=True,
-              help="--runner spark: the master URL (local[N], local-cluster[...], spark://HOST:PORT, yarn, k8s://...).")
-@click.option("--spark-conf", multiple=True, metavar="KEY=VALUE",
-              help="--runner spark: a Spark configuration setting, as spark-submit's --conf (repeat for each); e.g. "
-              "spark.executorEnv.AWS_PROFILE=P.")
-@click.option("--shared-filesystem", is_flag=True,
-              help="--runner beam or spark with workers on other machines: every worker sees the local paths given "
-              "(an NFS mount, say); without it, inputs and output must be object-store URLs.")
+@engine_options
 @click.option("--resize", help="Resized builds instead of the full-size one: shorter:N (shorter side to N, aspect "
               "kept), longer:N (longer side to at most N), or several sizes in one pass, e.g. shorter:160,224,288; "
               "each size is a complete build in OUTPUT_DIR/<shorter-N|longer-N>/. Same shuffle and shards as full "

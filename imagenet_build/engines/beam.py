@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.engine import Engine, OnResult, Tasks, register
+from imagenet_build.engines.engine import SHARED_FILESYSTEM, Engine, EngineOption, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task
 from imagenet_build.infra import write_door
 from imagenet_build.infra.errors import BuildError, Interrupted, UsageError
@@ -66,12 +66,18 @@ class BeamEngine(Engine):
     name = "beam"
     help = ("Apache Beam, one task per shard, on the runner --beam-options names (FnApiRunner, this machine's, "
             "unless named; extra [beam], [dataflow] for Dataflow)")
+    options = (
+        EngineOption("beam_options", "", help="--runner beam: Beam's pipeline options, e.g. '--runner DataflowRunner "
+                     "--project P --region R --temp_location gs://B/tmp' (docs/scaling.md). [default: --runner "
+                     "FnApiRunner, on this machine]"),
+        SHARED_FILESYSTEM,
+    )
 
     @property
     def args(self) -> list[str]:
         """Beam's options as given, with the runner named."""
         try:
-            args = shlex.split(self.settings.beam_options)
+            args = shlex.split(self.values["beam_options"])
         except ValueError as e:
             raise UsageError(f"--beam-options: {e}") from None
         return args if _option(args, "--runner") else ["--runner", DEFAULT_RUNNER, *args]

@@ -3,7 +3,9 @@
 The driver (the writer's run) lists, plans and commits; an engine only runs `job.run_task(job, number)`
 for each number, on worker processes here, on Apache Beam or on Apache Spark. Every task reports
 through the output's own storage (engines/job.py), so the driver counts results the same way whatever
-ran them. An engine registers itself here (`@register`); `--runner`'s choices are this registry's names.
+ran them. An engine registers itself here (`@register`); `--runner`'s choices are this registry's names, and
+the options each declares (`EngineOption`) are convert's: the command line gathers them from here, and each
+engine checks and reads its own.
 """
 
 from __future__ import annotations
@@ -20,35 +22,60 @@ if TYPE_CHECKING:
     from imagenet_build.engines.job import JobRef, Task
     from imagenet_build.infra.workers import Workers
 
-DEFAULT_SPARK_MASTER = "local[*]"
-
 OnResult = Callable[[int, Any], None]  # (task number, its result): a task that ended, where the engine knows
 # (task number, the task itself, or None where the engine's workers read it from the job's tasks file), in order
 Tasks = Iterable[Tuple[int, Optional["Task"]]]
 
 
 @dataclass(frozen=True)
-class EngineSettings:
-    """The options of every engine, as convert takes them (each engine reads its own)."""
+class EngineOption:
+    """One of convert's options, declared by the engine that takes it: the command line shows it (cli/convert.py
+    gathers every engine's), the Python API takes it by name, and a run with another --runner refuses it."""
 
-    workers: int = 1  # local: processes
-    beam_options: str = ""  # beam: Beam's pipeline options
-    spark_master: str = DEFAULT_SPARK_MASTER  # spark: the master URL
-    spark_conf: tuple[tuple[str, str], ...] = ()  # spark: configuration (KEY, VALUE) pairs, after ours
-    shared_filesystem: bool = False  # the user's word that every worker sees the local paths given
+    name: str  # convert's keyword; the command line's --name with '-' for '_'
+    default: Any
+    help: str
+    multiple: bool = False  # repeatable: the values given, as a tuple
+    flag: bool = False  # on where given
+    metavar: Optional[str] = None
+    show_default: bool = False
+
+    @property
+    def flag_name(self) -> str:
+        """How the command line names it: --spark-conf."""
+        return "--" + self.name.replace("_", "-")
+
+
+# taken by every engine whose workers may run on other machines (Engine.refuse_unreachable reads it)
+SHARED_FILESYSTEM = EngineOption(
+    "shared_filesystem", False, flag=True,
+    help="--runner beam or spark with workers on other machines: every worker sees the local paths given (an NFS "
+    "mount, say); without it, inputs and output must be object-store URLs.")
 
 
 class Engine(ABC):
-    """Runs shard tasks. Subclasses set `name` and `help` and implement `run`; they may override `check` (what
-    they need), `describe` (default: the name) and `workers_see_local_paths` (default: every worker does)."""
+    """Runs shard tasks. Subclasses set `name` and `help` and implement `run`; they may declare `options` (and
+    check what is given in `read_options`), and override `check` (what they need), `describe` (default: the name)
+    and `workers_see_local_paths` (default: every worker does)."""
 
     name: ClassVar[str]
     help: ClassVar[str]  # --runner's help for it
+    options: ClassVar[Tuple[EngineOption, ...]] = ()  # the options of convert it takes (and reads: `values`)
     reports_as_tasks_end: ClassVar[bool] = False  # run() calls on_result as each task ends (else: results are polled)
     reads_tasks_file: ClassVar[bool] = True  # its workers read their task from the job's tasks file (else handed it)
 
-    def __init__(self, settings: EngineSettings) -> None:
-        self.settings = settings
+    def __init__(self, workers: int = 1, given: Mapping[str, Any] | None = None) -> None:
+        """`workers`: the driver's worker processes; `given`: values of its options by name (the others: their
+        defaults). An option it does not declare is a mistake of the caller's (the request refuses it first)."""
+        self.workers = workers
+        values = dict(given or {})
+        self.values: dict[str, Any] = {option.name: values.pop(option.name, option.default) for option in self.options}
+        if values:
+            raise ValueError(f"--runner {self.name} takes no {', '.join(sorted(values))}")
+        self.read_options()
+
+    def read_options(self) -> None:  # noqa: B027 - an engine without options reads none
+        """Check and parse its options' values (`self.values`): what it cannot take, one UsageError line."""
 
     def check(self) -> None:  # noqa: B027 - an engine that needs nothing checks nothing
         """Refuse, in one line, what cannot run (a missing package, no Java), before anything is listed."""
@@ -70,7 +97,7 @@ class Engine(ABC):
     def refuse_unreachable(self, paths: Mapping[str, Sequence[str]]) -> None:
         """A local path (output or input) that workers on other machines could not reach: a usage error, unless the
         user says every worker sees it (--shared-filesystem). `paths`: {option: the paths it gave}."""
-        if self.workers_see_local_paths() or self.settings.shared_filesystem:
+        if self.workers_see_local_paths() or self.values.get(SHARED_FILESYSTEM.name):
             return
         for option, given in paths.items():
             for path in given:

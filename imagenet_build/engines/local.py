@@ -20,7 +20,7 @@ class LocalEngine(Engine):
     reads_tasks_file = False  # its workers are handed each task as it is drawn, overlapping the driver's work
 
     def describe(self) -> str:
-        return f"{self.settings.workers} local worker process{'es' if self.settings.workers > 1 else ''}"
+        return f"{self.workers} local worker process{'es' if self.workers > 1 else ''}"
 
     def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
         pool.run(run_task, ((job, n, task) for n, task in tasks), lambda task, result: on_result(task[1], result))

@@ -23,15 +23,16 @@ import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from imagenet_build.engines.engine import Engine, OnResult, Tasks, register
+from imagenet_build.engines.engine import SHARED_FILESYSTEM, Engine, EngineOption, OnResult, Tasks, register
 from imagenet_build.engines.job import JobRef, TaskFailed, run_task, task_error
 from imagenet_build.infra import read_door, write_door
-from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.errors import BuildError, UsageError
 from imagenet_build.infra.optional import native_stderr_to, require
 
 if TYPE_CHECKING:
     from imagenet_build.infra.workers import Workers
 
+DEFAULT_MASTER = "local[*]"
 JAVA = 17  # the oldest Java the pinned Spark runs on
 JAVA_TIMEOUT = 30.0  # seconds `java -version` may take before the Java is called one that does not run
 JAVA_HINT = "set JAVA_HOME, or install it (Debian: apt-get install openjdk-17-jre-headless)"
@@ -67,12 +68,30 @@ def spark_task(number: int, job: JobRef) -> None:
 class SparkEngine(Engine):
     name = "spark"
     help = "Apache Spark, one task per shard, on --spark-master (extra [spark], Java 17+)"
+    options = (
+        EngineOption("spark_master", DEFAULT_MASTER, show_default=True, help="--runner spark: the master URL "
+                     "(local[N], local-cluster[...], spark://HOST:PORT, yarn, k8s://...)."),
+        EngineOption("spark_conf", (), multiple=True, metavar="KEY=VALUE", help="--runner spark: a Spark "
+                     "configuration setting, as spark-submit's --conf (repeat for each); e.g. "
+                     "spark.executorEnv.AWS_PROFILE=P."),
+        SHARED_FILESYSTEM,
+    )
+
+    def read_options(self) -> None:
+        """The master, and --spark-conf's KEY=VALUE settings as (key, value) pairs (set after ours)."""
+        self.master: str = self.values["spark_master"]
+        self.conf: list[tuple[str, str]] = []
+        for pair in self.values["spark_conf"]:
+            key, sep, value = pair.partition("=")
+            if not (sep and key.strip()):
+                raise UsageError(f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}")
+            self.conf.append((key.strip(), value))
 
     def describe(self) -> str:
-        return f"Apache Spark ({self.settings.spark_master})"
+        return f"Apache Spark ({self.master})"
 
     def workers_see_local_paths(self) -> bool:
-        return self.settings.spark_master.startswith("local")
+        return self.master.startswith("local")
 
     def check(self) -> None:
         """pyspark installed and a Java it runs on, before anything is listed."""
@@ -89,11 +108,11 @@ class SparkEngine(Engine):
     def _conf(self) -> Any:
         from pyspark import SparkConf
 
-        conf = (SparkConf().setMaster(self.settings.spark_master).setAppName("imagenet-build convert")
+        conf = (SparkConf().setMaster(self.master).setAppName("imagenet-build convert")
                 .set("spark.ui.showConsoleProgress", "false").set("spark.log.level", "WARN"))
         if self.workers_see_local_paths():
             conf.set("spark.ui.enabled", "false")
-        for key, value in self.settings.spark_conf:
+        for key, value in self.conf:
             conf.set(key, value)
         return conf
 
@@ -102,19 +121,19 @@ class SparkEngine(Engine):
         else this one on a local master; else None (PYSPARK_PYTHON, then "python3", as pyspark takes it). pyspark
         takes it from the driver's PYSPARK_PYTHON alone: spark-submit sets that from the configuration, a driver
         that starts Spark itself must."""
-        conf = dict(self.settings.spark_conf)
+        conf = dict(self.conf)
         given = conf.get("spark.pyspark.python") or conf.get("spark.executorEnv.PYSPARK_PYTHON")
         return given or (sys.executable if self.workers_see_local_paths() else None)
 
     def run(self, job: JobRef, tasks: Tasks, on_result: OnResult, pool: Workers) -> None:
         numbers = [n for n, _ in tasks]  # its workers read their task from the job's tasks file
         require("pyspark", "--runner spark")
-        _masters_answer(self.settings.spark_master)
+        _masters_answer(self.master)
         log = write_door.scratch_file("imagenet-build-spark-", ".log")
         log.close()
         failed = True
         try:
-            with _spark_environment(self.settings.spark_master, self.executor_python()), _python_logs_off():
+            with _spark_environment(self.master, self.executor_python()), _python_logs_off():
                 context = _start(self._conf(), log.name)
                 try:
                     context.parallelize(list(numbers), len(numbers)).foreach(functools.partial(spark_task, job=job))

@@ -13,7 +13,7 @@ with one line.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Protocol
@@ -37,13 +37,13 @@ class Piece:
 
 
 class Copy(Protocol):
-    """One copy of ImageNet, as found: a listing of each split it holds, the boxes it carries, and what the
-    build asks of it around them. A copy's class names Copy as its base, taking the defaults below."""
+    """One copy of ImageNet, as found: a listing of each split it holds and the boxes it carries. A copy's class
+    names Copy as its base, taking the defaults below. A copy read from a spool of decompressed archives also has
+    that spool's lifecycle (sources/spool.py's SpooledCopy), which the build asks for by type."""
 
     kind: str  # the name of the CopyKind that found it (the manifest's inputs.source.layout)
     description: str  # what it is, as convert's "found:" line says it: "Kaggle zip"
     notes: list[str]  # what its listing noticed, for the summary
-    work_dir: str  # a local folder it may write into (the output folder; "" for the temporary one), set by convert
 
     @property
     def splits(self) -> tuple[str, ...]:
@@ -55,11 +55,6 @@ class Copy(Protocol):
     def carries_boxes(self) -> bool:
         """Whether it has box annotations of its own (boxes() reads them), known without reading them."""
         return False
-
-    def before_scans(self, pool: Workers) -> None:
-        """The work it does once for both splits, before either is scanned (a .tar.gz copy decompresses all its
-        archives in one batch)."""
-        return None
 
     def scan_train(self, catalog: Catalog, on_error: str, pool: Workers) -> SplitInput:
         """The train split's images in slim's order (class by class in labels-file order, then by name)."""
@@ -80,20 +75,6 @@ class Copy(Protocol):
         """What the manifest's inputs.source records of it beside its kind and description (an evaluation set
         of a fixed subset of the classes: their labels)."""
         return {}
-
-    def keep_listings(self) -> None:
-        """The output folder is checked: keep there what lets a rerun plan without reading the copy again (a
-        .tar.gz copy's archive listings)."""
-        return None
-
-    def make_readable(self, pool: Workers, splits: Iterable[str]) -> None:
-        """Shards of `splits` are to be written (or their inputs read again): make their images readable (a
-        .tar.gz copy planned from kept listings decompresses those splits' archives now)."""
-        return None
-
-    def close(self) -> None:
-        """Remove what it made for the readers (a spool of decompressed archives), whatever the outcome."""
-        return None
 
 
 @dataclass(frozen=True)

@@ -147,7 +147,7 @@ class EvalCopy(Copy):
 
     def __init__(self, the_set: EvalSet, path: str, variant: str) -> None:
         form = "archive" if storage.basename(path) in the_set.archives else "folder"
-        self.kind, self.notes, self.work_dir = the_set.name, [], ""
+        self.kind, self.notes = the_set.name, []
         self.description = f"{the_set.name} {variant}".strip() + f" {form}"
         self.the_set, self.path, self.variant = the_set, path, variant
 

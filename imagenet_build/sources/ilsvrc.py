@@ -115,7 +115,6 @@ class IlsvrcCopy(Copy):
     description: str = ""  # default: "ILSVRC2012 (image-net.org) tarballs" (or folders)
     any_image: bool = False
     notes: list[str] = field(default_factory=list)
-    work_dir: str = ""
 
     def __post_init__(self) -> None:
         for split, tar, folder in (("train", self.train_tar, self.train_dir),

@@ -143,7 +143,7 @@ class KaggleCopy(Copy):
     carries_boxes = True
 
     def __init__(self, description: str) -> None:
-        self.description, self.notes, self.work_dir = description, [], ""
+        self.description, self.notes = description, []
         self._mapping_checked = False
 
     def _text(self, name: str) -> list[str] | None:

@@ -45,13 +45,14 @@ the kept ones (listings.py). An object-store output keeps none (its spool is a l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import secrets
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Callable, List, Tuple
 
 from imagenet_build.format.naming import LISTINGS_NAME, SPLITS, SPOOL_PREFIX
@@ -292,9 +293,21 @@ class Spool:
         while self._cleanups:
             self._cleanups.pop()()
 
+    @contextlib.contextmanager
+    def placed_in(self, folder: str) -> Iterator[Spool]:
+        """The spool's life: its folders go into `folder` (the output folder; "" for the temporary folder, where
+        the output is in an object store), and are removed at the end, whatever the outcome."""
+        self.work_dir = folder
+        try:
+            yield self
+        finally:
+            self.close()
+
 
 class SpooledCopy(Copy):
-    """A copy read from a spool of its decompressed archives (Spool): the build's calls passed on to it."""
+    """A copy read from a spool of its decompressed archives (Spool): the optional capability of a copy, which the
+    build asks for by type (writer/spooling.py) to place the spool, decompress before the scans, keep the
+    listings, decompress what a rerun must write, and remove it."""
 
     def __init__(self, kind: str, description: str, archives: dict[str, list[str]],
                  task: SpoolTask = spool_and_list) -> None:
@@ -304,27 +317,6 @@ class SpooledCopy(Copy):
     @property
     def splits(self) -> tuple[str, ...]:
         return tuple(self.spool.archives)
-
-    @property
-    def work_dir(self) -> str:
-        return self.spool.work_dir
-
-    @work_dir.setter
-    def work_dir(self, folder: str) -> None:
-        self.spool.work_dir = folder
-
-    def before_scans(self, pool: Workers) -> None:
-        """Every split's archives decompressed in one batch (Spool.decompress)."""
-        self.spool.decompress(pool)
-
-    def keep_listings(self) -> None:
-        self.spool.keep_listings()
-
-    def make_readable(self, pool: Workers, splits: Iterable[str]) -> None:
-        self.notes.extend(self.spool.make_readable(pool, splits))
-
-    def close(self) -> None:
-        self.spool.close()
 
 
 class SpoolReader(MemberReader):

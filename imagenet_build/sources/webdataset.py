@@ -105,7 +105,7 @@ class WdsCopy(Copy):
 
     def __init__(self, shards: dict[str, list[str]]) -> None:
         self.shards = shards  # split -> its shard files, by number
-        self.notes, self.work_dir = [], ""
+        self.notes = []
 
     @property
     def splits(self) -> tuple[str, ...]:

@@ -112,9 +112,10 @@ def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], in
         check_output_dir(build.dest, names, request.overwrite)
         if request.classes_from is not None:
             write_labels(build.dest.output, inputs.catalog.synsets)
-    request.copy.keep_listings()  # the output is checked: a rerun may plan from what it keeps
-    if request.verify_inputs:  # every kept shard's inputs are read again
-        request.copy.make_readable(pool, [p.split for p in plans])
+    if inputs.spool is not None:
+        inputs.spool.keep_listings()  # the output is checked: a rerun may plan from what it keeps
+        if request.verify_inputs:  # every kept shard's inputs are read again
+            request.copy.notes.extend(inputs.spool.make_readable(pool, [p.split for p in plans]))
     described = describe(request, inputs)
     if request.overwrite:
         remove_job_folder(request.dest.output)  # an earlier job's receipts vouch for nothing --overwrite keeps

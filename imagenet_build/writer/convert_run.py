@@ -20,13 +20,13 @@ from imagenet_build.infra.errors import BuildError, Interrupted, Stopped, one_li
 from imagenet_build.infra.workers import Workers, progress_bar
 from imagenet_build.plan import SplitPlan
 from imagenet_build.request import ConvertRequest
-from imagenet_build.sources import spool
 from imagenet_build.writer.builds import Build, destinations, make_builds, ready_builds
 from imagenet_build.writer.commit import reported
 from imagenet_build.writer.dispatch import Planned, run_job
 from imagenet_build.writer.inputs import Inputs, list_inputs
 from imagenet_build.writer.output_folder import check_resize_root, locked, remove_unrecorded
 from imagenet_build.writer.shard_writer import ShardWriteResult, ShardWriteTask
+from imagenet_build.writer.spooling import copy_spool
 from imagenet_build.writer.summary import ConvertSummary, Timing, run_summary
 
 MANIFEST_EVERY = 5.0  # seconds between rewrites of the in-progress manifest
@@ -45,12 +45,9 @@ def convert(request: ConvertRequest) -> ConvertSummary:
     with contextlib.ExitStack() as held:
         for build_dest in destinations(request):
             held.enter_context(locked(build_dest))
-        if not request.dest.remote:
-            spool.remove_stale(request.dest.output)  # a killed run's, whatever this run reads
-        request.copy.work_dir = "" if request.dest.remote else request.dest.output
-        held.callback(request.copy.close)  # the spool goes before the locks, which then remove a folder they made
+        spool = held.enter_context(copy_spool(request))  # gone before the locks, which then remove a folder they made
         with Workers(request.workers) as pool:
-            inputs = list_inputs(request, pool)
+            inputs = list_inputs(request, pool, spool)
             real = {"validation": inputs.real_labels}  # --real-labels: the validation images' ReaL labels
             plans = [SplitPlan(split_input, inputs.catalog, inputs.boxes, request.shards(split_input.split),
                                request.layout_threads, real.get(split_input.split)) for split_input in inputs.splits]
@@ -98,8 +95,8 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
     """Everything that writes, under the outputs' locks: each image read once, written to every build."""
     progress = _Progress(builds, plans)
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
-    # a .tar.gz copy planned from kept listings: decompressed only where a shard is written
-    request.copy.make_readable(pool, {p.split for p, _ in todo})
+    if inputs.spool is not None:  # a .tar.gz copy planned from kept listings: decompressed where a shard is written
+        request.copy.notes.extend(inputs.spool.make_readable(pool, {p.split for p, _ in todo}))
     try:
         if todo:
             progress.save(False)  # what earlier runs' receipts vouched for, recorded before their job is replaced

@@ -7,7 +7,7 @@ names. After this nothing is listed again: the plan is a function of these value
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from imagenet_build.catalog import classes as catalog_mod
 from imagenet_build.catalog.boxes import boxes_to_csv_lines, parse_box_lines, read_box_csv
@@ -20,6 +20,9 @@ from imagenet_build.request import ConvertRequest
 from imagenet_build.sources import VALIDATION_NAME
 from imagenet_build.sources.copy_rules import validation_number
 
+if TYPE_CHECKING:
+    from imagenet_build.sources.spool import Spool
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -31,23 +34,27 @@ class Inputs:
     subset: str | None  # --subset as the manifest records it: a shipped list's name, or a file's name and sha256
     real_labels: dict[str, tuple[int, ...]] | None = None  # --real-labels: validation image file name -> its labels
     real_labels_file: str | None = None  # --real-labels as the manifest records it: the file's name and sha256
+    spool: Optional[Spool] = None  # what the images are read from, where the copy decompresses its archives
 
 
-def list_inputs(request: ConvertRequest, pool: Workers) -> Inputs:
-    """The classes first, then a bad --subset list or real.json, then the boxes: all before the long scan."""
+def list_inputs(request: ConvertRequest, pool: Workers, spool: Optional[Spool] = None) -> Inputs:
+    """The classes first, then a bad --subset list or real.json, then the boxes: all before the long scan (the
+    copy's spool, writer/spooling.py's, decompressed for both splits at once before it)."""
     catalog = load_catalog(request)
     listed = catalog_mod.read_subset(request.subset) if request.subset else None
     real = read_real_labels(request.real_labels, catalog) if request.real_labels else None
     boxes = read_boxes(request, catalog)
+    if spool is not None:
+        spool.decompress(pool)  # every split's archives in one batch
     splits = _scan(request, catalog, pool)
     subset = None
     if listed:
         subset, splits = _apply_subset(request, listed, splits)
     if request.real_labels is None or real is None:
-        return Inputs(catalog, splits, boxes, subset)
+        return Inputs(catalog, splits, boxes, subset, spool=spool)
     by_name = _label_validation(request.real_labels, real, splits)
     recorded = f"{storage.basename(request.real_labels)} sha256:{read_door.sha256(request.real_labels)}"
-    return Inputs(catalog, splits, boxes, subset, by_name, recorded)
+    return Inputs(catalog, splits, boxes, subset, by_name, recorded, spool)
 
 
 def _label_validation(path: str, real: RealLabelTable, splits: list[SplitInput]) -> dict[str, tuple[int, ...]]:
@@ -96,13 +103,12 @@ def read_boxes(request: ConvertRequest, catalog: catalog_mod.Catalog) -> dict[st
 
 
 def _scan(request: ConvertRequest, catalog: catalog_mod.Catalog, pool: Workers) -> list[SplitInput]:
-    """Both splits of the copy, after the work it does for both at once (copy.before_scans)."""
+    """Both splits of the copy."""
     copy = request.copy
 
     def validation_labels() -> list[str]:
         return catalog_mod.read_validation_labels(request.validation_labels_file)
 
-    copy.before_scans(pool)
     splits = []
     if "train" in copy.splits:
         splits.append(copy.scan_train(catalog, request.on_error, pool))

@@ -39,8 +39,10 @@ ADDED = {
                 "    def run_folder(self, folder):\n        return []\n"),
     "a reader": ("trainercheck", "from imagenet_build.readers.registry import BuildReader, register\n"
                  "READER = register(BuildReader('added', 'an added reader', (), (), lambda *args, **options: None))\n"),
-    "an engine": ("engines", "from imagenet_build.engines.engine import Engine, register\n\n\n@register\n"
-                  "class Added(Engine):\n    name, help = 'added', 'an added engine'\n\n"
+    "an engine": ("engines", "from imagenet_build.engines.engine import Engine, EngineOption, register\n\n\n"
+                  "@register\nclass Added(Engine):\n    name, help = 'added', 'an added engine'\n"
+                  "    options = (EngineOption('added_speed', 1, 'how fast it runs'),)\n\n"
+                  "    def read_options(self):\n        self.speed = int(self.values['added_speed'])\n\n"
                   "    def run(self, job, tasks, on_result, pool):\n        pass\n"),
 }
 
@@ -58,11 +60,21 @@ def choices(verb, option):
     command = cli.commands[verb]
     return [p for p in command.get_params(click.Context(command)) if p.name == option][0].type.choices
 
+def engine_option_taken():  # the added engine's option: on the command line, refused elsewhere, read by it
+    from click.testing import CliRunner
+    from imagenet_build.engines import make_engine
+
+    shown = CliRunner().invoke(cli, ["convert", "--help"]).output
+    refused = CliRunner().invoke(cli, ["convert", "--output-dir", "o", "--train-dir", ".", "--added-speed", "3"])
+    return ("--added-speed INTEGER" in shown and refused.exit_code == 2
+            and refused.output.startswith("error: --added-speed goes with --runner added (see: ")
+            and make_engine("added", 1, {"added_speed": "3"}).speed == 3)
+
 seen = {
     "a copy": "added" in [kind.short for kind in COPY_KINDS] and "added" in choices("sample", "kind"),
     "a check": "added" in [check.name for check in registered()],
     "a reader": "added" in readers.framework_choices() and "added" in choices("trainer-check", "framework"),
-    "an engine": "added" in RUNNERS and "added" in choices("convert", "runner"),
+    "an engine": "added" in RUNNERS and "added" in choices("convert", "runner") and engine_option_taken(),
 }
 print(sorted(what for what, there in seen.items() if there))
 """

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-from conftest import request_for, run_process, sample_args, tree_digest, wait_until
+from conftest import run_process, sample_args, tree_digest, wait_until
+from helpers import request_for
 from imagenet_build.engines.job import RESULTS, job_folder
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.format.destination import destination

@@ -19,10 +19,9 @@ from imagenet_build.engines.beam import (
     _worker_deaths_fail_the_job,
     runner_path,
 )
-from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.local import LocalEngine
-from imagenet_build.engines.spark import SparkEngine
+from imagenet_build.engines.spark import DEFAULT_MASTER, SparkEngine
 from imagenet_build.infra.errors import BuildError, Interrupted, UsageError
 from imagenet_build.infra.workers import Workers
 
@@ -32,46 +31,46 @@ def square(x):
 
 
 def beam(options):
-    return BeamEngine(EngineSettings(beam_options=options))
+    return BeamEngine(1, {"beam_options": options})
 
 
-def spark(master=DEFAULT_SPARK_MASTER, conf=()):
-    return SparkEngine(EngineSettings(spark_master=master, spark_conf=conf))
+def spark(master=DEFAULT_MASTER, conf=()):
+    return SparkEngine(1, {"spark_master": master, "spark_conf": conf})
 
 
 def test_the_registry_holds_each_engine_by_its_name():
     assert ENGINES == {"local": LocalEngine, "beam": BeamEngine, "spark": SparkEngine}
-    made = make_engine("spark", EngineSettings(spark_master="yarn"))
-    assert isinstance(made, SparkEngine) and made.settings.spark_master == "yarn"
+    made = make_engine("spark", 3, {"spark_master": "yarn", "spark_conf": "a=b"})
+    assert isinstance(made, SparkEngine) and (made.workers, made.master, made.conf) == (3, "yarn", [("a", "b")])
     assert LocalEngine.reports_as_tasks_end and not BeamEngine.reports_as_tasks_end
     assert not SparkEngine.reports_as_tasks_end
 
 
 @pytest.mark.parametrize("settings,paths,refused", [
-    (EngineSettings(spark_master="yarn"), {"--output-dir": ["out"]}, "--output-dir out"),
-    (EngineSettings(spark_master="yarn"), {"--output-dir": ["s3://b/o"], "--from": ["s3://b/a", "/data/b"]},
+    ({"spark_master": "yarn"}, {"--output-dir": ["out"]}, "--output-dir out"),
+    ({"spark_master": "yarn"}, {"--output-dir": ["s3://b/o"], "--from": ["s3://b/a", "/data/b"]},
      "--from /data/b"),
-    (EngineSettings(spark_master="yarn"), {"--output-dir": ["gs://b/o"], "--index-dir": [""]}, None),
-    (EngineSettings(spark_master="yarn", shared_filesystem=True), {"--output-dir": ["/nfs/out"]}, None),
-    (EngineSettings(spark_master="local[4]"), {"--output-dir": ["out"]}, None),
-    (EngineSettings(spark_master="local-cluster[2,1,1024]"), {"--output-dir": ["out"]}, None),
+    ({"spark_master": "yarn"}, {"--output-dir": ["gs://b/o"], "--index-dir": [""]}, None),
+    ({"spark_master": "yarn", "shared_filesystem": True}, {"--output-dir": ["/nfs/out"]}, None),
+    ({"spark_master": "local[4]"}, {"--output-dir": ["out"]}, None),
+    ({"spark_master": "local-cluster[2,1,1024]"}, {"--output-dir": ["out"]}, None),
 ])
 def test_a_local_path_is_refused_only_where_workers_may_be_elsewhere(settings, paths, refused):
-    engine = SparkEngine(settings)
+    engine = SparkEngine(1, settings)
     if refused is None:
         engine.refuse_unreachable(paths)
         return
     with pytest.raises(UsageError) as raised:
         engine.refuse_unreachable(paths)
     assert str(raised.value) == (
-        f"{refused} is a local path, and Apache Spark ({settings.spark_master}) may run its workers on other "
+        f"{refused} is a local path, and Apache Spark ({settings['spark_master']}) may run its workers on other "
         "machines: give an object-store URL (s3://, gs://), or --shared-filesystem if every worker sees this path")
 
 
 def test_the_local_engine_says_how_many_processes():
-    assert LocalEngine(EngineSettings(workers=1)).describe() == "1 local worker process"
-    assert LocalEngine(EngineSettings(workers=2)).describe() == "2 local worker processes"
-    assert LocalEngine(EngineSettings(workers=3)).workers_see_local_paths()
+    assert LocalEngine(1).describe() == "1 local worker process"
+    assert LocalEngine(2).describe() == "2 local worker processes"
+    assert LocalEngine(3).workers_see_local_paths()
 
 
 def test_the_local_engine_runs_each_number_and_hands_each_result_on(tmp_path):
@@ -79,7 +78,7 @@ def test_the_local_engine_runs_each_number_and_hands_each_result_on(tmp_path):
     got = {}
     with Workers(2) as pool:
         tasks = [(4, None), (1, None), (3, Task("k3", square, (5,)))]  # read from the tasks file, or handed over
-        LocalEngine(EngineSettings(workers=2)).run(job, tasks, lambda n, result: got.update({n: result}), pool)
+        LocalEngine(2).run(job, tasks, lambda n, result: got.update({n: result}), pool)
     assert got == {4: [16], 1: [1], 3: [25]} and reported(job) == {"k4", "k1", "k3"}
 
 

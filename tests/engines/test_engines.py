@@ -11,7 +11,8 @@ import signal
 
 import pytest
 
-from conftest import Run, request_for, run_process, sample_args, tree_digest, wait_until_gone
+from conftest import Run, run_process, sample_args, tree_digest, wait_until_gone
+from helpers import request_for
 from imagenet_build.engines import ENGINE_NAMES
 from imagenet_build.engines.local import LocalEngine
 from imagenet_build.engines.spark import find_java
@@ -302,5 +303,6 @@ def test_a_local_output_for_workers_elsewhere_is_refused_unless_shared(tmp_path,
     assert not (tmp_path / "out").exists()
     options = ConvertOptions(output_dir=str(tmp_path / "out"), train_dir=str(sample_dir / "train"),
                              labels_file=str(sample_dir / "labels.txt"), train_shards=4, layout_threads=2,
-                             runner="spark", spark_master="spark://nowhere:7077", shared_filesystem=True)
+                             runner="spark", engine_options=(("spark_master", "spark://nowhere:7077"),
+                                                             ("shared_filesystem", True)))
     assert convert_request(options).engine.describe() == "Apache Spark (spark://nowhere:7077)"

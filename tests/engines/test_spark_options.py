@@ -8,9 +8,9 @@ import tempfile
 
 import pytest
 
-from imagenet_build.engines.engine import DEFAULT_SPARK_MASTER, EngineSettings
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.spark import (
+    DEFAULT_MASTER,
     SparkEngine,
     _cause,
     _first_line,
@@ -27,8 +27,8 @@ def square(x):
     return [x * x]
 
 
-def spark(master=DEFAULT_SPARK_MASTER, conf=()):
-    return SparkEngine(EngineSettings(spark_master=master, spark_conf=conf))
+def spark(master=DEFAULT_MASTER, conf=()):
+    return SparkEngine(1, {"spark_master": master, "spark_conf": conf})
 
 
 @pytest.mark.parametrize("shown,major", [
@@ -108,7 +108,7 @@ def test_pyspark_missing_is_one_line_when_checked_and_when_run(monkeypatch, tmp_
 
 def test_sparks_configuration_is_ours_then_the_users():
     pytest.importorskip("pyspark")
-    conf = dict(spark(conf=(("spark.log.level", "INFO"), ("spark.executor.memory", "2g")))._conf().getAll())
+    conf = dict(spark(conf=("spark.log.level=INFO", "spark.executor.memory=2g"))._conf().getAll())
     assert conf["spark.master"] == "local[*]" and conf["spark.app.name"] == "imagenet-build convert"
     assert conf["spark.ui.showConsoleProgress"] == "false" and conf["spark.ui.enabled"] == "false"
     assert conf["spark.log.level"] == "INFO" and conf["spark.executor.memory"] == "2g"
@@ -161,10 +161,10 @@ def test_a_local_clusters_spark_home_links_to_pysparks_less_its_work_folder(tmp_
 
 @pytest.mark.parametrize("conf,local,python", [
     ((), True, sys.executable), ((), False, None),
-    ((("spark.pyspark.python", "/opt/venv/bin/python"),), False, "/opt/venv/bin/python"),
-    ((("spark.pyspark.python", "/opt/a"),), True, "/opt/a"),
-    ((("spark.executorEnv.PYSPARK_PYTHON", "/opt/b"),), False, "/opt/b"),
-    ((("spark.executorEnv.PYSPARK_PYTHON", "/opt/b"), ("spark.pyspark.python", "/opt/a")), False, "/opt/a"),
+    (("spark.pyspark.python=/opt/venv/bin/python",), False, "/opt/venv/bin/python"),
+    (("spark.pyspark.python=/opt/a",), True, "/opt/a"),
+    (("spark.executorEnv.PYSPARK_PYTHON=/opt/b",), False, "/opt/b"),
+    (("spark.executorEnv.PYSPARK_PYTHON=/opt/b", "spark.pyspark.python=/opt/a"), False, "/opt/a"),
 ])
 def test_the_executors_python_is_the_one_configured_else_this_one_on_a_local_master(conf, local, python):
     assert spark("local[2]" if local else "yarn", conf).executor_python() == python
@@ -339,7 +339,7 @@ def test_the_executors_python_is_the_configured_one_and_its_failure_is_named(tmp
     python = python_without_imagenet_build(tmp_path / "bin")
     job = write_job(str(tmp_path), [Task("k0", abs, (-1,))])
     with pytest.raises(BuildError) as raised:
-        spark("local[1]", (("spark.pyspark.python", str(python)),)).run(job, [(0, None)], lambda n, r: None, None)
+        spark("local[1]", (f"spark.pyspark.python={python}",)).run(job, [(0, None)], lambda n, r: None, None)
     line = str(raised.value)
     assert line.startswith("the Spark job failed: ModuleNotFoundError: No module named 'imagenet_build' (Spark's "
                            "log: "), line

@@ -276,18 +276,15 @@ def test_a_labels_file_naming_none_of_the_sets_classes_builds_nothing(sets, tmp_
 
 
 def test_a_spooled_sets_scan_decompresses_its_archive_when_nothing_did_before(sets, tmp_path):
-    """The build decompresses every archive first (before_scans); a scan without that does it itself, on the pool."""
+    """The build decompresses every archive first (the spool's decompress); a scan without that does it itself, on
+    the pool."""
     from imagenet_build.catalog.classes import load_catalog
     from imagenet_build.infra.workers import Workers
 
     copy = assemble_set(IMAGENET_V2, identify_set(IMAGENET_V2, str(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])))
-    copy.work_dir = str(tmp_path)
     catalog = load_catalog(sets("imagenet-v2") / "labels.txt")
-    try:
-        with Workers(1) as pool:
-            result = copy.scan_validation(catalog, "fail", pool, list, "unused")
-    finally:
-        copy.close()
+    with copy.spool.placed_in(str(tmp_path)), Workers(1) as pool:
+        result = copy.scan_validation(catalog, "fail", pool, list, "unused")
     assert len(result) == len([n for n, _ in archive_members(sets("imagenet-v2") / ARCHIVES["imagenet-v2"])])
     assert result.member_prefix == "imagenetv2-matched-frequency-format-val/" and result.path_names
 
@@ -332,7 +329,7 @@ def test_the_pieces_of_one_set_make_one_copy_described_as_what_was_given():
         ("d/imagenetv2-top-images.tar.gz", "top-images", "ImageNetV2", [], ("validation",))
     folder = copy(("folder:threshold-0.7", "d/imagenetv2-threshold0.7"))
     assert type(folder) is EvalCopy and folder.description == "ImageNetV2 threshold-0.7 folder"
-    assert folder.path == "d/imagenetv2-threshold0.7" and folder.work_dir == ""
+    assert folder.path == "d/imagenetv2-threshold0.7" and not hasattr(folder, "spool")  # read in place
     beside = copy(("archive:top-images", "d/imagenetv2-top-images.tar.gz"), ("unread:top-images", "d/x"))
     assert beside.path == "d/imagenetv2-top-images.tar.gz" and beside.notes == [
         "d/x not read: the archive d/imagenetv2-top-images.tar.gz beside it is; give --from the folder itself to "

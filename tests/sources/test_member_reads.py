@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import tar_of
+from helpers import placed, tar_of
 from imagenet_build.tools.sample_dataset import make_sample
 
 
@@ -126,27 +126,24 @@ def test_every_tar_reader_refuses_a_member_whose_header_changed_since_it_was_lis
     make_sample(source, kind=kind, tarballs=True, classes=2, per_class=3, validation_per_class=2)
     catalog = load_catalog(source / "labels.txt")
     copy = find_copy([source])
-    copy.work_dir = str(tmp_path / "out")
-    with Workers(1) as pool:
-        copy.before_scans(pool)
+    with Workers(1) as pool, placed(copy, tmp_path / "out", pool):
         split = copy.scan_train(catalog, "fail", pool)
-    spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
-    with reader_for(spec) as reader:
-        reader.read(0)  # as listed: read
-    entry = spec.entries[0]
-    if kind == "ilsvrc":
-        path = source / "ILSVRC2012_img_train.tar"
-    elif kind == "wds":
-        path = source / entry.relpath.rsplit("/", 1)[0]
-    else:  # the decompressed archive the entry lies in, in the spool
-        path = Path(spec.source_root) / sorted(n for n in os.listdir(spec.source_root) if n.endswith(".tar"))[
-            entry.offset >> 40]
-    offset = entry.offset & ((1 << 40) - 1)
-    _damage_header(path, offset, {"renamed": lambda name, size: (name.replace("_", "-", 1), size),
-                                  "resized": lambda name, size: (name, size - 1)}[change])
-    with reader_for(spec) as reader, pytest.raises(InputError, match="the archive changed since it was listed"):
-        reader.read(0)
-    copy.close()
+        spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
+        with reader_for(spec) as reader:
+            reader.read(0)  # as listed: read
+        entry = spec.entries[0]
+        if kind == "ilsvrc":
+            path = source / "ILSVRC2012_img_train.tar"
+        elif kind == "wds":
+            path = source / entry.relpath.rsplit("/", 1)[0]
+        else:  # the decompressed archive the entry lies in, in the spool
+            path = Path(spec.source_root) / sorted(n for n in os.listdir(spec.source_root) if n.endswith(".tar"))[
+                entry.offset >> 40]
+        offset = entry.offset & ((1 << 40) - 1)
+        _damage_header(path, offset, {"renamed": lambda name, size: (name.replace("_", "-", 1), size),
+                                      "resized": lambda name, size: (name, size - 1)}[change])
+        with reader_for(spec) as reader, pytest.raises(InputError, match="the archive changed since it was listed"):
+            reader.read(0)
 
 
 def test_a_zip_member_read_is_the_one_the_directory_named(tmp_path):

@@ -131,7 +131,6 @@ def test_the_one_train_archive_is_inflated_on_both_workers_with_the_same_bytes(b
 
     train = str(blurred / "train_blurred.tar.gz")
     copy = find_copy([str(blurred)])
-    copy.work_dir = str(tmp_path / "out")
     seen = []
 
     def recorded(archive, target, threads):
@@ -139,9 +138,9 @@ def test_the_one_train_archive_is_inflated_on_both_workers_with_the_same_bytes(b
         return inflate.spool_and_list(archive, target, threads)
 
     copy.spool.task = recorded
-    copy.before_scans(Workers(2))  # two, in here
+    with copy.spool.placed_in(str(tmp_path / "out")) as spool:
+        spool.decompress(Workers(2))  # two, in here
     assert seen == [("train_blurred.tar.gz", 2), ("val_blurred.tar.gz", 1)]
-    copy.close()
     assert inflate._gunzip_parallel(train, str(tmp_path / "two.tar"), 2)
     inflate.gunzip(train, str(tmp_path / "one.tar"))
     assert (tmp_path / "two.tar").read_bytes() == (tmp_path / "one.tar").read_bytes() == gzip.decompress(

@@ -294,7 +294,6 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
     from imagenet_build.sources.inflate import spool_and_list
 
     copy = find_copy([str(hf)])
-    copy.work_dir = str(tmp_path / "out")
     calls = []
 
     def recorded(archive, target, threads):
@@ -305,14 +304,13 @@ def test_every_archive_is_decompressed_once_in_one_batch_largest_first(hf, tmp_p
                 "validation": [str(hf / "data" / "val_images.tar.gz")]}
     assert copy.spool.archives == archives
     copy.spool.task = recorded
-    with Workers(1) as pool:  # one worker: the tasks run in submission order, here
-        copy.before_scans(pool)
+    with Workers(1) as pool, copy.spool.placed_in(str(tmp_path / "out")):  # one worker: tasks in order, here
+        copy.spool.decompress(pool)
         assert calls == sorted(archives["train"] + archives["validation"], key=lambda a: -Path(a).stat().st_size)
         folder, listings = copy.spool.take("validation", pool)
         assert len(calls) == 6 and len(listings) == 1 and listings[0][0]  # taken from the batch, not redone
         assert set(copy.spool.spooled) == {"train"}  # not held past its scan
         assert sorted(p.name for p in Path(folder).iterdir()) == ["0000-val_images.tar", spool.PIECES]
-    copy.close()
     assert not (tmp_path / "out").exists()
 
 

@@ -9,7 +9,7 @@ import tarfile
 import pytest
 
 from conftest import run_cli, shard_files
-from helpers import tar_of
+from helpers import placed, tar_of
 from imagenet_build.sources.copies import sample_kinds
 from imagenet_build.tools.sample_dataset import make_sample
 
@@ -115,21 +115,16 @@ def list_and_read(source, tmp_path):
 
     catalog = load_catalog(source / "labels.txt")
     copy = find_copy([source])
-    copy.work_dir = str(tmp_path)
     read = 0
-    try:
-        with Workers(1) as pool:
-            copy.before_scans(pool)
-            splits = [copy.scan_train(catalog, "fail", pool)] if "train" in copy.splits else []
-            if "validation" in copy.splits:
-                splits.append(copy.scan_validation(catalog, "fail", pool, lambda: (source / "validation_labels.txt")
-                                                   .read_text().split(), source / "validation_labels.txt"))
+    with Workers(1) as pool, placed(copy, tmp_path, pool):
+        splits = [copy.scan_train(catalog, "fail", pool)] if "train" in copy.splits else []
+        if "validation" in copy.splits:
+            splits.append(copy.scan_validation(catalog, "fail", pool, lambda: (source / "validation_labels.txt")
+                                               .read_text().split(), source / "validation_labels.txt"))
         for split in splits:
             spec = SplitPlan(split, catalog, None, 1, 1).spec(0)
             with reader_for(spec) as reader:
                 read += sum(len(reader.read(i)[0]) > 0 for i in range(len(spec.entries)))
-    finally:
-        copy.close()
     return read
 
 
