@@ -46,6 +46,16 @@ def test_the_registry_holds_each_engine_by_its_name():
     assert not SparkEngine.reports_as_tasks_end
 
 
+def test_convert_takes_each_engines_own_options_in_runner_order_then_those_several_take():
+    from imagenet_build import engines
+    from imagenet_build.engines.engine import SHARED_FILESYSTEM
+
+    assert [o.name for o in engines._engine_options()] == ["beam_options", "spark_master", "spark_conf",
+                                                           "shared_filesystem"]
+    assert engines.ENGINE_OPTIONS == engines._engine_options()
+    assert engines.runners_taking(SHARED_FILESYSTEM) == ["beam", "spark"]
+
+
 @pytest.mark.parametrize("settings,paths,refused", [
     ({"spark_master": "yarn"}, {"--output-dir": ["out"]}, "--output-dir out"),
     ({"spark_master": "yarn"}, {"--output-dir": ["s3://b/o"], "--from": ["s3://b/a", "/data/b"]},
