@@ -138,41 +138,41 @@ def _writable(ctx: click.Context, param: click.Parameter, value: str | None) -> 
     return value
 
 
-def _readers() -> Any:
-    """The reader registry (readers/registry.py), every reader registered."""
-    import imagenet_build.trainercheck  # noqa: F401  (importing the package registers every reader)
-    from imagenet_build.readers import registry as readers
+def _trainers() -> Any:
+    """The trainer registry (trainercheck/trainers.py), every trainer registered."""
+    import imagenet_build.trainercheck  # noqa: F401  (importing the package registers every trainer)
+    from imagenet_build.trainercheck import trainers
 
-    return readers
+    return trainers
 
 
-def _from_registry(param: click.Parameter, readers: Any) -> None:
-    """--framework's choices and the help of the options whose defaults differ by reader, from the registry."""
+def _from_registry(param: click.Parameter, trainers: Any) -> None:
+    """--framework's choices and the help of the options whose defaults differ by trainer, from the registry."""
     if param.name == "framework":
-        param.type = click.Choice(readers.framework_choices())
-        cast(click.Option, param).help = readers.framework_help()
+        param.type = click.Choice(trainers.framework_choices())
+        cast(click.Option, param).help = trainers.framework_help()
     elif param.name == "workers":
-        cast(click.Option, param).help = f"{readers.meanings('workers')} {readers.default_help('workers')}."
+        cast(click.Option, param).help = f"{trainers.meanings('workers')} {trainers.default_help('workers')}."
     elif param.name == "compare_tf":
         cast(click.Option, param).help = ("Also run the same augmentation through tf.data and compare "
-                                          f"({', '.join(readers.takes('compare_tf'))}).")
+                                          f"({', '.join(trainers.takes('compare_tf'))}).")
     elif param.name in ("steps", "batch_size", "model"):
         what = {"steps": "Training steps ", "batch_size": "", "model": ""}[param.name]
-        cast(click.Option, param).help = f"{what}{readers.default_help(param.name)}"
+        cast(click.Option, param).help = f"{what}{trainers.default_help(param.name)}"
 
 
 class _TrainerCheck(_ChannelOptions):
-    """trainer-check's command: the reader registry fills its --framework choices and the defaults its help
+    """trainer-check's command: the trainer registry fills its --framework choices and the defaults its help
     states when it is first parsed or its help shown, not when the command line is imported (that would import
-    every reader module for every verb and for `imagenet-build --help`)."""
+    every trainer module for every verb and for `imagenet-build --help`)."""
 
     _filled = False
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if not self._filled:
-            readers = _readers()
+            trainers = _trainers()
             for param in self.params:
-                _from_registry(param, readers)
+                _from_registry(param, trainers)
             self._filled = True
         return super().get_params(ctx)
 
@@ -220,20 +220,20 @@ def trainer_check(folder: str, split: str, framework: str, device: str, steps: i
     from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
     from imagenet_build.trainercheck.checks import format_report
 
-    readers = _readers()
-    reader = readers.for_framework(framework)
+    trainers = _trainers()
+    trainer = trainers.for_framework(framework)
     given = {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers,
              "compare_tf": compare_tf or None}
-    taken = {o.name: o for o in reader.options}
+    taken = {o.name: o for o in trainer.options}
     for name, value in given.items():
         flag = f"--{name.replace('_', '-')}"
         if value is not None and name not in taken:
-            picked = f" (here --framework {framework} is {reader.name})" if framework != reader.name else ""
-            raise click.UsageError(f"{flag} goes with --framework {' or '.join(readers.takes(name))}{picked}")
+            picked = f" (here --framework {framework} is {trainer.name})" if framework != trainer.name else ""
+            raise click.UsageError(f"{flag} goes with --framework {' or '.join(trainers.takes(name))}{picked}")
         if isinstance(value, int) and not isinstance(value, bool) and value < taken[name].least:
-            raise click.UsageError(f"{flag} {value}: {reader.name} takes at least {taken[name].least}")
+            raise click.UsageError(f"{flag} {value}: {trainer.name} takes at least {taken[name].least}")
     options = {name: value for name, value in given.items() if value is not None}
-    progress_note(f"trainer-check {folder}: starting {reader.title}; its libraries take seconds to load")
-    result = reader.trainer_check(folder, split=split, device=device, framework=framework, num_shards=num_shards,
-                                  mean=mean or DLE_MEAN, std=std or DLE_STD, show=show, **options)
+    progress_note(f"trainer-check {folder}: starting {trainer.title}; its libraries take seconds to load")
+    result = trainer.run(folder, split=split, device=device, framework=framework, num_shards=num_shards,
+                         mean=mean or DLE_MEAN, std=std or DLE_STD, show=show, **options)
     report_and_exit(result, as_json, format_report)

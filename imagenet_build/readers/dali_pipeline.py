@@ -22,6 +22,7 @@ from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.infra.optional import require
 from imagenet_build.readers.carries_real_labels import require_real_labels
 from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
+from imagenet_build.readers.registry import BuildReader, register
 
 IMAGE_SIZE = 224
 READER_NAME = "Reader"  # the reader's name in every pipeline: DALI's iterators take it as reader_name
@@ -160,5 +161,7 @@ def dali_failure(error: BaseException) -> str:
     telling = [line for line in lines if "rror" in line and "Stacktrace" not in line] or lines or [repr(error)]
     return telling[0][:300]
 
+
+READER = register(BuildReader(name="dali", title="DALI pipeline (imagenet_build.dali)", needs=("nvidia.dali",)))
 
 __all__ = ["DLE_MEAN", "DLE_STD", "IMAGE_SIZE", "READER_NAME", "pipeline", "training_pipeline"]

@@ -74,7 +74,7 @@ class TrainerResult(_TrainerResult, total=False):
     """trainer-check's result and its --json document: every reader's, and what each adds."""
 
     tf_data: TfDataFigures  # DALI, --compare-tf
-    framework: str  # the reader's name in the registry (readers/registry.py): "dali-tf", "dali-torch", "torch"
+    framework: str  # the trainer's name in its registry (trainercheck/trainers.py): "dali-tf", "dali-torch", "torch"
     reader: str  # its title
     device_name: str  # PyTorch's name for the GPU (PyTorch trainers)
     torch: str  # torch's version

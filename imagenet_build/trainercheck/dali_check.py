@@ -10,8 +10,8 @@ from typing import Callable
 from imagenet_build.format.build_folder import BuildFolder, OpenedSplit
 from imagenet_build.infra.errors import BuildError, PathLike
 from imagenet_build.readers.dali_pipeline import dali_failure
-from imagenet_build.readers.registry import BuildReader, require_reader
 from imagenet_build.trainercheck.checks import Seen, TrainerResult
+from imagenet_build.trainercheck.trainers import Trainer, require_trainer
 
 _SOURCE_INFO = re.compile(r"^(?P<file>.*) at index (?P<offset>\d+)$")
 
@@ -23,14 +23,14 @@ def seen(rank: int, source: bytes, name: bytes, label: int) -> Seen:
     return (rank, *place, name.rstrip(b"\0").decode(errors="replace"), label)
 
 
-def checked_run(folder: PathLike, split: str, reader: BuildReader, framework: str,
+def checked_run(folder: PathLike, split: str, reader: Trainer, framework: str,
                 check: Callable[[OpenedSplit], TrainerResult]) -> TrainerResult:
     """A DALI trainer's check: the split opened first (the data's own problems need no DALI to be named),
     then what the reader needs, then the check. DALI reports bad data it reaches (an index entry off by a
     byte, a truncated record) as a RuntimeError mid-run: one BuildError line naming the folder and DALI's
     words."""
     opened = BuildFolder.open(folder).split(split)
-    require_reader(reader, framework)
+    require_trainer(reader, framework)
     try:
         return check(opened)
     except RuntimeError as e:

@@ -27,7 +27,6 @@ from imagenet_build.readers.dali_pipeline import (
     training_pipeline,
 )
 from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
-from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
 from imagenet_build.trainercheck.checks import (
     Seen,
     Settings,
@@ -38,6 +37,7 @@ from imagenet_build.trainercheck.checks import (
 )
 from imagenet_build.trainercheck.dali_check import checked_run, seen
 from imagenet_build.trainercheck.show_grid import BatchCapture
+from imagenet_build.trainercheck.trainers import Option, Trainer, register, with_defaults
 
 
 def read_epoch(paths: list[str], indexes: list[str], num_shards: int, batch_size: int = 64) -> list[Seen]:
@@ -166,7 +166,7 @@ def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", 
         _load_tf_plugin()
         return _trainer_check(opened, device, **options)
 
-    return checked_run(folder, split, READER, framework, check)
+    return checked_run(folder, split, TRAINER, framework, check)
 
 
 def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, batch_size: int | None = None,
@@ -175,13 +175,13 @@ def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, b
                    show: str | None = None) -> TrainerResult:
     started = time.monotonic()
     device = resolve_device(device)
-    chosen = with_defaults(READER, device == "gpu", {"steps": steps, "batch_size": batch_size, "model": model,
+    chosen = with_defaults(TRAINER, device == "gpu", {"steps": steps, "batch_size": batch_size, "model": model,
                                                      "workers": workers})
     settings = Settings(opened.folder, opened.split, device, chosen["model"], chosen["batch_size"], chosen["steps"],
                         num_shards, show)
     reader = _DaliReader(settings, opened.paths, opened.indexes, mean, std, chosen["workers"])
     result = run_checks(reader, settings, opened.manifest, opened.paths, started)
-    result["framework"], result["reader"] = READER.name, READER.title
+    result["framework"], result["reader"] = TRAINER.name, TRAINER.title
     result["workers"] = chosen["workers"]
     if compare_tf:
         result["tf_data"] = compare_with_tf_data(opened.paths, settings.batch_size, mean, std, reader.sampled)
@@ -276,8 +276,9 @@ def compare_with_tf_data(
             "channel_std": [round(float(v), 3) for v in pixels.std(axis=0)]}
 
 
-READER = register(BuildReader(
+TRAINER = register(Trainer(
     name="dali-tf", title="DALI into Keras (TensorFlow)", needs=("nvidia.dali", "tensorflow", PLUGIN),
+    reads_through="dali",
     options=(Option("steps", 30, 200), Option("batch_size", 16, 64), Option("model", "small", "resnet50"),
              Option("workers", 2, 8, "DALI's CPU threads", least=1), Option("compare_tf", None, None)),
-    trainer_check=trainer_check, family="dali", rank=0))
+    run=trainer_check, family="dali", rank=0))

@@ -28,11 +28,11 @@ from imagenet_build.readers.dali_pipeline import (
     training_pipeline,
 )
 from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
-from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
 from imagenet_build.trainercheck.checks import Seen, Settings, TrainerResult, run_checks
 from imagenet_build.trainercheck.dali_check import checked_run, seen
 from imagenet_build.trainercheck.show_grid import BatchCapture
 from imagenet_build.trainercheck.torch_training import build_model, sync, to_host, train, train_timed
+from imagenet_build.trainercheck.trainers import Option, Trainer, register, with_defaults
 
 
 def iterator(pipe: Any, outputs: Sequence[str], whole_batches: bool = False) -> Any:
@@ -74,7 +74,7 @@ def read_epoch(paths: list[str], indexes: list[str], num_shards: int, batch_size
 def trainer_check(folder: PathLike, split: str = "train", device: str = "auto", framework: str = "dali-torch",
                   **options: Any) -> TrainerResult:
     """Run every check through DALI into PyTorch; the report dict, shaped as every reader's."""
-    return checked_run(folder, split, READER, framework, lambda opened: _trainer_check(opened, device, **options))
+    return checked_run(folder, split, TRAINER, framework, lambda opened: _trainer_check(opened, device, **options))
 
 
 def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, batch_size: int | None = None,
@@ -87,7 +87,7 @@ def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, b
     started = time.monotonic()
     device = resolve_device(device)
     gpu = device == "gpu"
-    chosen = with_defaults(READER, gpu, {"steps": steps, "batch_size": batch_size, "model": model,
+    chosen = with_defaults(TRAINER, gpu, {"steps": steps, "batch_size": batch_size, "model": model,
                                          "workers": workers})
     threads = chosen["workers"] if workers is not None else min(chosen["workers"], os.cpu_count() or 1)
     settings = Settings(opened.folder, opened.split, device, chosen["model"], chosen["batch_size"],
@@ -96,7 +96,7 @@ def _trainer_check(opened: OpenedSplit, device: str, steps: int | None = None, b
     torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
     result = run_checks(_DaliTorchReader(settings, opened, mean, std, threads), settings, opened.manifest,
                         opened.paths, started)
-    result["framework"], result["reader"] = READER.name, READER.title
+    result["framework"], result["reader"] = TRAINER.name, TRAINER.title
     result["device_name"] = torch.cuda.get_device_name() if gpu else "cpu"
     result["torch"], result["dali"], result["workers"] = torch.__version__, nvidia.dali.__version__, threads
     return result
@@ -170,9 +170,9 @@ class _DaliTorchReader:
         return fixed, failure, len(labels)
 
 
-READER = register(BuildReader(
+TRAINER = register(Trainer(
     name="dali-torch", title="DALI into PyTorch (DALI's PyTorch iterator)",
-    needs=("nvidia.dali", "torch", "torchvision"),
+    needs=("nvidia.dali", "torch", "torchvision"), reads_through="dali",
     options=(Option("steps", 30, 300), Option("batch_size", 16, 256), Option("model", "small", "resnet50"),
              Option("workers", 2, 8, "DALI's CPU threads", least=1)),
-    trainer_check=trainer_check, family="dali", rank=1))
+    run=trainer_check, family="dali", rank=1))

@@ -23,11 +23,11 @@ from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import require
 from imagenet_build.infra.workers import progress_bar
 from imagenet_build.readers.normalisation import DLE_MEAN, DLE_STD
-from imagenet_build.readers.registry import BuildReader, Option, register, with_defaults
 from imagenet_build.trainercheck.checks import Seen, Settings, TrainerResult, run_checks
 from imagenet_build.trainercheck.show_grid import BatchCapture
 from imagenet_build.trainercheck.torch_loader import batches, cycle, worker_count
 from imagenet_build.trainercheck.torch_training import build_model, sync, to_host, train, train_timed
+from imagenet_build.trainercheck.trainers import Option, Trainer, register, with_defaults
 
 
 def resolve_device(device: str) -> str:
@@ -88,7 +88,7 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     records = Records(folder, split, opened=opened)
     device = resolve_device(device)
     gpu = device == "cuda"
-    chosen = with_defaults(READER, gpu, {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers})
+    chosen = with_defaults(TRAINER, gpu, {"steps": steps, "batch_size": batch_size, "model": model, "workers": workers})
     settings = Settings(folder, split, device, chosen["model"], chosen["batch_size"], chosen["steps"], num_shards,
                         show)
     workers, note = worker_count(workers, chosen["workers"], len(records), settings.batch_size)
@@ -97,7 +97,7 @@ def _trainer_check(folder: str, split: str = "train", device: str = "auto", step
     torch.backends.cudnn.benchmark = gpu  # fixed input shapes: let cuDNN pick its fastest kernels
     result = run_checks(_TorchReader(settings, mean, std, workers), settings, records.manifest, records.paths,
                         started)
-    result["framework"], result["reader"] = READER.name, READER.title
+    result["framework"], result["reader"] = TRAINER.name, TRAINER.title
     result["device_name"] = torch.cuda.get_device_name() if gpu else "cpu"
     result["torch"], result["workers"] = torch.__version__, workers
     if note:
@@ -180,9 +180,9 @@ class _TorchReader:
         return fixed, failure, len(labels)
 
 
-READER = register(BuildReader(
-    name="torch", title="PyTorch reader (imagenet_build.torch)", needs=("torch", "torchvision"),
+TRAINER = register(Trainer(
+    name="torch", title="PyTorch reader (imagenet_build.torch)", needs=("torch", "torchvision"), reads_through="torch",
     options=(Option("steps", 30, 300), Option("batch_size", 16, 256), Option("model", "small", "resnet50"),
              Option("workers", 2, 8, "DataLoader worker processes per rank, at most one per usable core and per batch "
                     "of an epoch")),
-    trainer_check=trainer_check))
+    run=trainer_check))

@@ -1,7 +1,8 @@
-"""docs/architecture.md's table of what adding a copy, a check, a reader or an engine takes, held true: one of each
-is added to a copy of the package with only the edits the table names and must reach its registry and the command
-line's choices; every registered one has its rows in the tests the table names; the package table names every
-module that registers one; and pyproject.toml's layers are stated once, the docs quoting the contracts' names."""
+"""docs/architecture.md's table of what adding a copy, a check, a reader, a trainer or an engine takes, held true:
+one of each is added to a copy of the package with only the edits the table names and must reach its registry and
+the command line's choices; every registered one has its rows in the tests the table names; the package table
+names every module that registers one; and pyproject.toml's layers are stated once, the docs quoting the
+contracts' names."""
 
 import ast
 import os
@@ -20,9 +21,9 @@ ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
 def extension_table():
     """{what: (module cell, edited cell, rows cell)} of architecture.md's table of extension points."""
     rows = {}
-    for line in ARCHITECTURE.split("## Adding a copy, a check, a reader, an engine")[1].splitlines():
+    for line in ARCHITECTURE.split("## Adding a copy, a check, a reader, a trainer, an engine")[1].splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0] in ("a copy", "a check", "a reader", "an engine"):
+        if len(cells) == 4 and cells[0] in ("a copy", "a check", "a reader", "a trainer", "an engine"):
             rows[cells[0]] = tuple(cells[1:])
     return rows
 
@@ -37,8 +38,10 @@ ADDED = {
     "a check": ("verify", "from imagenet_build.verify.folder import FolderCheck\n\n\n"
                 "class Added(FolderCheck):\n    name, covers, rank = 'added', 'an added check', 999\n\n"
                 "    def run_folder(self, folder):\n        return []\n"),
-    "a reader": ("trainercheck", "from imagenet_build.readers.registry import BuildReader, register\n"
-                 "READER = register(BuildReader('added', 'an added reader', (), (), lambda *args, **options: None))\n"),
+    "a reader": ("readers", "from imagenet_build.readers.registry import BuildReader, register\n"
+                 "READER = register(BuildReader('added', 'an added reader', ()))\n"),
+    "a trainer": ("trainercheck", "from imagenet_build.trainercheck.trainers import Trainer, register\n"
+                  "TRAINER = register(Trainer('added', 'an added trainer', (), 'torch', (), lambda *a, **o: None))\n"),
     "an engine": ("engines", "from imagenet_build.engines.engine import Engine, EngineOption, register\n\n\n"
                   "@register\nclass Added(Engine):\n    name, help = 'added', 'an added engine'\n"
                   "    options = (EngineOption('added_speed', 1, 'how fast it runs'),)\n\n"
@@ -54,6 +57,7 @@ from imagenet_build.sources.copies import COPY_KINDS
 from imagenet_build.verify.check import registered
 import imagenet_build.trainercheck
 from imagenet_build.readers import registry as readers
+from imagenet_build.trainercheck import trainers
 from imagenet_build.request import RUNNERS
 
 def choices(verb, option):
@@ -73,7 +77,8 @@ def engine_option_taken():  # the added engine's option: on the command line, re
 seen = {
     "a copy": "added" in [kind.short for kind in COPY_KINDS] and "added" in choices("sample", "kind"),
     "a check": "added" in [check.name for check in registered()],
-    "a reader": "added" in readers.framework_choices() and "added" in choices("trainer-check", "framework"),
+    "a reader": "added" in readers.READERS,
+    "a trainer": "added" in trainers.framework_choices() and "added" in choices("trainer-check", "framework"),
     "an engine": "added" in RUNNERS and "added" in choices("convert", "runner") and engine_option_taken(),
 }
 print(sorted(what for what, there in seen.items() if there))
@@ -116,15 +121,17 @@ def keys_of(path, name):
 
 def registered():
     """{what: {name: the module that registers it}} of every registry."""
-    import imagenet_build.trainercheck  # noqa: F401  (registers every reader)
+    import imagenet_build.trainercheck  # noqa: F401  (registers every reader and every trainer)
     from imagenet_build.engines import ENGINES
-    from imagenet_build.readers.registry import READERS, trainers
+    from imagenet_build.readers.registry import READERS
     from imagenet_build.sources.copies import COPY_KINDS
+    from imagenet_build.trainercheck.trainers import trainers
     from imagenet_build.verify.check import REGISTRY  # importing verify/ registers every check
 
     reader_modules = {m.READER.name: name for name, m in sys.modules.items()
-                      if name.startswith(("imagenet_build.readers.", "imagenet_build.trainercheck."))
-                      and hasattr(m, "READER")}
+                      if name.startswith("imagenet_build.readers.") and hasattr(m, "READER")}
+    trainer_modules = {m.TRAINER.name: name for name, m in sys.modules.items()
+                       if name.startswith("imagenet_build.trainercheck.") and hasattr(m, "TRAINER")}
     # an evaluation set's CopyKind is made by eval_sets.register_set from the EvalSet its module holds
     sets = {value.short: name for name, m in list(sys.modules.items()) if name.startswith("imagenet_build.sources.")
             for value in vars(m).values() if type(value).__name__ == "EvalSet"}
@@ -132,7 +139,7 @@ def registered():
         "a copy": {kind.short: sets.get(kind.short) or kind.identify.__module__ for kind in COPY_KINDS},
         "a check": {name: check.__module__ for name, check in REGISTRY.items()},
         "a reader": {name: reader_modules[name] for name in READERS},
-        "a trainer": {reader.name: reader_modules[reader.name] for reader in trainers()},
+        "a trainer": {trainer.name: trainer_modules[trainer.name] for trainer in trainers()},
         "an engine": {name: engine.__module__ for name, engine in ENGINES.items()},
     }
 
@@ -154,8 +161,7 @@ def test_every_registered_one_has_its_rows_where_the_table_says(what):
         return
     assert tables
     for name, path in tables:
-        trainer_only = what == "a reader" and name != "READS"
-        assert set(names["a trainer" if trainer_only else what]) <= keys_of(path, name), (name, path)
+        assert set(names[what]) <= keys_of(path, name), (name, path)
 
 
 def test_the_package_table_names_every_module_that_registers_one():
@@ -163,7 +169,7 @@ def test_the_package_table_names_every_module_that_registers_one():
     (a check's module is named by its scope's)."""
     package_rows = ARCHITECTURE.split("## The package")[1].split("## Import contracts")[0]
     names = registered()
-    modules = {module for what in ("a copy", "a reader", "an engine") for module in names[what].values()}
+    modules = {module for what in ("a copy", "a reader", "a trainer", "an engine") for module in names[what].values()}
     missing = [module for module in sorted(modules) if f"`{module.rsplit('.', 1)[1]}" not in package_rows]
     assert missing == []
     scopes = {module.rsplit(".", 1)[1] for module in names["a check"].values()}

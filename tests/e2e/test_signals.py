@@ -23,7 +23,8 @@ from conftest import (
     wait_until_gone,
 )
 from imagenet_build.infra.lock import LOCK_NAME
-from imagenet_build.readers.registry import READERS, missing, trainers
+from imagenet_build.trainercheck.trainers import TRAINERS as REGISTERED
+from imagenet_build.trainercheck.trainers import missing, trainers
 from run_helpers import cpu_load
 
 
@@ -82,13 +83,13 @@ def longer_build(tmp_path_factory):
 
 
 SIGNALS = ["kill-9", "sigterm", "sigterm-group", "ctrl-c"]
-TRAINERS = [reader.name for reader in trainers()]  # every reader trainer-check runs through (the registry's)
+TRAINERS = [trainer.name for trainer in trainers()]  # every trainer trainer-check runs through (the registry's)
 
 
 @contextlib.contextmanager
 def trainer_check_running(converted, framework, *more):
     """trainer-check on the CPU, once it reads: the DataLoader's workers at work, or DALI's pipeline."""
-    lacking = missing(READERS[framework])  # found, not imported: TensorFlow then torch in this process would crash
+    lacking = missing(REGISTERED[framework])  # found, not imported: TensorFlow then torch in this process would crash
     if lacking:
         pytest.skip(f"not installed: {', '.join(lacking)}")
     args = ["trainer-check", converted, "--framework", framework, "--device", "cpu", "--steps", 500, "--json", *more]

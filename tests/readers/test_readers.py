@@ -1,11 +1,12 @@
 """Every reader the project ships x every index defect: refused in one line naming index, line and shard,
 or, where sound, read exactly (every record of the shards once).
 
-The readers are the registry's (readers/registry.py): the PyTorch reader (its two datasets and trainer-check's
-epoch), tf.data's make_dataset (which reads the shards' own framing and no index: it must read every record
-exactly, whatever the indexes say), the Grain data source (imagenet_build.grain), and DALI into TensorFlow and
-into PyTorch (trainer-check's epoch through each, and the public pipeline, imagenet_build.dali). A reader
-registered without its rows in READS fails a test.
+The readers are the library's registry's (readers/registry.py): the PyTorch reader (its two datasets, and
+trainer-check's epoch through it), tf.data's make_dataset (which reads the shards' own framing and no index: it
+must read every record exactly, whatever the indexes say), the Grain data source (imagenet_build.grain), and
+DALI's pipeline (the public one, imagenet_build.dali, and trainer-check's epoch through it into TensorFlow and
+into PyTorch). A reader registered without its rows in READS, or a trainer not read through the reader it names,
+fails a test.
 """
 
 import json
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
+import imagenet_build.trainercheck  # noqa: F401  (registers every reader and every trainer)
 from conftest import run_process, sample_args
 from helpers import OTHER, SHARD
 from imagenet_build.format.build_folder import BuildFolder
@@ -25,9 +26,9 @@ from imagenet_build.format.dali_index import record_entries
 from imagenet_build.format.manifest import read_manifest
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.readers.registry import READERS as REGISTRY
-from imagenet_build.readers.registry import trainers
 from imagenet_build.sources.copies import sample_kinds
 from imagenet_build.tools.sample_dataset import make_sample
+from imagenet_build.trainercheck.trainers import TRAINERS, trainers
 
 # torch before TensorFlow in one process, and without triton (see test_torch.py)
 sys.modules.setdefault("triton", None)
@@ -115,21 +116,25 @@ def places(epoch):
                                           epoch(folder, split=split)]
 
 
-# registry reader -> {how it is read: one epoch of a split (default train) -> [(shard, offset, 0-based label)]}
+# registry reader -> {how it is read: one epoch of a split (default train) -> [(shard, offset, 0-based label)]};
+# each trainer's epoch under the reader it reads through, as "trainer-check <trainer>"
 READS = {
     "torch": {"RecordDataset": torch_dataset, "IterableRecordDataset": torch_iterable,
-              "trainer-check": places(torch_epoch)},
+              "trainer-check torch": places(torch_epoch)},
     "tfdata": {"make_dataset": tf_data},
     "grain": {"RecordSource": grain_source},
-    "dali-tf": {"trainer-check": places(dali_epoch)},
-    "dali-torch": {"trainer-check": places(dali_torch_epoch), "imagenet_build.dali": dali_public},
+    "dali": {"imagenet_build.dali": dali_public, "trainer-check dali-tf": places(dali_epoch),
+             "trainer-check dali-torch": places(dali_torch_epoch)},
 }
 READERS = {f"{reader} {how}": (read, REGISTRY[reader].by_index) for reader, hows in READS.items()
            for how, read in hows.items()}
 
 
-def test_every_registered_reader_is_in_the_table():
+def test_every_registered_reader_is_in_the_table_and_each_trainer_under_the_reader_it_reads_through():
     assert sorted(READS) == sorted(REGISTRY)
+    assert sorted(how for hows in READS.values() for how in hows if how.startswith("trainer-check")) == sorted(
+        f"trainer-check {trainer.name}" for trainer in trainers())
+    assert all(f"trainer-check {trainer.name}" in READS[trainer.reads_through] for trainer in trainers())
 
 
 def damaged(lines):
@@ -260,7 +265,7 @@ def test_trainer_check_passes_on_a_build_of_a_subset_of_the_classes(evaluation_b
     """ImageNet-A's build: 4 classes of its labels file's 12, labels 7..16 not renumbered; every check passes."""
     from helpers import trainer_report
 
-    for module in REGISTRY[framework].needs:
+    for module in TRAINERS[framework].needs:
         pytest.importorskip(module)
     code, report, failed = trainer_report(evaluation_builds("imagenet-a"), "--split", "validation", "--framework",
                                           framework, "--device", "cpu", "--model", "small", "--steps", 5,

@@ -1,173 +1,38 @@
-"""The reader registry (readers/registry.py): every reader registered by its module, trainer-check's --framework
-choices and the defaults its help states read from it, a family taking its first installed reader, and what
-a reader misses said in one line. The defaults are pinned here: changing one is a decision, not a slip."""
+"""The reader library's registry (readers/registry.py): importing imagenet_build.readers registers every reader
+of the library by its own module (no trainer-check needed), each naming what it needs and whether it reads by
+index; a name registered twice is refused."""
+
+import subprocess
+import sys
 
 import pytest
 
-import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
-from imagenet_build.infra.errors import BuildError
-from imagenet_build.readers import registry as readers
-from imagenet_build.readers.registry import BuildReader, Option
-
-# name -> {option: (default on the CPU, on a GPU)}: what the docs (trainer-check.md) promise
-DEFAULTS = {
-    "dali-tf": {"steps": (30, 200), "batch_size": (16, 64), "model": ("small", "resnet50"), "workers": (2, 8),
-                "compare_tf": (None, None)},
-    "dali-torch": {"steps": (30, 300), "batch_size": (16, 256), "model": ("small", "resnet50"), "workers": (2, 8)},
-    "torch": {"steps": (30, 300), "batch_size": (16, 256), "model": ("small", "resnet50"), "workers": (2, 8)},
-}
+from imagenet_build.readers import registry
 
 
-def test_every_reader_module_registers_its_reader():
-    assert sorted(readers.READERS) == ["dali-tf", "dali-torch", "grain", "tfdata", "torch"]
-    assert [r.name for r in readers.trainers()] == ["dali-tf", "dali-torch", "torch"]
-    assert [r.name for r in readers.family("dali")] == ["dali-tf", "dali-torch"]
+def test_importing_the_library_registers_every_reader_and_no_trainer():
+    code = ("import sys; from imagenet_build.readers.registry import READERS\nimport imagenet_build.readers\n"
+            "print(sorted((r.name, r.by_index) for r in READERS.values()))\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('imagenet_build.trainercheck', 'torch', "
+            "'tensorflow', 'nvidia', 'grain'))))")
+    shown = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == [
+        "[('dali', True), ('grain', True), ('tfdata', False), ('torch', True)]", "[]"]
 
 
-def test_the_defaults_are_pinned():
-    got = {r.name: {o.name: (o.cpu, o.gpu) for o in r.options} for r in readers.trainers()}
-    assert got == DEFAULTS
+def test_each_reader_names_what_it_needs(monkeypatch):
+    import imagenet_build.readers  # noqa: F401  (registers them)
+
+    assert {name: reader.needs for name, reader in registry.READERS.items()} == {
+        "dali": ("nvidia.dali",), "grain": ("grain",), "tfdata": ("tensorflow",), "torch": ("torch", "torchvision")}
+    monkeypatch.setattr(registry, "is_installed", lambda module: module != "torchvision")
+    assert registry.missing(registry.READERS["torch"]) == ["torchvision"]
+    assert registry.missing(registry.READERS["dali"]) == []
 
 
-def test_framework_choices_and_help_come_from_the_registry():
-    import click
-
-    from imagenet_build.cli import cli
-
-    command = cli.commands["trainer-check"]
-    params = {p.name: p for p in command.get_params(click.Context(command))}
-    assert isinstance(params["framework"].type, click.Choice)
-    assert list(params["framework"].type.choices) == readers.framework_choices() == [
-        "dali", "dali-tf", "dali-torch", "torch"]
-    assert "[default: 30 on the CPU; on a GPU: 200 (dali-tf), 300 (dali-torch, torch)]" in params["steps"].help
-    assert "[default: 16 on the CPU; on a GPU: 64 (dali-tf), 256 (dali-torch, torch)]" in params["batch_size"].help
-    assert "[default: small on the CPU, resnet50 on a GPU]" in params["model"].help
-    assert params["workers"].help.startswith("dali-tf, dali-torch: DALI's CPU threads; torch: DataLoader worker")
-    assert "(dali-tf)" in params["compare_tf"].help
-    assert "dali: the first installed of dali-tf, dali-torch" in params["framework"].help
-
-
-def test_the_command_line_imports_no_reader_until_trainer_check_runs():
-    """The registry fills trainer-check's options when it is parsed or its help shown: importing every reader
-    module would slow every verb's start (and `imagenet-build --help`)."""
-    import subprocess
-    import sys
-
-    code = ("import sys; from imagenet_build.cli import main\n"
-            "sys.argv = ['imagenet-build', '--help']\n"
-            "try:\n    main()\nexcept SystemExit:\n    pass\n"
-            "assert not [m for m in sys.modules\n"
-            "            if m.startswith(('imagenet_build.readers', 'imagenet_build.trainercheck'))], 'imported'")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0 and "trainer-check" in result.stdout, result.stderr
-
-
-def run(folder, **options):
-    return {"folder": folder, **options}
-
-
-@pytest.fixture
-def registry(monkeypatch):
-    """A registry of made-up readers: one installed (its module is json), one not, a family of both."""
-    monkeypatch.setattr(readers, "READERS", {})
-    readers.register(BuildReader("fast", "the fast one", ("json", "no_such_module_here"),
-                                 (Option("steps", 3, 9), Option("workers", 1, 4, "threads", least=1)), run, "both", 0))
-    readers.register(BuildReader("slow", "the slow one", ("json",), (Option("steps", 5, 50),), run, "both", 1))
-    readers.register(BuildReader("plain", "not trained on", ("json",)))
-    return readers
-
-
-def test_a_family_takes_its_first_installed_reader(registry):
-    assert registry.framework_choices() == ["both", "fast", "slow"]
-    assert registry.for_framework("both").name == "slow"  # fast is ranked first, but misses a module
-    assert registry.for_framework("fast").name == "fast"
-    with pytest.raises(BuildError, match="^--framework plain: one of both, fast, slow$"):
-        registry.for_framework("plain")
-
-
-def test_what_a_reader_misses_is_one_line(registry, monkeypatch):
-    with pytest.raises(BuildError) as missing:
-        registry.require_reader(registry.READERS["fast"], "fast")
-    assert str(missing.value) == ("trainer-check --framework fast needs no_such_module_here, which is not installed: "
-                                  "pip install no_such_module_here (or: trainer-check --framework slow, installed "
-                                  "here)")
-    registry.require_reader(registry.READERS["slow"], "both")  # installed: nothing to say
-    monkeypatch.setattr(registry, "is_installed", lambda module: module != "no_such_module_here" and
-                        module != "json")
-    with pytest.raises(BuildError, match="^trainer-check --framework both trains through fast or slow, none of them "
-                                         "installed: fast needs json and no_such_module_here, .*; slow needs json"):
-        registry.require_reader(registry.READERS["fast"], "both")
-
-
-def test_defaults_fill_what_is_not_given(registry):
-    fast = registry.READERS["fast"]
-    assert registry.with_defaults(fast, False, {"steps": None, "workers": 2}) == {"steps": 3, "workers": 2}
-    assert registry.with_defaults(fast, True, {}) == {"steps": 9, "workers": 4}
-    assert registry.default_help("steps") == "[default: 3 / 9 on the CPU / a GPU (fast); 5 / 50 on the CPU / a GPU " \
-                                             "(slow)]"
-    assert registry.default_help("workers") == "[default: 1 on the CPU, 4 on a GPU]"
-    assert registry.meanings("workers") == "fast: threads" and registry.takes("workers") == ["fast"]
-
-
-def test_a_reader_registered_twice_is_refused(registry):
-    with pytest.raises(ValueError, match="registered twice"):
-        registry.register(BuildReader("slow", "again", ()))
-
-
-def test_the_docs_state_the_registrys_defaults():
-    """trainer-check.md's table of defaults, row by row, as the registry has them."""
-    from pathlib import Path
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "trainer-check.md").read_text()
-    code = lambda value: f"`{value}`" if isinstance(value, str) else str(value)  # noqa: E731
-    for option in ("steps", "batch_size", "model", "workers"):
-        declared = [(r.name, o) for r in readers.trainers() for o in r.options if o.name == option]
-        cpu = {o.cpu for _, o in declared}
-        on_gpu = {}
-        for name, o in declared:
-            on_gpu.setdefault(o.gpu, []).append(f"`{name}`")
-        assert len(cpu) == 1, option
-        gpu = code(next(iter(on_gpu))) if len(on_gpu) == 1 else ", ".join(
-            f"{code(g)} ({', '.join(names)})" for g, names in on_gpu.items())
-        assert f"| `--{option.replace('_', '-')}` | {code(cpu.pop())} | {gpu}" in text, (option, gpu)
-
-
-@pytest.fixture
-def wider(monkeypatch):
-    """Made-up readers registered out of name order: a family ranked against its names' order, a trainer that is
-    missing a module and belongs to no family, two installed ones beside it."""
-    monkeypatch.setattr(readers, "READERS", {})
-    readers.register(BuildReader("zeta", "the zeta one", ("json",), (Option("steps", 5, 50),), run, "pair", 0))
-    readers.register(BuildReader("alpha", "the alpha one", ("json", "no_such_module_here"),
-                                 (Option("steps", 3, 9), Option("workers", 1, 4, "threads")), run, "pair", 1))
-    readers.register(BuildReader("broken", "the broken one", ("no_such_module_here",), (), run))
-    readers.register(BuildReader("other", "the other one", ("json",),
-                                 (Option("steps", 5, 50), Option("model", None, None)),
-                                 run))
-    return readers
-
-
-def test_trainers_go_by_name_and_a_familys_readers_by_rank(wider):
-    assert [r.name for r in wider.trainers()] == ["alpha", "broken", "other", "zeta"]
-    assert [r.name for r in wider.family("pair")] == ["zeta", "alpha"]
-    assert wider.framework_help() == ("alpha: the alpha one; broken: the broken one; other: the other one; "
-                                      "zeta: the zeta one; pair: the first installed of zeta, alpha.")
-
-
-def test_a_family_none_of_whose_readers_is_installed_takes_its_first(wider, monkeypatch):
-    assert wider.for_framework("pair").name == "zeta"
-    monkeypatch.setattr(wider, "is_installed", lambda module: False)
-    assert wider.for_framework("pair").name == "zeta"  # its check then says what each needs
-
-
-def test_a_missing_reader_names_only_the_other_installed_ones(wider):
-    with pytest.raises(BuildError) as missing:
-        wider.require_reader(wider.READERS["alpha"], "alpha")
-    assert str(missing.value).endswith(" (or: trainer-check --framework other or zeta, installed here)")
-
-
-def test_help_of_options_without_defaults_or_meanings(wider):
-    assert wider.default_help("model") == "" and wider.default_help("no_such_option") == ""
-    assert wider.default_help("steps") == ("[default: 3 / 9 on the CPU / a GPU (alpha); "
-                                           "5 / 50 on the CPU / a GPU (other, zeta)]")
-    assert wider.meanings("steps") == "" and wider.meanings("workers") == "alpha: threads"
+def test_a_reader_registered_twice_is_refused(monkeypatch):
+    monkeypatch.setattr(registry, "READERS", {})
+    registry.register(registry.BuildReader("once", "the first", ()))
+    with pytest.raises(ValueError, match="reader 'once' registered twice"):
+        registry.register(registry.BuildReader("once", "again", ()))

@@ -32,7 +32,7 @@ def without_tensorflow(*args):
 def test_dali_trains_in_pytorch_where_tensorflow_is_absent_with_the_registrys_defaults(converted):
     """--framework dali without TensorFlow trains through DALI into PyTorch, every check passing; the options not
     given take readers.py's defaults on the CPU: batches of 16 on the small model, 2 DALI threads (the steps' 30,
-    from the same defaults, is pinned in tests/readers/test_readers_registry.py)."""
+    from the same defaults, is pinned in tests/trainercheck/test_trainers.py)."""
     result = without_tensorflow("trainer-check", converted, "--device", "cpu", "--num-shards", 2, "--steps", 6,
                                 "--json")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
@@ -54,7 +54,7 @@ def test_dali_tf_says_what_it_misses_where_tensorflow_is_absent(converted):
 
 
 def test_dali_takes_tensorflow_where_it_and_the_plugin_are_installed(monkeypatch):
-    from imagenet_build.readers.registry import for_framework
+    from imagenet_build.trainercheck.trainers import for_framework
 
     pytest.importorskip("nvidia.dali.plugin.tf")
     assert for_framework("dali").name == "dali-tf"

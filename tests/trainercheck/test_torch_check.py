@@ -54,10 +54,10 @@ def test_dataloader_workers_are_bounded_by_the_cores_and_the_batches(monkeypatch
 
     monkeypatch.setattr(torch_loader.os, "sched_getaffinity", lambda pid: set(range(cores)))
     assert torch_loader.usable_cores() == cores
-    from imagenet_build.readers.registry import with_defaults
-    from imagenet_build.trainercheck.torch_check import READER
+    from imagenet_build.trainercheck.torch_check import TRAINER
+    from imagenet_build.trainercheck.trainers import with_defaults
 
-    default = with_defaults(READER, gpu, {"workers": None})["workers"]
+    default = with_defaults(TRAINER, gpu, {"workers": None})["workers"]
     assert torch_loader.worker_count(asked, default, records, batch) == (used, note)
 
 

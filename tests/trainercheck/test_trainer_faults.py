@@ -11,7 +11,7 @@ import pytest
 
 import imagenet_build.trainercheck  # noqa: F401  (registers every reader, the trainers' among them)
 from helpers import SHARD, edit_record, expect_error, records_of, trainer_report
-from imagenet_build.readers.registry import READERS, trainers
+from imagenet_build.trainercheck.trainers import TRAINERS, trainers
 
 # torchvision 0.29 marks its image decoding deprecated (in favour of TorchCodec); it still works
 pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWarning")
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.filterwarnings("ignore:The image decoding:DeprecationWa
 def framework(request):
     """(name, check) of each reader trainer-check runs through (the registry's): check(folder, *args) is (exit
     code, JSON report, failed check names) of a short CPU run."""
-    reader = READERS[request.param]
+    reader = TRAINERS[request.param]
     if "torch" in reader.needs:
         sys.modules.setdefault("triton", None)  # tests/readers/test_torch.py: torch without triton beside TensorFlow
     for module in reader.needs:

@@ -209,9 +209,9 @@ def test_trainer_check_says_what_it_does_on_a_terminal_and_nothing_in_a_log(conv
     printed its header with its results: it says, as each begins, what it is doing. Into a pipe (a log, CI) it
     prints its report alone, as before."""
     from conftest import Run
-    from imagenet_build.readers.registry import READERS, missing
+    from imagenet_build.trainercheck.trainers import TRAINERS, missing
 
-    if missing(READERS["torch"]):
+    if missing(TRAINERS["torch"]):
         pytest.skip("needs the torch extra")
     with Run("trainer-check", converted, "--framework", "torch", "--device", "cpu", "--steps", 3, tty=tty) as run:
         code, out, err = run.finish()

@@ -97,7 +97,7 @@ SPIES = {"dali-tf": lambda monkeypatch, folder: spy_on_dali_models(monkeypatch),
 
 def test_every_trainer_is_held_to_its_picture():
     """A reader trainer-check runs through (the registry) without its row here would draw untested."""
-    from imagenet_build.readers.registry import trainers
+    from imagenet_build.trainercheck.trainers import trainers
 
     assert sorted(FRAMEWORKS) == sorted(SPIES) == [reader.name for reader in trainers()]
 
