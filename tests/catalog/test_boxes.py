@@ -95,6 +95,13 @@ def test_counting_boxes_stops_at_the_first_xmin_of_minus_one():
     assert lines == ["n01440764_1.JPEG,0.1000,0.1000,0.5000,0.5000"]
 
 
+def test_a_missing_coordinate_counts_as_minus_one_as_slims_getint_has_it():
+    """A box with its <xmin> but no <ymax>: -1, then clamped to the image, as slim's GetInt and its clamp do."""
+    data = (b"<annotation><size><width>100</width><height>100</height></size><object><name>n01440764</name>"
+            b"<bndbox><xmin>10</xmin><ymin>20</ymin><xmax>50</xmax></bndbox></object></annotation>")
+    assert xml_boxes(data) == [("n01440764", 0.1, 0.0, 0.5, 0.2)]
+
+
 @pytest.mark.parametrize("data,problem", [
     (b"<annotation><size>", "malformed XML"),
     (annotation(0, 100, [(1, 1, 2, 2)]), "has a zero side"),
