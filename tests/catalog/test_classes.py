@@ -182,3 +182,5 @@ def test_the_validation_labels_are_one_synset_per_image_in_order(tmp_path):
     shipped = read_validation_labels()
     assert len(shipped) == 50000 and shipped[:3] == ["n01751748", "n09193705", "n02105855"]
     assert read_validation_labels(written(tmp_path / "v.txt", "n02\nn01\n")) == ["n02", "n01"]
+    path = written(tmp_path / "wrong.txt", "n02\nn01 n03\n")
+    assert refusal(read_validation_labels, path) == f"{path}: line 2: expected one synset per line, got 'n01 n03'"

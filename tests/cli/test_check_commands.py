@@ -54,6 +54,11 @@ def test_mean_or_std_of_other_than_three_numbers_is_a_usage_error(args):
                                  "(see: imagenet-build trainer-check --help)\n")
 
 
+def test_after_a_double_dash_numbers_are_arguments_each_of_its_own():
+    assert refused("--", "--mean", "1", "2") == (
+        2, "error: Got unexpected extra arguments (1 2) (see: imagenet-build trainer-check --help)\n")
+
+
 def test_a_split_is_a_name_a_file_can_take(tmp_path):
     assert parsed("x", "--split", "validation.v2-b_1")["split"] == "validation.v2-b_1"
     assert parsed("x")["split"] == "train"
@@ -76,10 +81,12 @@ def test_show_is_checked_before_the_run_and_may_name_a_picture_in_the_build(tmp_
     assert (build / "manifest.json").read_text() == "{}"
 
 
-def test_the_registry_fills_the_options_choices_and_help_once():
-    from imagenet_build.cli.check_commands import _trainers
+def test_the_registry_fills_the_options_choices_and_help_once(monkeypatch):
+    """Filled here, not by whichever test parsed trainer-check's line first: as when the command first runs."""
+    from imagenet_build.cli import check_commands
 
-    trainers = _trainers()
+    trainers = check_commands._trainers()
+    monkeypatch.setattr(TRAINER_CHECK, "_filled", False)
     ctx = click.Context(TRAINER_CHECK, info_name="trainer-check")
     params = {p.name: p for p in TRAINER_CHECK.get_params(ctx)}
     assert params["framework"].type.choices == tuple(trainers.framework_choices())
@@ -92,6 +99,7 @@ def test_the_registry_fills_the_options_choices_and_help_once():
     assert params["batch_size"].help == trainers.default_help("batch_size")
     assert params["model"].help == trainers.default_help("model")
     assert any("--help" in p.opts for p in params.values())
+    monkeypatch.setattr(check_commands, "_trainers", lambda: pytest.fail("the registry read again"))
     assert TRAINER_CHECK.get_params(ctx) == list(params.values())  # filled once: the same parameters again
     shown = CliRunner().invoke(cli, ["trainer-check", "--help"], prog_name="imagenet-build").stdout
     assert "Training steps [default:" in " ".join(shown.split())
