@@ -71,31 +71,32 @@ def _path(value: Any, argument: str) -> Any:
 
 def _convert_options(given: dict[str, Any]) -> dict[str, Any]:
     """convert's options by name, paths as strings and flags True or False (request.ConvertOptions' types), the
-    engines' gathered into `engine_options`; a UsageError naming the first that is neither."""
+    engines' gathered into `engine_options` (as each engine declares them); a UsageError naming the first that is
+    neither."""
     import typing
 
     from imagenet_build.request import PATH_OPTIONS, ConvertOptions
 
-    flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
     more = given.pop("engine_options")
     for name in more:
-        if name not in ENGINE_DEFAULTS:  # as Python says it of a function without **
+        if name not in ENGINE_OPTION_NAMED:  # as Python says it of a function without **
             raise TypeError(f"convert() got an unexpected keyword argument {name!r}")
+    given.update(more)
+    engine_options = {}
+    for name, option in ENGINE_OPTION_NAMED.items():
+        value = given.pop(name, option.default)  # an added engine's, where not given: its default
+        engine_options[name] = check_flag(value, name) if option.flag else option_value(option, value)
+    flags = {name for name, kind in typing.get_type_hints(ConvertOptions).items() if kind is bool}
     options: dict[str, Any] = {}
-    engine_options: dict[str, Any] = {}
-    for name, value in {**given, **more}.items():
-        into = engine_options if name in ENGINE_DEFAULTS else options
-        if name in ENGINE_OPTION_NAMED:
-            option = ENGINE_OPTION_NAMED[name]
-            into[name] = check_flag(value, name) if option.flag else option_value(option, value)
-        elif name == "from_paths":
-            into[name] = check_paths(value, name)
+    for name, value in given.items():
+        if name == "from_paths":
+            options[name] = check_paths(value, name)
         elif name == "output_dir":
-            into[name] = check_path(value, name)
+            options[name] = check_path(value, name)
         elif name in PATH_OPTIONS:
-            into[name] = _path(value, name)
+            options[name] = _path(value, name)
         else:
-            into[name] = check_flag(value, name) if name in flags else value
+            options[name] = check_flag(value, name) if name in flags else value
     return {**options, "engine_options": tuple(engine_options.items())}
 
 

@@ -94,7 +94,6 @@ def test_an_added_engines_option_is_taken_by_name_and_an_unknown_name_is_pythons
     monkeypatch.setattr("imagenet_build.writer.convert_run.convert", lambda request: seen.append(request))
     monkeypatch.setattr("imagenet_build.request.convert_request", lambda options: options)
     monkeypatch.setitem(ENGINE_OPTION_NAMED, "added_speed", EngineOption("added_speed", 1, "an added option"))
-    monkeypatch.setattr("imagenet_build.api.ENGINE_DEFAULTS", {"added_speed": 1, **api.ENGINE_DEFAULTS})
     api.convert("out", train_dir="t", added_speed=3)
     assert dict(seen[0].engine_options)["added_speed"] == 3
     with pytest.raises(TypeError) as unknown:
