@@ -64,7 +64,7 @@ class Engine(ABC):
     reports_as_tasks_end: ClassVar[bool] = False  # run() calls on_result as each task ends (else: results are polled)
     reads_tasks_file: ClassVar[bool] = True  # its workers read their task from the job's tasks file (else handed it)
 
-    def __init__(self, workers: int = 1, given: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, workers: int, given: Mapping[str, Any] | None = None) -> None:
         """`workers`: the driver's worker processes; `given`: values of its options by name (the others: their
         defaults). An option it does not declare is a mistake of the caller's (the request refuses it first)."""
         self.workers = workers

@@ -56,6 +56,17 @@ def test_convert_takes_each_engines_own_options_in_runner_order_then_those_sever
     assert engines.runners_taking(SHARED_FILESYSTEM) == ["beam", "spark"]
 
 
+def test_an_engine_takes_only_its_own_options_and_registers_by_its_name(monkeypatch):
+    from imagenet_build.engines import engine
+
+    with pytest.raises(ValueError) as refused:
+        SparkEngine(1, {"beam_options": "x", "added_speed": 1, "spark_master": "yarn"})
+    assert str(refused.value) == "--runner spark takes no added_speed, beam_options"
+    monkeypatch.setattr(engine, "ENGINES", {})
+    added = type("Added", (engine.Engine,), {"name": "added", "help": "an added engine", "run": lambda *a: None})
+    assert engine.register(added) is added and engine.ENGINES == {"added": added}
+
+
 @pytest.mark.parametrize("settings,paths,refused", [
     ({"spark_master": "yarn"}, {"--output-dir": ["out"]}, "--output-dir out"),
     ({"spark_master": "yarn"}, {"--output-dir": ["s3://b/o"], "--from": ["s3://b/a", "/data/b"]},

@@ -11,11 +11,13 @@ import pytest
 from imagenet_build.engines.job import Task, reported, write_job
 from imagenet_build.engines.spark import (
     DEFAULT_MASTER,
+    LOG_READ,
     SparkEngine,
     _cause,
     _first_line,
     _linked_home,
     _masters_answer,
+    _read_log,
     _spark_environment,
     find_java,
     java_version,
@@ -168,6 +170,13 @@ def test_a_local_clusters_spark_home_links_to_pysparks_less_its_work_folder(tmp_
 ])
 def test_the_executors_python_is_the_one_configured_else_this_one_on_a_local_master(conf, local, python):
     assert spark("local[2]" if local else "yarn", conf).executor_python() == python
+
+
+def test_sparks_log_is_searched_in_its_first_mebibyte_alone(tmp_path):
+    log = tmp_path / "spark.log"
+    log.write_bytes(b"x" * (LOG_READ + 10))
+    assert len(_read_log(str(log))) == LOG_READ
+    assert _read_log(str(tmp_path / "gone.log")) == ""
 
 
 def test_a_standalone_master_that_answers_nothing_is_one_line_at_once():
