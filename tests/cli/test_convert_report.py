@@ -60,3 +60,22 @@ def test_no_more_line_when_every_reencoded_image_is_named(capsys, count):
     lines = printed(capsys, summary(reencoded=reencoded))
     assert lines[3] == f"re-encoded as RGB JPEG: {count} (grayscale)" and len(lines) == 4 + count
     assert lines[-1] == f"re-encoded: {count - 1}.JPEG: grayscale"
+
+
+def test_every_engines_option_is_a_click_option_as_the_engine_declares_it():
+    """cli/convert.py's options from the engines' declarations (engines.ENGINE_OPTIONS), in their order."""
+    import click
+
+    from imagenet_build.cli.convert import engine_options
+    from imagenet_build.engines import ENGINE_OPTIONS
+
+    command = click.command()(engine_options(lambda **given: given))
+    assert [param.name for param in command.params] == [option.name for option in ENGINE_OPTIONS]
+    for param, option in zip(command.params, ENGINE_OPTIONS):
+        assert (param.opts, param.help, param.is_flag, param.multiple) == (
+            [option.flag_name], option.help, option.flag, option.multiple), option.name
+        if not option.flag:
+            assert (param.default, param.metavar, param.show_default) == (
+                option.default, option.metavar, option.show_default), option.name
+    assert command.main(["--spark-conf", "a=b", "--shared-filesystem"], standalone_mode=False) == {
+        "beam_options": "", "spark_master": "local[*]", "spark_conf": ("a=b",), "shared_filesystem": True}
