@@ -102,6 +102,8 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
             progress.save(False)  # what earlier runs' receipts vouched for, recorded before their job is replaced
             run_job(request.engine, request.dest.output, (_shard_task(request, builds, p, k) for p, k in todo), pool,
                     progress.finished)
+            for build in builds:  # a worker killed mid-shard whose task an engine ran again elsewhere (Spark) left
+                remove_unrecorded(build.dest, set(build.done))  # its temporary file: every worker has ended now
         progress.save(True)
         remove_job_folder(request.dest.output)  # the manifests vouch for every shard its receipts named
     except BaseException as e:

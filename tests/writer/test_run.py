@@ -36,3 +36,29 @@ def test_a_request_runs_to_a_manifest_whose_figures_are_its_shards(sample_dir, t
     assert set(manifest["inputs"]["shards"]) == {s["name"] for s in shards}  # each shard's inputs' state, apart
     assert all("input_state" not in s for s in shards)
     assert run_cli("verify", out, "--workers", 1).exit_code == 0
+
+
+def test_a_worker_killed_mid_shard_leaves_no_temporary_file_in_a_build_that_succeeds(sample_dir, tmp_path,
+                                                                                    monkeypatch):
+    """An engine that runs a killed worker's task again elsewhere (Spark) succeeds, but the worker's temporary
+    shard and index stay where it died: the run removes them once every worker has ended."""
+    from imagenet_build.writer import convert_run
+
+    out = tmp_path / "out"
+    real_run_job = convert_run.run_job
+    left = [out / ".train-00001-of-00004.31679.tmp", out / "dali_idx" / ".train-00001-of-00004.idx.31679.tmp"]
+
+    def a_worker_dies_mid_shard(*args, **kwargs):
+        for path in left:
+            path.write_bytes(b"half a shard")
+        real_run_job(*args, **kwargs)
+
+    monkeypatch.setattr(convert_run, "run_job", a_worker_dies_mid_shard)
+    request = convert_request(ConvertOptions(
+        output_dir=str(out), train_dir=str(sample_dir / "train"), validation_dir=str(sample_dir / "validation"),
+        labels_file=str(sample_dir / "labels.txt"),
+        validation_labels_file=str(sample_dir / "validation_labels.txt"),
+        train_shards=4, validation_shards=2, layout_threads=2, workers=1))
+    assert convert(request)["ok"]
+    assert [path for path in left if path.exists()] == []
+    assert run_cli("verify", out, "--workers", 1).exit_code == 0  # no stray file either
