@@ -214,8 +214,8 @@ def _runner(name: str, options: Any, log: str) -> Any:
 
 def _close_client(result: Any) -> None:
     """Dask's runner leaves its client open (and the local cluster it started running): closed with the job."""
-    client = getattr(result, "client", None)
-    if client is not None and hasattr(client, "close"):
+    client = getattr(result, "client", None)  # a Dask runner's result's: a distributed.Client
+    if client is not None:
         client.close()
 
 

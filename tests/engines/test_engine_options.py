@@ -335,6 +335,8 @@ def test_dasks_runner_by_its_short_name_with_a_partition_for_each_task(tmp_path)
     assert [bag.npartitions for bag in visitor.bags.values()][0] == 40  # Beam's default: 1 partition of 128
     given = beam("--runner DaskRunner --dask_partition_size 8").pipeline(job, range(40)).options.get_all_options()
     assert given["partition_size"] == 8 and given["npartitions"] is None
+    given = beam("--runner DaskRunner --dask_npartitions 7").pipeline(job, range(40)).options.get_all_options()
+    assert given["npartitions"] == 7  # the user's partitions kept, not one per task
 
 
 def test_dasks_runner_runs_every_task_of_a_job(tmp_path):
