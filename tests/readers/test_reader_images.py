@@ -239,8 +239,17 @@ READERS = {  # name: read a build's train split -> [(stored label, image HWC)], 
     "imagenet_build.grain RecordSource + CropBatch, Grain's DataLoader": grain_crop_batch,
     "imagenet_build.tfdata make_dataset": tf_data,
     "imagenet_build.tfdata make_dataset, training crops": tf_data_training,
-    "DALI (trainer-check)": dali,
+    "imagenet_build.dali pipeline (trainer-check's)": dali,
 }
+
+
+def test_every_registered_reader_is_read_here():
+    """Each reader of the library's registry (readers/registry.py) reads every kind of record here, by its public
+    module (imagenet_build.<name>)."""
+    import imagenet_build.readers  # noqa: F401  (registers them)
+    from imagenet_build.readers.registry import READERS as REGISTRY
+
+    assert {how.split()[0].removeprefix("imagenet_build.") for how in READERS} == set(REGISTRY)
 
 
 @pytest.fixture(scope="module")

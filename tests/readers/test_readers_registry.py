@@ -36,3 +36,16 @@ def test_a_reader_registered_twice_is_refused(monkeypatch):
     registry.register(registry.BuildReader("once", "the first", ()))
     with pytest.raises(ValueError, match="reader 'once' registered twice"):
         registry.register(registry.BuildReader("once", "again", ()))
+
+
+def test_the_docs_name_every_reader_by_its_name_and_its_public_module():
+    """docs/readers.md names each registered reader and its public module, as the reader's title does."""
+    from pathlib import Path
+
+    import imagenet_build.readers  # noqa: F401  (registers them)
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "readers.md").read_text().split())
+    for name, reader in registry.READERS.items():
+        public = f"imagenet_build.{name}"
+        assert f"`{name}` (`{public}`)" in text, name
+        assert f"({public})" in reader.title, reader
