@@ -391,6 +391,32 @@ def test_beams_worker_processes_write_to_a_log_named_when_the_job_fails(tmp_path
     assert logs[0].stat().st_size > 0  # what they said on their way: not on the command's stderr
 
 
+@pytest.mark.parametrize("said", [b"", b"x"])
+def test_a_failed_job_names_the_workers_log_only_when_they_wrote_to_it(said, tmp_path, monkeypatch):
+    """A job that ended failed (not a task's own error) names the workers' log when they wrote a byte to it, and
+    otherwise says nothing of it; the log is removed unless named."""
+    import tempfile
+
+    from imagenet_build.engines import beam as beam_module
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+
+    def ended_failed(result):
+        result.wait_until_finish()
+        beams_logs(tmp_path)[0].write_bytes(said)  # as the workers would have written on their way
+        raise BuildError("the Beam job ended FAILED")
+
+    monkeypatch.setattr(beam_module, "finish", ended_failed)
+    job = write_job(str(tmp_path / "job"), [Task("k0", abs, (-1,))])
+    with pytest.raises(BuildError) as raised:
+        beam("--direct_running_mode=in_memory").run(job, [(0, None)], lambda n, result: None, None)
+    logs = beams_logs(tmp_path)
+    if said:
+        assert len(logs) == 1 and str(raised.value) == f"the Beam job ended FAILED (Beam's workers' log: {logs[0]})"
+    else:
+        assert str(raised.value) == "the Beam job ended FAILED" and logs == []
+
+
 def test_dasks_runner_without_dask_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(BuildError) as raised:
