@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Optional, Tuple
 
 from imagenet_build.infra import storage
 from imagenet_build.infra.errors import UsageError
+from imagenet_build.infra.unique_names import add_once
 
 if TYPE_CHECKING:
     from imagenet_build.engines.job import JobRef, Task
@@ -113,5 +114,4 @@ ENGINES: dict[str, type[Engine]] = {}
 
 def register(engine: type[Engine]) -> type[Engine]:
     """An engine module's class decorator: `--runner <name>` runs it."""
-    ENGINES[engine.name] = engine
-    return engine
+    return add_once(ENGINES, engine.name, engine, "engine")

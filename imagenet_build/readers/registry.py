@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import NamedTuple, Tuple
 
 from imagenet_build.infra.optional import is_installed
+from imagenet_build.infra.unique_names import add_once
 
 
 class BuildReader(NamedTuple):
@@ -26,10 +27,7 @@ READERS: dict[str, BuildReader] = {}
 
 
 def register(reader: BuildReader) -> BuildReader:
-    if reader.name in READERS:
-        raise ValueError(f"reader {reader.name!r} registered twice")
-    READERS[reader.name] = reader
-    return reader
+    return add_once(READERS, reader.name, reader, "reader")
 
 
 def missing(reader: BuildReader) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.infra.optional import is_installed, missing_all_message
+from imagenet_build.infra.unique_names import add_once
 
 
 class Option(NamedTuple):
@@ -44,10 +45,7 @@ TRAINERS: dict[str, Trainer] = {}
 
 
 def register(trainer: Trainer) -> Trainer:
-    if trainer.name in TRAINERS:
-        raise ValueError(f"trainer {trainer.name!r} registered twice")
-    TRAINERS[trainer.name] = trainer
-    return trainer
+    return add_once(TRAINERS, trainer.name, trainer, "trainer")
 
 
 def trainers() -> list[Trainer]:
