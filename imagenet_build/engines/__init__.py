@@ -39,8 +39,9 @@ def make_engine(name: str, workers: int, given: Mapping[str, Any]) -> Engine:
     another engine takes, given (not its default), is refused in one line."""
     values = {option.name: option_value(option, given.get(option.name, option.default)) for option in ENGINE_OPTIONS}
     for option in ENGINE_OPTIONS:
-        if name not in runners_taking(option) and values[option.name] != option.default:
-            raise UsageError(f"{option.flag_name} goes with --runner {' or '.join(runners_taking(option))}")
+        takers = runners_taking(option)
+        if name not in takers and values[option.name] != option.default:
+            raise UsageError(f"{option.flag_name} goes with --runner {' or '.join(takers)}")
     engine = ENGINES[name]
     return engine(workers, {option.name: values[option.name] for option in engine.options})
 
