@@ -264,6 +264,17 @@ def test_shapes_name_the_field_and_what_it_should_be():
     assert shape_problem({"name": "a", "where": 5}, Document) == "where: 5 is not a string or null"
     assert shape_problem({"name": "a", "mode": "deep"}, Document) == 'mode: "deep" is not "quick" or "full"'
     assert shape_problem(["a"], Document) == '["a"] is not an object'
+    assert shape_problem(5, Optional[Line]) == "5 is not an object or null"
+    assert shape_problem("a" * 50, int) == '"' + "a" * 36 + '... is not a whole number'  # cut at 40 characters
+    assert shape_problem("a" * 38, int) == '"' + "a" * 38 + '" is not a whole number'  # 40: shown whole
+    assert shape_problem(1, bytes) == "1 is not <class 'bytes'>"  # a shape without a name: Python's word for it
+
+
+def test_bytes_that_are_no_json_say_what_the_parser_found():
+    with pytest.raises(JsonError) as raised:
+        parse_json(b"{", "f.json")
+    assert str(raised.value) == ("f.json: not valid JSON (Expecting property name enclosed in double quotes: "
+                                 "line 1 column 2 (char 1))")
 
 
 # ------------------------------------------------------------------ through the verbs
