@@ -120,10 +120,15 @@ def is_installed(module: str) -> bool:
         return False
 
 
+def not_installed(modules: Sequence[str]) -> list[str]:
+    """The modules of `modules` that are not installed here, in their order."""
+    return [module for module in modules if not is_installed(module)]
+
+
 def require_all(modules: Sequence[str], purpose: str) -> None:
     """One BuildError naming every module of `modules` that is not installed, and how to install them
     all; each is then imported (a module that is present but fails to import raises as it does)."""
-    missing = [m for m in modules if not is_installed(m)]
+    missing = not_installed(modules)
     if missing:
         raise BuildError(missing_all_message(missing, purpose))
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Tuple
 
-from imagenet_build.infra.optional import is_installed
+from imagenet_build.infra.optional import not_installed
 from imagenet_build.infra.unique_names import add_once
 
 
@@ -32,4 +32,4 @@ def register(reader: BuildReader) -> BuildReader:
 
 def missing(reader: BuildReader) -> list[str]:
     """The modules a reader needs that are not installed here."""
-    return [module for module in reader.needs if not is_installed(module)]
+    return not_installed(reader.needs)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, Optional, Tuple
 
 from imagenet_build.infra.errors import BuildError
-from imagenet_build.infra.optional import is_installed, missing_all_message
+from imagenet_build.infra.optional import missing_all_message, not_installed
 from imagenet_build.infra.unique_names import add_once
 
 
@@ -73,7 +73,7 @@ def framework_help() -> str:
 
 def missing(trainer: Trainer) -> list[str]:
     """The modules a trainer needs that are not installed here."""
-    return [module for module in trainer.needs if not is_installed(module)]
+    return not_installed(trainer.needs)
 
 
 def for_framework(framework: str) -> Trainer:

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from imagenet_build.infra import optional
 from imagenet_build.readers import registry
 
 
@@ -26,7 +27,7 @@ def test_each_reader_names_what_it_needs(monkeypatch):
 
     assert {name: reader.needs for name, reader in registry.READERS.items()} == {
         "dali": ("nvidia.dali",), "grain": ("grain",), "tfdata": ("tensorflow",), "torch": ("torch", "torchvision")}
-    monkeypatch.setattr(registry, "is_installed", lambda module: module != "torchvision")
+    monkeypatch.setattr(optional, "is_installed", lambda module: module != "torchvision")
     assert registry.missing(registry.READERS["torch"]) == ["torchvision"]
     assert registry.missing(registry.READERS["dali"]) == []
 

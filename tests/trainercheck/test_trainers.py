@@ -6,6 +6,7 @@ slip."""
 import pytest
 
 import imagenet_build.trainercheck  # noqa: F401  (registers every trainer)
+from imagenet_build.infra import optional
 from imagenet_build.infra.errors import BuildError
 from imagenet_build.readers.registry import READERS
 from imagenet_build.trainercheck import trainers
@@ -96,7 +97,7 @@ def test_what_a_trainer_misses_is_one_line(registry, monkeypatch):
                                   "pip install no_such_module_here (or: trainer-check --framework slow, installed "
                                   "here)")
     registry.require_trainer(registry.TRAINERS["slow"], "both")  # installed: nothing to say
-    monkeypatch.setattr(registry, "is_installed", lambda module: module != "no_such_module_here" and
+    monkeypatch.setattr(optional, "is_installed", lambda module: module != "no_such_module_here" and
                         module != "json")
     with pytest.raises(BuildError, match="^trainer-check --framework both trains through fast or slow, none of them "
                                          "installed: fast needs json and no_such_module_here, .*; slow needs json"):
@@ -160,7 +161,7 @@ def test_trainers_go_by_name_and_a_familys_by_rank(wider):
 
 def test_a_family_none_of_whose_trainers_is_installed_takes_its_first(wider, monkeypatch):
     assert wider.for_framework("pair").name == "zeta"
-    monkeypatch.setattr(wider, "is_installed", lambda module: False)
+    monkeypatch.setattr(optional, "is_installed", lambda module: False)
     assert wider.for_framework("pair").name == "zeta"  # its check then says what each needs
 
 
