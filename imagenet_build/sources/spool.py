@@ -158,6 +158,7 @@ class Spool:
         self.deferred: dict[str, tuple[str, list[str]]] = {}  # split -> (its spool folder, the kept listings'
         # digests), planned from kept listings and not decompressed yet
         self.listings: dict[str, bytes] = {}  # path in the output -> an archive's listing to keep there
+        self.notes: list[str] = []  # what it noticed (an archive left compressed), for convert's summary
         self._cleanups: list[Callable[[], None]] = []
 
     def make_folder(self, archives: list[str], split: str, needed: int | None = None, path: str = "",
@@ -253,23 +254,22 @@ class Spool:
             result[split] = (spools[split], [found[target] for target in targets])
         return result
 
-    def make_readable(self, pool: Workers, splits: Iterable[str]) -> list[str]:
+    def make_readable(self, pool: Workers, splits: Iterable[str]) -> None:
         """Decompress, into the spool folders the scans were given, the archives of `splits` that were planned
-        from kept listings: a shard of theirs must be written (or re-read). Returns the notes: a split left
-        deferred at the end is named, none of its archives decompressed.
+        from kept listings: a shard of theirs must be written (or re-read). A split left deferred at the end is
+        named in its notes, none of its archives decompressed.
 
         Each fresh listing must equal the kept one (the plan's offsets come from it); an archive rewritten
         with its old size and modification time is refused, its listing removed, so the next run plans anew.
         """
         wanted = {split: self.deferred.pop(split) for split in sorted(set(splits)) if split in self.deferred}
-        notes = []
         if self.deferred:
             names = [storage.basename(a) for split in self.deferred for a in self.archives[split]]
-            notes.append(f"not decompressed: {', '.join(names)} (every shard they feed was kept; planned from "
+            self.notes.append(f"not decompressed: {', '.join(names)} (every shard they feed was kept; planned from "
                          f"their listings kept in {LISTINGS_NAME})")
             self.deferred.clear()
         if not wanted:
-            return notes
+            return
         found = self._decompress({split: self.archives[split] for split in wanted}, pool,
                                  {split: folder for split, (folder, _) in wanted.items()})
         for split, (_, digests) in wanted.items():
@@ -280,7 +280,6 @@ class Spool:
                     raise BuildError(f"{archive}: its content differs from the listing an earlier run kept of it, "
                                      "although its size and modification time are the same; that listing is "
                                      "removed: run the same command again")
-        return notes
 
     def keep_listings(self) -> None:
         """Write the listings of the archives decompressed by this run into the output, each atomically:

@@ -115,7 +115,7 @@ def ready_builds(request: ConvertRequest, pool: Workers, builds: list[Build], in
     if inputs.spool is not None:
         inputs.spool.keep_listings()  # the output is checked: a rerun may plan from what it keeps
         if request.verify_inputs:  # every kept shard's inputs are read again
-            request.copy.notes.extend(inputs.spool.make_readable(pool, [p.split for p in plans]))
+            inputs.spool.make_readable(pool, [p.split for p in plans])
     described = describe(request, inputs)
     if request.overwrite:
         remove_job_folder(request.dest.output)  # an earlier job's receipts vouch for nothing --overwrite keeps

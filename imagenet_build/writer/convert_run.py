@@ -96,7 +96,7 @@ def _execute(request: ConvertRequest, pool: Workers, builds: list[Build], plans:
     progress = _Progress(builds, plans)
     todo = [(p, k) for p in plans for k, name in enumerate(p.names) if any(name not in b.done for b in builds)]
     if inputs.spool is not None:  # a .tar.gz copy planned from kept listings: decompressed where a shard is written
-        request.copy.notes.extend(inputs.spool.make_readable(pool, {p.split for p, _ in todo}))
+        inputs.spool.make_readable(pool, {p.split for p, _ in todo})
     try:
         if todo:
             progress.save(False)  # what earlier runs' receipts vouched for, recorded before their job is replaced

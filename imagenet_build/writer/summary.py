@@ -133,7 +133,7 @@ def run_summary(request: ConvertRequest, builds: list[Build], plans: list[SplitP
             images_per_second=timing.images_per_second,
             notes=[],
         )
-    summary["notes"][:0] = request.copy.notes
+    summary["notes"][:0] = request.copy.notes + (inputs.spool.notes if inputs.spool is not None else [])
     if inputs.boxes:
         summary["boxes"] = box_figures(inputs)
     if request.from_paths:

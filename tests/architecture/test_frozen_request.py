@@ -1,5 +1,6 @@
 """convert's request stays as it was made: no module of the package assigns to an attribute of a request or of
-anything it holds (`request.copy.x = ...`, `setattr(request.dest, ...)`); the copy's spool lives apart from it
+anything it holds (`request.copy.x = ...`, `setattr(request.dest, ...)`) or changes a list, dict or set it holds in
+place (`request.copy.notes.extend(...)`); the copy's spool, and what it notes, live apart from it
 (writer/spooling.py). The frozen dataclass refuses `request.x = ...` at run time; this holds the values inside."""
 
 import ast
@@ -15,8 +16,13 @@ def _root(node):
     return node.id if isinstance(node, ast.Name) else None
 
 
+IN_PLACE = {"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "add", "discard",
+            "sort", "reverse", "popitem"}  # a list's, a dict's or a set's methods that change it
+
+
 def assignments_into_requests(source, path="<source>"):
-    """'path:line' of every assignment to an attribute reached from a name `request` (or `*_request`)."""
+    """'path:line' of every assignment to an attribute reached from a name `request` (or `*_request`), and every
+    call of a method that changes a container in place on one."""
     found = []
     for node in ast.walk(ast.parse(source, path)):
         targets = []
@@ -24,6 +30,8 @@ def assignments_into_requests(source, path="<source>"):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("setattr", "delattr") and node.args:
             targets = [ast.Attribute(value=node.args[0], attr="?")]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in IN_PLACE:
+            targets = [node.func.value] if isinstance(node.func.value, ast.Attribute) else []
         for target in targets:
             for part in ast.walk(target):
                 root = _root(part) if isinstance(part, ast.Attribute) else None
@@ -42,7 +50,10 @@ def test_no_module_assigns_into_a_request():
 def test_the_rule_sees_each_way_of_assigning():
     """What the old writer did (the copy's work folder set in place), and the other forms, are each found."""
     for source in ("request.copy.work_dir = 'out'", "request.copy.notes += ['x']", "setattr(request.copy, 'a', 1)",
-                   "build_request.dest.index: str = 'i'", "request.copy.spool.work_dir = ''"):
+                   "build_request.dest.index: str = 'i'", "request.copy.spool.work_dir = ''",
+                   "request.copy.notes.extend(['x'])", "request.copy.notes[:0] = ['x']"):
         assert assignments_into_requests(source) == ["<source>:1"], source
-    for source in ("request = other", "copy.work_dir = 'out'", "request.copy.notes.extend(['x'])"):
+    for source in ("request = other", "copy.work_dir = 'out'", "copy.notes.extend(['x'])",
+                   "notes = request.copy.notes + ['x']", "request.copy.scan_train(catalog, 'fail', pool)",
+                   "', '.join(request.copy.notes)"):
         assert assignments_into_requests(source) == [], source
