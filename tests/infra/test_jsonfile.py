@@ -275,6 +275,9 @@ def test_bytes_that_are_no_json_say_what_the_parser_found():
         parse_json(b"{", "f.json")
     assert str(raised.value) == ("f.json: not valid JSON (Expecting property name enclosed in double quotes: "
                                  "line 1 column 2 (char 1))")
+    with pytest.raises(JsonError) as raised:
+        parse_json(b'"\xff"', "f.json")
+    assert str(raised.value) == "f.json: not UTF-8 text"
 
 
 # ------------------------------------------------------------------ through the verbs
