@@ -1,6 +1,10 @@
 """infra/optional.py: a missing extra's hint says how to add it to the install at hand (a clone, a wheel, a Docker
 image): imagenet-build is on no package index, and a hint for a clone was wrong everywhere else."""
 
+import sys
+
+import pytest
+
 import imagenet_build
 from imagenet_build.infra import optional
 from imagenet_build.infra.optional import IMAGE_ENV, install_hint, installed_as
@@ -71,3 +75,23 @@ def test_the_images_set_their_name_where_the_hint_reads_it():
         text = (root / "docker" / dockerfile).read_text()
         assert f"{IMAGE_ENV}={name}" in text and f"WORKDIR {optional.IMAGE_SOURCE}\n" in text
         assert "COPY constraints.txt" in text or "COPY pyproject.toml constraints.txt" in text
+
+
+def test_what_is_missing_is_named_in_one_line_and_found_without_importing_it(monkeypatch):
+    """The registries' and require_all's list of what is missing (not_installed), each module named, in order; a
+    module under a parent package that is missing is not installed either (find_spec raises there)."""
+    from imagenet_build.infra.errors import BuildError
+
+    assert optional.not_installed(["json", "no_a", "os", "no_b"]) == ["no_a", "no_b"]
+    assert not optional.is_installed("no_such_parent_here.child") and optional.is_installed("json")
+    assert optional.is_installed("colorsys")
+    monkeypatch.setitem(sys.modules, "colorsys", None)  # an import refused: not installed
+    assert not optional.is_installed("colorsys")
+    assert optional.missing_all_message(["no_a", "no_b", "no_c"], "P").startswith(
+        "P needs no_a, no_b and no_c, which are not installed: ")
+    for call in (lambda: optional.require("no_such_module_here", "P"),
+                 lambda: optional.require_all(["os", "no_such_module_here"], "P")):
+        with pytest.raises(BuildError) as raised:
+            call()
+        assert str(raised.value) == ("P needs no_such_module_here, which is not installed: "
+                                     "pip install no_such_module_here")
