@@ -23,14 +23,14 @@ def seen(rank: int, source: bytes, name: bytes, label: int) -> Seen:
     return (rank, *place, name.rstrip(b"\0").decode(errors="replace"), label)
 
 
-def checked_run(folder: PathLike, split: str, reader: Trainer, framework: str,
+def checked_run(folder: PathLike, split: str, trainer: Trainer, framework: str,
                 check: Callable[[OpenedSplit], TrainerResult]) -> TrainerResult:
     """A DALI trainer's check: the split opened first (the data's own problems need no DALI to be named),
-    then what the reader needs, then the check. DALI reports bad data it reaches (an index entry off by a
+    then what the trainer needs, then the check. DALI reports bad data it reaches (an index entry off by a
     byte, a truncated record) as a RuntimeError mid-run: one BuildError line naming the folder and DALI's
     words."""
     opened = BuildFolder.open(folder).split(split)
-    require_trainer(reader, framework)
+    require_trainer(trainer, framework)
     try:
         return check(opened)
     except RuntimeError as e:
