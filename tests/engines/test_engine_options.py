@@ -343,12 +343,14 @@ def test_dasks_runner_by_its_short_name_with_a_partition_for_each_task(tmp_path)
 
 
 def test_dasks_runner_runs_every_task_of_a_job(tmp_path):
-    from distributed import LocalCluster
+    from distributed import LocalCluster, default_client
 
     job = write_job(str(tmp_path), [Task(f"k{n}", square, (n,)) for n in range(3)])
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
         beam(f"--runner DaskRunner --dask_client_address {cluster.scheduler_address}").run(
             job, ((n, None) for n in range(3)), lambda n, result: pytest.fail("Beam hands nothing back"), None)
+        with pytest.raises(ValueError, match="No clients found"):  # the runner's client closed with the job
+            default_client()
     assert reported(job) == {"k0", "k1", "k2"}
 
 
