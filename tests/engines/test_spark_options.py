@@ -22,7 +22,7 @@ from imagenet_build.engines.spark import (
     find_java,
     java_version,
 )
-from imagenet_build.infra.errors import BuildError
+from imagenet_build.infra.errors import BuildError, UsageError
 
 
 def square(x):
@@ -229,6 +229,7 @@ JAVA = """An error occurred while calling None.org.apache.spark.api.java.JavaSpa
     ('26/11/28 WARN Utils: x\nException in thread "main" org.apache.spark.SparkException: Master must either be yarn',
      "org.apache.spark.SparkException: Master must either be yarn"),
     ("Traceback (most recent call last):\n  File x\n", None), ("one line\nand no cause", None), ("", None),
+    ("x\nTraceback (most recent call last):\nKeyboardInterrupt\n", "KeyboardInterrupt"),  # right after it
 ])
 def test_the_cause_is_the_first_exception_line_in_sparks_words(text, cause):
     assert _cause(text) == cause
@@ -353,3 +354,12 @@ def test_the_executors_python_is_the_configured_one_and_its_failure_is_named(tmp
     assert line.startswith("the Spark job failed: ModuleNotFoundError: No module named 'imagenet_build' (Spark's "
                            "log: "), line
     os.unlink(line.rsplit("(Spark's log: ", 1)[1].rstrip(")"))
+
+
+@pytest.mark.parametrize("pair", ["spark.executor.memory", "=4g", " =4g"])
+def test_spark_conf_is_key_equals_value_read_by_the_engine(pair):
+    """--spark-conf KEY=VALUE as spark-submit's --conf: a key and an '=' needed; the key trimmed, the value kept."""
+    with pytest.raises(UsageError) as refused:
+        spark(conf=(pair,))
+    assert str(refused.value) == f"--spark-conf takes KEY=VALUE (as spark-submit's --conf), not {pair!r}"
+    assert spark(conf=(" spark.a = 1 ", "spark.b=x=y")).conf == [("spark.a", " 1 "), ("spark.b", "x=y")]
