@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import NamedTuple, Tuple
 
-from imagenet_build.infra.optional import not_installed
 from imagenet_build.infra.unique_names import add_once
 
 
@@ -28,8 +27,3 @@ READERS: dict[str, BuildReader] = {}
 
 def register(reader: BuildReader) -> BuildReader:
     return add_once(READERS, reader.name, reader, "reader")
-
-
-def missing(reader: BuildReader) -> list[str]:
-    """The modules a reader needs that are not installed here."""
-    return not_installed(reader.needs)

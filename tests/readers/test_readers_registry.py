@@ -28,8 +28,8 @@ def test_each_reader_names_what_it_needs(monkeypatch):
     assert {name: reader.needs for name, reader in registry.READERS.items()} == {
         "dali": ("nvidia.dali",), "grain": ("grain",), "tfdata": ("tensorflow",), "torch": ("torch", "torchvision")}
     monkeypatch.setattr(optional, "is_installed", lambda module: module != "torchvision")
-    assert registry.missing(registry.READERS["torch"]) == ["torchvision"]
-    assert registry.missing(registry.READERS["dali"]) == []
+    assert optional.not_installed(registry.READERS["torch"].needs) == ["torchvision"]
+    assert optional.not_installed(registry.READERS["dali"].needs) == []
 
 
 def test_a_reader_registered_twice_is_refused(monkeypatch):
